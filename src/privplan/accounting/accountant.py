@@ -1,0 +1,102 @@
+"""The incremental accountant: the composed cost of a session, updated per admission.
+
+The total is always the composition theorem applied to *everything* admitted (see
+:mod:`privplan.accounting.solver`), maintained per table by a
+:class:`~privplan.accounting.solver.TableSolver`:
+
+* row-level tables (one row per unit), add/remove or replace: admitting N to a history H gives
+  max(old total, best over records (or replace pairs) with a record in a region of N) — a
+  record (pair) outside every new region affects exactly the mechanisms it did before — so
+  only the new regions are searched, against the rows of H that meet them;
+* tables with units of k > 1 rows, and admissions that make a column unorderable (old regions
+  widen), are recomputed from scratch (correct, slower).
+
+Table maxima are summed over tables (one person may be in every private table).
+
+>>> from privplan.accounting.definitions import PureDP
+>>> from privplan.accounting.model import MechanismSpec, TableModel
+>>> from privplan.analysis.regions import Region
+>>> from privplan.analysis.sets import ColumnSet
+>>> acc = Accountant({"t": TableModel()}, PureDP)
+>>> for g in "abc":
+...     _ = acc.admit([MechanismSpec(g, "t", Region.column("g", ColumnSet.points([g])), PureDP(1))])
+>>> acc.total.cost
+PureDP(epsilon=1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from privplan.accounting.model import MechanismSpec, TableModel
+from privplan.accounting.solver import (
+    DEFAULT_EXACT_LIMIT,
+    Composition,
+    TableSolver,
+    _check_kinds,
+    _table_model,
+    combine_tables,
+)
+
+__all__ = ["Accountant"]
+
+
+class Accountant:
+    """Composed cost of every admitted mechanism, one kind of privacy value per accountant.
+
+    ``preview`` answers "what would the total be" without changing anything; ``admit``
+    records the mechanisms and returns the new total. Both raise ``TypeError`` for a cost of
+    another kind and :class:`~privplan.errors.PolicyError` for a table without a model.
+    """
+
+    def __init__(
+        self,
+        tables: Mapping[str, TableModel],
+        kind: type,
+        *,
+        exact_limit: int = DEFAULT_EXACT_LIMIT,
+    ) -> None:
+        self._tables = dict(tables)
+        self._kind = kind
+        self._exact_limit = exact_limit
+        self._solvers: dict[str, TableSolver] = {}
+        self._total = combine_tables([], kind)
+
+    @property
+    def kind(self) -> type:
+        return self._kind
+
+    @property
+    def total(self) -> Composition:
+        """The composed cost of everything admitted so far."""
+        return self._total
+
+    def preview(self, new: Sequence[MechanismSpec]) -> Composition:
+        """The total if ``new`` were admitted (nothing is recorded)."""
+        return combine_tables([s.cost for s in self._advance(new).values()], self._kind)
+
+    def admit(self, new: Sequence[MechanismSpec]) -> Composition:
+        """Admit ``new`` and return the new total."""
+        solvers = self._advance(new)
+        total = combine_tables([s.cost for s in solvers.values()], self._kind)
+        self._solvers, self._total = solvers, total
+        return total
+
+    def mechanisms(self) -> tuple[MechanismSpec, ...]:
+        """Every admitted mechanism, grouped by table in order of first admission."""
+        return tuple(m for s in self._solvers.values() for m in s.mechanisms)
+
+    def _advance(self, new: Sequence[MechanismSpec]) -> dict[str, TableSolver]:
+        new = list(new)
+        _check_kinds(new, self._kind)
+        by_table: dict[str, list[MechanismSpec]] = {}
+        for m in new:
+            by_table.setdefault(m.table, []).append(m)
+        solvers = dict(self._solvers)
+        for name, ms in by_table.items():
+            solver = solvers.get(name)
+            if solver is None:
+                model = _table_model(self._tables, name)
+                solver = TableSolver(name, model, self._kind, exact_limit=self._exact_limit)
+            solvers[name] = solver.extended(ms)
+        return solvers

@@ -1,0 +1,1375 @@
+"""The composition solver: what a set of released mechanisms costs *together* (CSF'24).
+
+By the general composition theorem (Guerra-Balboa et al., CSF 2024, Thms IV.1/IV.11/V.2/V.5) a
+neighbouring pair of databases pays only for the mechanisms whose input it changes, so
+
+    cost = max over neighbouring pairs  of  compose{ c_i : mechanism i affected by the pair }.
+
+``compose`` sums the additive weights of the privacy definition (ε; ε and δ; ρ; μ², see
+:mod:`privplan.accounting.definitions`). Over pairs we take the componentwise max of the summed
+weights: every pair's loss is dominated by it, so it is a valid upper bound (for one-weight kinds
+it is exactly the max). Costs are calibrated to any change of one unit's contribution to a
+mechanism's input, so the solver only decides *which* mechanisms a pair affects:
+
+* add/remove, one row per unit: a record x affects {i : x in R_i}; a GROUP BY pays one group
+  (x is in exactly one; Thms IV.6, IV.12).
+* replace, one row per unit: x changes into x' != x; affected = {i : x in R_i or x' in R_i}; a
+  GROUP BY holding both pays two groups (c_g + c_h, Cor IV.13) unless the keys cannot differ.
+* units of up to k rows (add/remove): a unit is a set S of <= k records agreeing on the unit-level
+  columns; a GROUP BY pays c_i * min(m, #groups of S) (Example IV.5). Exact by branch and bound on
+  small instances, else the proven bound described at :func:`_max_unit`. Replace with k > 1 is
+  bounded by removing S plus adding S' (twice the add/remove value), never claimed exact.
+* several tables: one person may appear in every private table, so the table maxima are *summed*
+  (conservative: it assumes the worst pair in every table can belong to the same person).
+
+How: every column a region constrains (or a GROUP BY keys on) is cut into *atoms* (NULL, every
+endpoint value, the open pieces between them; :class:`_Axis`). A region becomes disjoint boxes
+of atom-index ranges, and the max over records becomes a max over cells, found by branch and
+bound (:func:`_bb`) with 1-D sweep bounds. Weights are searched as floats; whenever the weights
+have a common denominator D with D * sum < 2**50 (every realistic cost: 0.1, 1e-5, ...) the
+floats are exact integers, otherwise near-ties are re-evaluated in Fractions. When the search
+budget (``exact_limit`` nodes) runs out the answer is a proven upper bound and ``exact`` is
+False. The returned cost is never below the exact value.
+
+Modelling assumptions (each can only over-charge): an open atom (an interval between two named
+values, or "everything else") holds at least k values, and every cell holds at least k records
+(tables have columns no predicate names), so e.g. ``x in (3, 4)`` on an int column is treated as
+non-empty. A column whose values cannot be ordered (mixed types) loses its constraints (regions
+grow) and GROUP BY keys on it are treated as opaque.
+
+>>> from privplan.accounting.definitions import PureDP
+>>> from privplan.accounting.model import MechanismSpec, TableModel
+>>> from privplan.analysis.regions import Region
+>>> from privplan.analysis.sets import ColumnSet
+>>> q = [MechanismSpec(f"q{g}", "t", Region.column("grp", ColumnSet.points([g])), PureDP(0.5))
+...      for g in "ab"]
+>>> compose(q, {"t": TableModel()}, PureDP).cost
+PureDP(epsilon=0.5)
+>>> compose(q, {"t": TableModel("replace")}, PureDP).cost
+PureDP(epsilon=1.0)
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from privplan.accounting.model import MechanismSpec, TableModel
+from privplan.analysis.regions import Region
+from privplan.analysis.sets import ColumnSet, Value
+from privplan.errors import InternalError, PolicyError
+
+__all__ = ["DEFAULT_EXACT_LIMIT", "Composition", "TableSolver", "compose"]
+
+DEFAULT_EXACT_LIMIT = 20_000
+"""Branch-and-bound nodes one composition may explore before it settles for a proven bound."""
+
+_EXACT_INT_LIMIT = 2**50  # scaled integer weights below this add exactly in float64
+_MAX_ROWS_PER_BOX = 4096  # a box's IN-lists multiply out to at most this many rows
+_NEG_INF = float("-inf")
+
+Cell = tuple[int, ...]
+
+
+# ============================================================================== public result
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The composed cost of a set of mechanisms, and why.
+
+    ``cost`` is a privacy value of the inputs' kind (``kind.zero()`` when nothing was released);
+    ``witness`` holds the ids of the mechanisms a worst neighbouring pair affects (for (ε, δ):
+    the pair that maximises ε); ``exact`` is False when a proven upper bound was used.
+    """
+
+    cost: Any
+    witness: tuple[str, ...]
+    witness_detail: str
+    exact: bool
+    rule: str
+
+
+def compose(
+    mechanisms: Sequence[MechanismSpec],
+    tables: Mapping[str, TableModel],
+    kind: type,
+    *,
+    exact_limit: int = DEFAULT_EXACT_LIMIT,
+) -> Composition:
+    """The cost of releasing all ``mechanisms`` together, by the general composition theorem.
+
+    Raises ``TypeError`` when a cost is not of ``kind`` and :class:`PolicyError` when a
+    mechanism's table has no model in ``tables``. See the module docstring for the rules.
+    """
+    _check_kinds(mechanisms, kind)
+    by_table: dict[str, list[MechanismSpec]] = {}
+    for m in mechanisms:
+        by_table.setdefault(m.table, []).append(m)
+    costs = []
+    for name, ms in by_table.items():
+        solver = TableSolver(name, _table_model(tables, name), kind, exact_limit=exact_limit)
+        costs.append(solver.extended(ms).cost)
+    return combine_tables(costs, kind)
+
+
+# ============================================================================== per-table costs
+
+
+@dataclass(frozen=True)
+class TableCost:
+    """One table's composed weights (per coordinate of the kind) and their explanation."""
+
+    table: str
+    weights: tuple[Fraction, ...]
+    witness: tuple[str, ...]
+    detail: str
+    exact: bool
+    rule: str
+
+
+def combine_tables(costs: Sequence[TableCost], kind: type) -> Composition:
+    """Sum the tables' maxima: one person may appear in every private table (conservative)."""
+    if not costs:
+        return Composition(kind.zero(), (), "nothing released", True, "no mechanisms")
+    if all(not c.witness and not any(c.weights) and c.exact for c in costs):
+        return Composition(
+            kind.zero(), (), "no record is in any mechanism's region", True, "empty regions"
+        )
+    costs = [c for c in costs if c.witness or any(c.weights) or not c.exact]
+    weights = tuple(sum(ws, Fraction(0)) for ws in zip(*(c.weights for c in costs)))
+    witness = tuple(dict.fromkeys(i for c in costs for i in c.witness))
+    exact = all(c.exact for c in costs)
+    if len(costs) == 1:
+        c = costs[0]
+        return Composition(kind.from_weights(weights), witness, c.detail, exact, c.rule)
+    detail = "; ".join(f"in {c.table}: {c.detail}" for c in costs)
+    rule = (
+        "; ".join(f"{c.table}: {c.rule}" for c in costs)
+        + "; summed over tables (one person may appear in every private table)"
+    )
+    return Composition(kind.from_weights(weights), witness, detail, exact, rule)
+
+
+def _check_kinds(mechanisms: Iterable[MechanismSpec], kind: type) -> None:
+    for m in mechanisms:
+        if not isinstance(m.cost, kind):
+            raise TypeError(
+                f"mechanism {m.id!r} costs {type(m.cost).__name__}, but this composition is in "
+                f"{kind.__name__}: convert the cost first (privplan.accounting.conversions)"
+            )
+
+
+def _table_model(tables: Mapping[str, TableModel], name: str) -> TableModel:
+    try:
+        return tables[name]
+    except KeyError:
+        raise PolicyError(
+            f"table {name!r} has no neighbourhood/unit model in the policy; declare it so its "
+            "privacy cost can be composed"
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Best:
+    """The worst pair found for one weight coordinate: its exact value and witness cells."""
+
+    value: Fraction
+    exact: bool
+    cells: tuple[Cell, ...] = ()  # one cell (a record), two (a replace pair) or a unit's rows
+    bound_note: str = ""  # why the value is a bound, when it is one
+
+
+class TableSolver:
+    """The composed cost of one table's mechanisms; :meth:`extended` adds more, incrementally.
+
+    Row model (k = 1): the new maximum is max(old, best over the new mechanisms' regions), since
+    a record (or, under replace, a pair) outside every new region keeps its old weight. Units of
+    k > 1 rows, and any change that widens old regions (a column turning unorderable), are
+    recomputed from scratch. Solvers are immutable: ``extended`` returns a new one.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        model: TableModel,
+        kind: type,
+        *,
+        exact_limit: int = DEFAULT_EXACT_LIMIT,
+    ) -> None:
+        self.table = table
+        self.model = model
+        self.kind = kind
+        self.exact_limit = exact_limit
+        self._q = len(kind.zero().weights())
+        self._inst = _Instance.empty(self._q)
+        self._single: tuple[_Best, ...] = ()
+        self._pair: tuple[_Best, ...] = ()
+        self._unit: tuple[_Best, ...] = ()
+
+    @property
+    def mechanisms(self) -> tuple[MechanismSpec, ...]:
+        return tuple(m.spec for m in self._inst.mechs)
+
+    def extended(self, new: Sequence[MechanismSpec]) -> TableSolver:
+        """A solver for the old mechanisms plus ``new`` (all on this table, of this kind)."""
+        _check_kinds(new, self.kind)
+        for m in new:
+            if m.table != self.table:
+                raise ValueError(f"mechanism {m.id!r} is on {m.table!r}, not {self.table!r}")
+        if not new:
+            return self
+        old = self._inst
+        inst, rebuilt, new_rows = old.extend(new)
+        out = object.__new__(TableSolver)
+        out.__dict__.update(self.__dict__)
+        out._inst = inst
+        budget = _Budget(self.exact_limit)
+        k = self.model.unit.max_rows
+        if k > 1:
+            ucols = frozenset(
+                inst.col_index[c] for c in self.model.unit.unit_level_columns if c in inst.col_index
+            )
+            bound_budget = _Budget(max(self.exact_limit, 2000))
+            out._unit = tuple(
+                _max_unit(inst, j, k, ucols, budget, bound_budget) for j in range(self._q)
+            )
+            return out
+        incremental = bool(old.mechs) and not rebuilt
+        domains = _disjoint(new_rows) if incremental else [inst.full_box_tuple()]
+        single, pair = [], []
+        for j in range(self._q):
+            prev = self._single[j] if incremental else None
+            s = _max_cell(inst, j, domains, prev, budget)
+            single.append(s)
+            if self.model.neighbourhood == "replace":
+                prev_p = self._pair[j] if incremental else None
+                pair.append(_max_pair(inst, j, domains, s, prev_p, budget))
+        out._single, out._pair = tuple(single), tuple(pair)
+        return out
+
+    @property
+    def cost(self) -> TableCost:
+        """This table's weights per coordinate with the witness of the first non-zero one."""
+        inst = self._inst
+        replace = self.model.neighbourhood == "replace"
+        k = self.model.unit.max_rows
+        if not inst.mechs:
+            return TableCost(self.table, (Fraction(0),) * self._q, (), "nothing released", True, "")
+        if k > 1:
+            bests = self._unit
+            factor = 2 if replace else 1
+            weights = tuple(b.value * factor for b in bests)
+            exact = all(b.exact for b in bests) and not replace and not inst.widened
+        else:
+            bests = self._pair if replace else self._single
+            weights = tuple(b.value for b in bests)
+            exact = all(b.exact for b in bests) and not inst.widened
+        lead = next((b for b in bests if b.value), bests[0])
+        witness_idx = _witness(inst, lead)
+        witness = tuple(inst.mechs[i].spec.id for i in witness_idx)
+        detail = _detail(inst, lead, witness_idx, k, replace, self.model)
+        rule = _rule(inst, lead, witness_idx, k, replace)
+        if inst.widened:
+            rule += "; some regions were over-approximated (" + "; ".join(inst.notes) + ")"
+        return TableCost(self.table, weights, witness, detail, exact, rule)
+
+
+# ============================================================================== atoms and rows
+
+
+class _Unorderable(Exception):
+    """A column's values cannot be sorted together (mixed types, NaN)."""
+
+
+def _sorted_values(values: Iterable[Value]) -> list[Value]:
+    try:
+        distinct = set(values)
+        if any(v != v for v in distinct):  # NaN
+            raise _Unorderable
+        return sorted(distinct)
+    except TypeError as exc:
+        raise _Unorderable from exc
+
+
+class _Axis:
+    """The atoms of one column, as indices.
+
+    With distinct endpoint values v_0 < ... < v_{n-1} named by any region: atom 0 is NULL, atom
+    2j+2 is the single value v_j, atom 2j+1 is the open gap just below v_j and atom 2n+1 is
+    (v_{n-1}, +inf). Even atoms hold exactly one value; odd atoms are assumed to hold many.
+    Every region's set on the column is a union of atoms, so one representative per atom
+    decides membership for all its values.
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: list[Value]) -> None:
+        self.values = values
+
+    @property
+    def size(self) -> int:
+        return 2 * len(self.values) + 2
+
+    def _pos(self, v: Value) -> int:
+        j = bisect_left(self.values, v)
+        if j >= len(self.values) or not self.values[j] == v:
+            raise InternalError(f"value {v!r} missing from the column's atoms")
+        return j
+
+    def ranges(self, cs: ColumnSet) -> list[tuple[int, int]]:
+        """The set as sorted, disjoint, non-adjacent ranges of atom indices."""
+        out: list[tuple[int, int]] = [(0, 0)] if cs.null else []
+        for iv in cs.intervals:
+            lo = 1 if iv.lo is None else 2 * self._pos(iv.lo) + (2 if iv.lo_closed else 3)
+            hi = self.size - 1 if iv.hi is None else 2 * self._pos(iv.hi) + (2 if iv.hi_closed else 1)
+            if lo > hi:
+                continue
+            if out and out[-1][1] + 1 >= lo:
+                out[-1] = (out[-1][0], max(out[-1][1], hi))
+            else:
+                out.append((lo, hi))
+        return out
+
+    def merged(self, new: Iterable[Value]) -> tuple[_Axis, np.ndarray, np.ndarray] | None:
+        """The axis with ``new`` endpoints added and old-to-new atom maps (lower, upper ends).
+
+        Returns None when nothing is added. An old point maps to its new point; an old gap
+        splits into a run of new atoms, whose first index maps range starts and last maps
+        range ends, so a range of old atoms maps to the same set of values.
+        """
+        old = self.values
+        known = set(old)
+        added = [v for v in _sorted_values(new) if v not in known]
+        if not added:
+            return None
+        values = _sorted_values([*old, *added])
+        axis = _Axis(values)
+        n = len(old)
+        ins = np.array([bisect_left(old, a) for a in added], dtype=np.int64)
+        pos = np.arange(n, dtype=np.int64) + np.cumsum(np.bincount(ins, minlength=n + 1))[:n]
+        map_lo = np.empty(self.size, dtype=np.int64)
+        map_hi = np.empty(self.size, dtype=np.int64)
+        map_lo[0] = map_hi[0] = 0
+        map_lo[2::2] = map_hi[2::2] = 2 * pos + 2
+        map_lo[1] = 1
+        map_lo[3::2] = 2 * pos + 3
+        map_hi[1::2][:n] = 2 * pos + 1
+        map_hi[-1] = axis.size - 1
+        return axis, map_lo, map_hi
+
+    def describe(self, column: str, atom: int) -> str:
+        if atom == 0:
+            return f"{column} IS NULL"
+        j, odd = divmod(atom - 1, 2)
+        if odd:
+            return f"{column} = {self.values[j]!r}"
+        lo = self.values[j - 1] if j > 0 else None
+        hi = self.values[j] if j < len(self.values) else None
+        if lo is None and hi is None:
+            return f"{column} IS NOT NULL"
+        if lo is None:
+            return f"{column} < {hi!r}"
+        if hi is None:
+            return f"{column} > {lo!r}"
+        return f"{lo!r} < {column} < {hi!r}"
+
+
+@dataclass(frozen=True)
+class _Mech:
+    spec: MechanismSpec
+    wx: tuple[Fraction, ...]  # exact additive weights
+    part: int  # 0: no partition, 1: keys are columns, 2: opaque keys
+    keys: tuple[int, ...]  # instance column indices of the key columns (part == 1)
+    max_groups: int | None
+    full: bool  # region is the whole domain
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """How one weight coordinate is searched in floats.
+
+    ``denom`` set: every weight times ``denom`` is an integer and their sum is below 2**50, so
+    float sums are exact and ties can be pruned. Otherwise floats carry a relative error far
+    below ``tol`` and near-ties are re-evaluated exactly.
+    """
+
+    denom: int | None
+    total: int  # sum of the scaled numerators (exact mode) else 0
+    tol: float
+
+    def above(self, x: float) -> float:
+        """Threshold for "may beat x": strictly more (exact mode) or within tolerance."""
+        return x + 0.5 if self.denom is not None else x - self.tol
+
+    def keep(self, v: float, best: float) -> bool:
+        return v >= best - 0.5 if self.denom is not None else v >= best - self.tol
+
+    def to_float(self, x: Fraction) -> float:
+        return float(x * self.denom) if self.denom is not None else float(x)
+
+    def exact(self, v: float) -> Fraction:
+        if self.denom is None:
+            raise InternalError("float value without an exact scale")
+        return Fraction(round(v), self.denom)
+
+    def upper(self, v: float) -> Fraction:
+        """An exact number >= the true value of a float bound."""
+        if self.denom is not None:
+            return Fraction(math.ceil(v - 0.25), self.denom)
+        return Fraction(v) + Fraction(self.tol)
+
+
+def _make_scale(wx: Sequence[Fraction], n_rows: int) -> tuple[_Scale, np.ndarray]:
+    denom = 1
+    for x in wx:
+        denom = denom * x.denominator // math.gcd(denom, x.denominator)
+        if denom > _EXACT_INT_LIMIT:
+            break
+    if denom <= _EXACT_INT_LIMIT:
+        nums = [x.numerator * (denom // x.denominator) for x in wx]
+        total = sum(nums)
+        if total < _EXACT_INT_LIMIT:
+            return _Scale(denom, total, 0.0), np.array(nums, dtype=np.float64)
+    wf = np.array([float(x) for x in wx], dtype=np.float64)
+    rel = max(4e-9, 64.0 * (n_rows + 16) * 2.0**-53)
+    return _Scale(None, 0, rel * float(wf.sum()) + 1e-300), wf
+
+
+def _extend_scale(
+    sc: _Scale, wf: np.ndarray, wx_all: Sequence[Fraction], new: Sequence[Fraction], n_rows: int
+) -> tuple[_Scale, np.ndarray]:
+    """The scale with ``new`` weights appended; rescales in place of a full rebuild when exact."""
+    if sc.denom is not None:
+        denom = sc.denom
+        for x in new:
+            denom = denom * x.denominator // math.gcd(denom, x.denominator)
+        if denom <= _EXACT_INT_LIMIT:
+            factor = denom // sc.denom
+            nums = [x.numerator * (denom // x.denominator) for x in new]
+            total = sc.total * factor + sum(nums)
+            if total < _EXACT_INT_LIMIT:
+                out = np.concatenate((wf * factor, np.array(nums, dtype=np.float64)))
+                return _Scale(denom, total, 0.0), out
+    return _make_scale(wx_all, n_rows)
+
+
+def _subtract(p: Cell2, r: Cell2) -> list[Cell2]:
+    """Box difference p \\ r on atom-index ranges: at most 2 pieces per column, disjoint."""
+    if any(a[1] < b[0] or b[1] < a[0] for a, b in zip(p, r)):
+        return [p]
+    out: list[Cell2] = []
+    cur = list(p)
+    for c, ((lo, hi), (rlo, rhi)) in enumerate(zip(p, r)):
+        if lo < rlo:
+            piece = list(cur)
+            piece[c] = (lo, rlo - 1)
+            out.append(tuple(piece))
+            lo = rlo
+        if hi > rhi:
+            piece = list(cur)
+            piece[c] = (rhi + 1, hi)
+            out.append(tuple(piece))
+            hi = rhi
+        cur[c] = (lo, hi)
+    return out
+
+
+Cell2 = tuple[tuple[int, int], ...]  # a box of atom-index ranges, one (lo, hi) per column
+
+
+def _disjoint(rows: Iterable[Cell2]) -> list[Cell2]:
+    """Disjoint boxes with the same union."""
+    out: list[Cell2] = []
+    for b in rows:
+        pieces = [b]
+        for r in out:
+            pieces = [q for p in pieces for q in _subtract(p, r)]
+            if not pieces:
+                break
+        out.extend(pieces)
+    return out
+
+
+class _Instance:
+    """One table's mechanisms as disjoint boxes of atom-index ranges (immutable)."""
+
+    columns: tuple[str, ...]
+    col_index: dict[str, int]
+    axes: tuple[_Axis, ...]
+    poisoned: frozenset[str]
+    mechs: tuple[_Mech, ...]
+    part: np.ndarray
+    full: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    row_mech: np.ndarray
+    scales: tuple[_Scale, ...]
+    wf: np.ndarray  # (mechanisms, coordinates) search weights
+    widened: bool
+    notes: tuple[str, ...]
+
+    @classmethod
+    def empty(cls, q: int, poisoned: frozenset[str] = frozenset()) -> _Instance:
+        inst = object.__new__(cls)
+        inst.columns, inst.col_index, inst.axes, inst.poisoned = (), {}, (), poisoned
+        inst.mechs = ()
+        inst.part = np.zeros(0, dtype=np.int8)
+        inst.full = np.zeros(0, dtype=bool)
+        inst.lo = np.zeros((0, 0), dtype=np.int64)
+        inst.hi = np.zeros((0, 0), dtype=np.int64)
+        inst.row_mech = np.zeros(0, dtype=np.int64)
+        inst.scales = tuple(_Scale(1, 0, 0.0) for _ in range(q))
+        inst.wf = np.zeros((0, q), dtype=np.float64)
+        inst.widened, inst.notes = False, ()
+        return inst
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([a.size for a in self.axes], dtype=np.int64)
+
+    def full_box(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(len(self.axes), dtype=np.int64), self.sizes - 1
+
+    def full_box_tuple(self) -> Cell2:
+        return tuple((0, a.size - 1) for a in self.axes)
+
+    # -- building ------------------------------------------------------------------------------
+    def extend(self, specs: Sequence[MechanismSpec]) -> tuple[_Instance, bool, list[Cell2]]:
+        """A new instance with ``specs`` added, whether old rows changed, and the new rows.
+
+        Old rows change only when a column becomes unorderable: its constraints are dropped
+        everywhere (regions grow), so the caller must search from scratch.
+        """
+        poisoned = self.poisoned
+        while True:
+            try:
+                inst, new_rows = self._extend(specs, poisoned)
+            except _UnorderableColumn as bad:
+                poisoned = poisoned | {bad.column}
+                continue
+            return inst, poisoned != self.poisoned and bool(self.mechs), new_rows
+
+    def specs(self) -> list[MechanismSpec]:
+        return [m.spec for m in self.mechs]
+
+    def _extend(
+        self, specs: Sequence[MechanismSpec], poisoned: frozenset[str]
+    ) -> tuple[_Instance, list[Cell2]]:
+        if poisoned != self.poisoned:
+            return _Instance.empty(len(self.scales), poisoned)._extend(
+                [*self.specs(), *specs], poisoned
+            )
+        new_values: dict[str, list[Value]] = {}
+        for m in specs:
+            for box in m.region.boxes:
+                for col, cs in box.constraints:
+                    if col in poisoned:
+                        continue
+                    vals = new_values.setdefault(col, [])
+                    for iv in cs.intervals:
+                        if iv.lo is not None:
+                            vals.append(iv.lo)
+                        if iv.hi is not None:
+                            vals.append(iv.hi)
+            if m.partition is not None and m.partition.key_columns is not None:
+                for col in m.partition.key_columns:
+                    if col not in poisoned:
+                        new_values.setdefault(col, [])
+        columns = list(self.columns)
+        axes = list(self.axes)
+        lo, hi = self.lo.copy(), self.hi.copy()
+        for col, vals in new_values.items():
+            if col in self.col_index:
+                c = self.col_index[col]
+                try:
+                    merged = axes[c].merged(vals)
+                except _Unorderable:
+                    raise _UnorderableColumn(col) from None
+                if merged is not None:
+                    axes[c], map_lo, map_hi = merged
+                    lo[:, c] = map_lo[lo[:, c]]
+                    hi[:, c] = map_hi[hi[:, c]]
+            else:
+                try:
+                    axis = _Axis(_sorted_values(vals))
+                except _Unorderable:
+                    raise _UnorderableColumn(col) from None
+                columns.append(col)
+                axes.append(axis)
+                n = lo.shape[0]
+                lo = np.hstack((lo, np.zeros((n, 1), dtype=np.int64)))
+                hi = np.hstack((hi, np.full((n, 1), axis.size - 1, dtype=np.int64)))
+        inst = object.__new__(_Instance)
+        inst.columns = tuple(columns)
+        inst.col_index = {c: i for i, c in enumerate(columns)}
+        inst.axes = tuple(axes)
+        inst.poisoned = poisoned
+        notes = list(self.notes)
+        widened = self.widened
+        new_rows: list[Cell2] = []
+        new_row_mech: list[int] = []
+        mechs = list(self.mechs)
+        for m in specs:
+            idx = len(mechs)
+            rows, wide = inst._rows_of(m.region)
+            if wide:
+                widened = True
+                notes.append(f"{m.id}: long IN-lists were replaced by their range")
+            if any(c in poisoned for b in m.region.boxes for c in b.columns):
+                widened = True
+                notes.append(f"{m.id}: constraints on unorderable columns were dropped")
+            new_rows.extend(rows)
+            new_row_mech.extend([idx] * len(rows))
+            mechs.append(inst._mech_of(m, rows))
+        d = len(columns)
+        if new_rows:
+            arr = np.array(new_rows, dtype=np.int64).reshape(len(new_rows), d, 2)
+            lo = np.vstack((lo, arr[:, :, 0]))
+            hi = np.vstack((hi, arr[:, :, 1]))
+        inst.lo, inst.hi = lo, hi
+        inst.row_mech = np.concatenate((self.row_mech, np.array(new_row_mech, dtype=np.int64)))
+        inst.mechs = tuple(mechs)
+        inst.part = np.array([m.part for m in mechs], dtype=np.int8)
+        inst.full = np.array([m.full for m in mechs], dtype=bool)
+        inst.widened, inst.notes = widened, tuple(dict.fromkeys(notes))
+        scales, cols = [], []
+        n_rows = lo.shape[0]
+        for j, sc in enumerate(self.scales):
+            wx_all = [m.wx[j] for m in mechs]
+            wx_new = [m.wx[j] for m in mechs[len(self.mechs) :]]
+            s, w = _extend_scale(sc, self.wf[:, j], wx_all, wx_new, n_rows)
+            scales.append(s)
+            cols.append(w)
+        inst.scales = tuple(scales)
+        inst.wf = np.stack(cols, axis=1) if cols else np.zeros((len(mechs), 0))
+        return inst, new_rows
+
+    def _rows_of(self, region: Region) -> tuple[list[Cell2], bool]:
+        """Disjoint atom-index boxes whose union is the region (or a superset: flag True)."""
+        rows: list[Cell2] = []
+        wide = False
+        for box in region.boxes:
+            per_col: list[list[tuple[int, int]]] = []
+            for c, axis in enumerate(self.axes):
+                cs = box.get(self.columns[c])
+                rs = [(0, axis.size - 1)] if cs.is_full() else axis.ranges(cs)
+                per_col.append(rs)
+            if any(not rs for rs in per_col):
+                continue
+            while math.prod(len(rs) for rs in per_col) > _MAX_ROWS_PER_BOX:
+                c = max(range(len(per_col)), key=lambda i: len(per_col[i]))
+                per_col[c] = [(per_col[c][0][0], per_col[c][-1][1])]
+                wide = True
+            rows.extend(product(*per_col))
+        if len(region.boxes) > 1:
+            rows = _disjoint(rows)
+        return rows, wide
+
+    def _mech_of(self, m: MechanismSpec, rows: list[Cell2]) -> _Mech:
+        full_row = tuple((0, a.size - 1) for a in self.axes)
+        full = any(r == full_row for r in rows)
+        p = m.partition
+        if p is None:
+            return _Mech(m, tuple(m.cost.weights()), 0, (), None, full)
+        if p.key_columns is None or any(c in self.poisoned for c in p.key_columns):
+            return _Mech(m, tuple(m.cost.weights()), 2, (), p.max_groups_per_unit, full)
+        keys = tuple(sorted({self.col_index[c] for c in p.key_columns}))
+        return _Mech(m, tuple(m.cost.weights()), 1, keys, p.max_groups_per_unit, full)
+
+    # -- evaluation ----------------------------------------------------------------------------
+    def hit_mask(self, cell: Cell) -> np.ndarray:
+        """Which mechanisms' regions hold the records of ``cell`` (bool per mechanism)."""
+        out = np.zeros(len(self.mechs), dtype=bool)
+        if len(self.mechs):
+            c = np.asarray(cell, dtype=np.int64)
+            rows = np.all((self.lo <= c) & (self.hi >= c), axis=1)
+            out[self.row_mech[rows]] = True
+        return out
+
+    def forced_same(self, i: int, a: Cell, b: Cell, pinned: frozenset[int] = frozenset()) -> bool:
+        """Must records in cells a and b fall in the same group of partition i?
+
+        Only when the keys are columns, a and b share the atom of every key column, and each of
+        those atoms is a single value (even index) or the column is in ``pinned`` (unit-level).
+        """
+        m = self.mechs[i]
+        if m.part != 1:
+            return False
+        return all(a[k] == b[k] and (a[k] % 2 == 0 or k in pinned) for k in m.keys)
+
+
+class _UnorderableColumn(Exception):
+    def __init__(self, column: str) -> None:
+        super().__init__(column)
+        self.column = column
+
+
+# ============================================================================== branch and bound
+
+
+class _Budget:
+    """Branch-and-bound nodes left; when none are left searches return proven bounds."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+def _runs(
+    lo_c: np.ndarray, hi_c: np.ndarray, w: np.ndarray, lo_box: int, hi_box: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """1-D sweep on one column: maximal runs of atoms covered by the same rows, and their weights.
+
+    Rows are clipped to [lo_box, hi_box]; a run's weight is the sum of the rows covering it.
+    """
+    s = np.maximum(lo_c, lo_box)
+    e = np.minimum(hi_c, hi_box) + 1
+    pos = np.concatenate((s, e))
+    u, inv = np.unique(pos, return_inverse=True)
+    vals = np.cumsum(np.bincount(inv, weights=np.concatenate((w, -w)), minlength=len(u)))
+    keep = u <= hi_box
+    starts, vals = u[keep], vals[keep]
+    if starts.size == 0 or starts[0] > lo_box:
+        starts = np.concatenate(([lo_box], starts))
+        vals = np.concatenate(([0.0], vals))
+    ends = np.concatenate((starts[1:] - 1, [hi_box]))
+    return starts, ends, vals
+
+
+def _rep(lo_box: np.ndarray, hi_box: np.ndarray) -> Cell:
+    """One atom per column of a box, preferring an open (many-valued) atom where there is one."""
+    return tuple(
+        int(s) if s == e or s % 2 == 1 else int(s) + 1
+        for s, e in zip(lo_box.tolist(), hi_box.tolist())
+    )
+
+
+Leaf = Callable[[float, np.ndarray, np.ndarray], None]
+
+
+def _bb(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    w: np.ndarray,
+    lo_box: np.ndarray,
+    hi_box: np.ndarray,
+    eligible: np.ndarray,
+    thr: Callable[[], float],
+    leaf: Leaf,
+    budget: _Budget,
+) -> float:
+    """Branch and bound for the heaviest cells of weighted boxes inside one search box.
+
+    ``lo``/``hi`` are rows meeting the box (one per region piece, weight ``w``); rows of one
+    mechanism are disjoint, so a cell's weight is the sum of the rows holding it. The search
+    cuts ``eligible`` columns into runs; ``leaf(value, box)`` is called for every box uniform on
+    the eligible columns whose value reaches ``thr()`` (read afresh, as the caller raises it).
+    A node's bound is the smallest over columns of its 1-D sweep maximum: a cell's weight never
+    exceeds the weight of its run on any column. Returns the largest bound of the nodes the
+    budget cut off (-inf if none), a proven bound on what was not searched.
+    """
+    if w.size:
+        partial = ~((lo <= lo_box) & (hi >= hi_box)) & eligible
+        prow = partial.any(axis=1)
+    else:
+        partial = np.zeros((0, len(lo_box)), dtype=bool)
+        prow = np.zeros(0, dtype=bool)
+    if not prow.any():
+        v = float(w.sum())
+        if v >= thr():
+            leaf(v, lo_box, hi_box)
+        return _NEG_INF
+    cert = float(w[~prow].sum())
+    lp, hp, wp = lo[prow], hi[prow], w[prow]
+    cols = np.flatnonzero(partial[prow].any(axis=0))
+    chosen: tuple[float, int, np.ndarray, np.ndarray, np.ndarray] | None = None
+    for c in cols.tolist():
+        st, en, va = _runs(lp[:, c], hp[:, c], wp, int(lo_box[c]), int(hi_box[c]))
+        mx = float(va.max()) + cert
+        if chosen is None or mx < chosen[0] or (mx == chosen[0] and st.size < chosen[2].size):
+            chosen = (mx, c, st, en, va)
+    assert chosen is not None
+    bound, c, st, en, va = chosen
+    if bound < thr():
+        return _NEG_INF
+    if not budget.take():
+        return bound
+    va = va + cert
+    order = np.argsort(-va, kind="stable").tolist()
+    opened = _NEG_INF
+    last = cols.size == 1
+    lc, hc = lo[:, c], hi[:, c]
+    for r in order:
+        v = float(va[r])
+        if v < thr():
+            break
+        lo2, hi2 = lo_box.copy(), hi_box.copy()
+        lo2[c], hi2[c] = st[r], en[r]
+        if last:
+            leaf(v, lo2, hi2)
+            continue
+        if budget.left <= 0:
+            opened = max(opened, v)
+            break
+        m = (lc <= st[r]) & (hc >= st[r])
+        opened = max(opened, _bb(lo[m], hi[m], w[m], lo2, hi2, eligible, thr, leaf, budget))
+    return opened
+
+
+def _meeting(inst: _Instance, box: Cell2) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows meeting ``box``, clipped to it; and the box as arrays."""
+    lo_box = np.array([b[0] for b in box], dtype=np.int64)
+    hi_box = np.array([b[1] for b in box], dtype=np.int64)
+    m = np.all(inst.lo <= hi_box, axis=1) & np.all(inst.hi >= lo_box, axis=1)
+    lo = np.maximum(inst.lo[m], lo_box)
+    hi = np.minimum(inst.hi[m], hi_box)
+    return m, lo, hi, np.stack((lo_box, hi_box))
+
+
+# ============================================================================== add/remove, k = 1
+
+
+def _max_cell(
+    inst: _Instance, j: int, domains: Sequence[Cell2], prev: _Best | None, budget: _Budget
+) -> _Best:
+    """max over records x in the domains of sum{c_i : x in R_i}, with the previous best.
+
+    Add/remove with one row per unit: adding or removing x changes exactly the mechanisms whose
+    region holds x (CSF'24 Thm IV.11); a GROUP BY changes one group (Thm IV.12), so it counts
+    once. Exact unless the budget ran out (then a proven bound, exact=False).
+    """
+    sc = inst.scales[j]
+    if prev is None:
+        prev = _Best(Fraction(0), True)
+    if not inst.mechs or not inst.wf[:, j].any():
+        return prev
+    best = [sc.to_float(prev.value)]
+    cands: list[tuple[float, Cell]] = []
+
+    def thr() -> float:
+        return sc.above(best[0])
+
+    def leaf(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+        best[0] = max(best[0], v)
+        cands.append((v, _rep(lo_box, hi_box)))
+
+    w_rows = inst.wf[inst.row_mech, j]
+    everything = np.ones(len(inst.axes), dtype=bool)
+    opened = _NEG_INF
+    for dom in domains:
+        m, lo, hi, box = _meeting(inst, dom)
+        opened = max(opened, _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr, leaf, budget))
+    out = prev
+    seen: set[bytes] = set()
+    for v, cell in cands:
+        if not sc.keep(v, best[0]):
+            continue
+        hits = inst.hit_mask(cell)
+        key = hits.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        value = sum((inst.mechs[i].wx[j] for i in np.flatnonzero(hits)), Fraction(0))
+        if sc.denom is not None and value != sc.exact(v):
+            raise InternalError(f"max-cell search value {v} disagrees with exact {value}")
+        if value > out.value:
+            out = _Best(value, prev.exact, (cell,), prev.bound_note)
+    return _with_open(out, sc, opened)
+
+
+def _with_open(best: _Best, sc: _Scale, opened: float) -> _Best:
+    """Raise ``best`` to the bound of the nodes the search budget cut off, if any."""
+    if opened == _NEG_INF:
+        return best
+    bound = sc.upper(opened)
+    note = "the search limit was reached"
+    if bound > best.value:
+        return _Best(bound, False, best.cells, note)
+    return best
+
+
+# ============================================================================== replace, k = 1
+
+
+def _max_pair(
+    inst: _Instance,
+    j: int,
+    domains: Sequence[Cell2],
+    single: _Best,
+    prev: _Best | None,
+    budget: _Budget,
+) -> _Best:
+    """max over x in the domains and any x' != x of the weight of replacing x by x'.
+
+    Replace (bounded DP) with one row per unit: the change affects {i : x in R_i or x' in R_i};
+    a GROUP BY holding both pays two groups (c_g + c_h, Cor IV.13) unless x, x' must share the
+    key (:meth:`_Instance.forced_same`); x' may be in x's own cell (cells hold many records).
+    V(a, b) = w(a) + w_a(b), where w_a drops the plain mechanisms a hits and, from a GROUP BY
+    whose key a pins, the slab of b with a's key. Outer search over a (pruned by w(a) + W* - F,
+    F = plain mechanisms over the whole domain, which both records always hit), inner over b.
+    """
+    sc = inst.scales[j]
+    if prev is None:
+        prev = _Best(Fraction(0), True)
+    if not inst.mechs or not inst.wf[:, j].any():
+        return prev
+    wf = inst.wf[:, j]
+    w_star = sc.to_float(single.value) + (0.0 if sc.denom is not None else sc.tol)
+    plain_full = float(wf[(inst.part == 0) & inst.full].sum())
+    slack = w_star - plain_full
+    best = [max(sc.to_float(prev.value), 0.0)]
+    cands: list[tuple[float, Cell, Cell]] = []
+    seen: set[tuple[bytes, tuple[tuple[int, ...], ...]]] = set()
+    opened = [_NEG_INF]
+    everything = np.ones(len(inst.axes), dtype=bool)
+    full_lo, full_hi = inst.full_box()
+    w_rows = wf[inst.row_mech]
+
+    def thr_outer() -> float:
+        return sc.above(best[0] - slack)
+
+    def leaf_a(wa: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+        a = _rep(lo_box, hi_box)
+        hits = inst.hit_mask(a)
+        pinned = tuple(
+            (i, *(a[k] for k in inst.mechs[i].keys))
+            for i in np.flatnonzero(hits & (inst.part == 1)).tolist()
+            if all(a[k] % 2 == 0 for k in inst.mechs[i].keys)
+        )
+        sig = (hits.tobytes(), pinned)
+        if sig in seen:
+            return
+        seen.add(sig)
+        lo2, hi2, mech2 = _inner_rows(inst, a, hits, pinned)
+
+        def thr_inner() -> float:
+            return sc.above(best[0] - wa)
+
+        def leaf_b(wb: float, lb: np.ndarray, hb: np.ndarray) -> None:
+            v = wa + wb
+            best[0] = max(best[0], v)
+            cands.append((v, a, _rep(lb, hb)))
+
+        o = _bb(lo2, hi2, wf[mech2], full_lo, full_hi, everything, thr_inner, leaf_b, budget)
+        if o != _NEG_INF:
+            opened[0] = max(opened[0], wa + o)
+
+    for dom in domains:
+        m, lo, hi, box = _meeting(inst, dom)
+        o = _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr_outer, leaf_a, budget)
+        if o != _NEG_INF:
+            opened[0] = max(opened[0], o + slack)
+    out = prev
+    done: set[tuple[Cell, Cell]] = set()
+    for v, a, b in cands:
+        if not sc.keep(v, best[0]) or (a, b) in done:
+            continue
+        done.add((a, b))
+        value = _pair_value(inst, j, a, b)
+        if sc.denom is not None and value != sc.exact(v):
+            raise InternalError(f"pair search value {v} disagrees with exact {value}")
+        if value > out.value:
+            out = _Best(value, prev.exact and single.exact, (a, b), prev.bound_note)
+    if not single.exact and out.exact:
+        out = _Best(out.value, False, out.cells, single.bound_note)
+    return _with_open(out, sc, opened[0])
+
+
+def _inner_rows(
+    inst: _Instance, a: Cell, hits: np.ndarray, pinned: tuple[tuple[int, ...], ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of w_a: what a second record b adds to the pair's weight once a is counted.
+
+    Plain mechanisms a hits add nothing more; a GROUP BY a hits adds a second group for b
+    unless b must share a's key, i.e. except on the slab {b : b_K = a_K} when a pins the key.
+    """
+    rm = inst.row_mech
+    hit_r = hits[rm]
+    part_r = inst.part[rm]
+    pinned_m = np.zeros(len(inst.mechs), dtype=bool)
+    pinned_m[[p[0] for p in pinned]] = True
+    cut_r = hit_r & pinned_m[rm]
+    keep_r = ~hit_r | ((part_r != 0) & ~cut_r)
+    los, his, mechs = [inst.lo[keep_r]], [inst.hi[keep_r]], [rm[keep_r]]
+    if cut_r.any():
+        by_keys: dict[tuple[int, ...], list[int]] = {}
+        for p in pinned:
+            by_keys.setdefault(inst.mechs[p[0]].keys, []).append(p[0])
+        for keys, ids in by_keys.items():
+            sel = cut_r & np.isin(rm, ids)
+            lo, hi, rmech = inst.lo[sel].copy(), inst.hi[sel].copy(), rm[sel]
+            inside = np.ones(len(rmech), dtype=bool)
+            for k in keys:
+                inside &= (lo[:, k] <= a[k]) & (hi[:, k] >= a[k])
+            los.append(lo[~inside])
+            his.append(hi[~inside])
+            mechs.append(rmech[~inside])
+            lo, hi, rmech = lo[inside], hi[inside], rmech[inside]
+            for k in keys:
+                below = lo[:, k] < a[k]
+                pl, ph = lo[below].copy(), hi[below].copy()
+                ph[:, k] = a[k] - 1
+                above = hi[:, k] > a[k]
+                ql, qh = lo[above].copy(), hi[above].copy()
+                ql[:, k] = a[k] + 1
+                los += [pl, ql]
+                his += [ph, qh]
+                mechs += [rmech[below], rmech[above]]
+                lo[:, k] = a[k]
+                hi[:, k] = a[k]
+    return np.vstack(los), np.vstack(his), np.concatenate(mechs)
+
+
+def _pair_value(inst: _Instance, j: int, a: Cell, b: Cell) -> Fraction:
+    """Exact weight of replacing a record of cell a by one of cell b (Cor IV.13)."""
+    ha, hb = inst.hit_mask(a), inst.hit_mask(b)
+    total = Fraction(0)
+    for i in np.flatnonzero(ha | hb).tolist():
+        c = inst.mechs[i].wx[j]
+        twice = ha[i] and hb[i] and inst.part[i] != 0 and not inst.forced_same(i, a, b)
+        total += 2 * c if twice else c
+    return total
+
+
+# ============================================================================== units of k rows
+
+
+def _mult(inst: _Instance, k: int, ucols: frozenset[int]) -> np.ndarray:
+    """Most groups of mechanism i one unit of <= k rows can touch: 1 without a partition."""
+    out = np.ones(len(inst.mechs), dtype=np.float64)
+    for i, m in enumerate(inst.mechs):
+        if m.part == 1 and set(m.keys) <= ucols:
+            continue  # every row of a unit has the same key
+        if m.part:
+            out[i] = min(k, m.max_groups) if m.max_groups is not None else k
+    return out
+
+
+@dataclass
+class _UnitCell:
+    f: float
+    cell: Cell
+    hits: tuple[int, ...]
+    groups: tuple[tuple[int, Any], ...]  # (mechanism, group id or None = a group of its own)
+
+
+def _max_unit(
+    inst: _Instance,
+    j: int,
+    k: int,
+    ucols: frozenset[int],
+    budget: _Budget,
+    bound_budget: _Budget,
+) -> _Best:
+    """max over units S (<= k records sharing the unit-level columns) of S's weight.
+
+    Add/remove of a unit changes every mechanism a row of S is in; a GROUP BY pays
+    c_i * min(m, #groups of S in R_i) (Example IV.5). Exact: per unit-level slab, enumerate the
+    cells with weight and branch and bound over multisets of <= k of them. Bound, used when the
+    budget runs out: min(A, k * B) per slab, with A = sum of c_i * mult_i over mechanisms meeting
+    the slab (the unit can affect no other, nor more groups) and B = max weight of one record
+    in the slab (each row adds at most its own weight).
+    """
+    sc = inst.scales[j]
+    zero = _Best(Fraction(0), True)
+    if not inst.mechs or not inst.wf[:, j].any():
+        return zero
+    wf = inst.wf[:, j]
+    mult = _mult(inst, k, ucols)
+    w_slab = (wf * mult)[inst.row_mech]
+    eligible = np.zeros(len(inst.axes), dtype=bool)
+    eligible[list(ucols)] = True
+    state = {"best": zero, "f": 0.0}
+    full_lo, full_hi = inst.full_box()
+
+    def thr() -> float:
+        return sc.above(state["f"])
+
+    def slab(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+        res = _unit_in_slab(inst, j, k, ucols, mult, lo_box, hi_box, state["best"], budget,
+                            bound_budget)
+        if res.value > state["best"].value:
+            state["best"] = res
+            state["f"] = sc.to_float(res.value)
+
+    if eligible.any():
+        opened = _bb(inst.lo, inst.hi, w_slab, full_lo, full_hi, eligible, thr, slab, bound_budget)
+        if opened != _NEG_INF:  # slabs not visited: bound by their A
+            state["best"] = _with_open(state["best"], sc, opened)
+    else:
+        slab(0.0, full_lo, full_hi)
+    return state["best"]
+
+
+def _unit_in_slab(
+    inst: _Instance,
+    j: int,
+    k: int,
+    ucols: frozenset[int],
+    mult: np.ndarray,
+    lo_box: np.ndarray,
+    hi_box: np.ndarray,
+    best: _Best,
+    budget: _Budget,
+    bound_budget: _Budget,
+) -> _Best:
+    sc = inst.scales[j]
+    wf = inst.wf[:, j]
+    box = tuple(zip(lo_box.tolist(), hi_box.tolist()))
+    m, lo, hi, _ = _meeting(inst, box)
+    in_slab = np.unique(inst.row_mech[m])
+    a_exact = sum((inst.mechs[i].wx[j] * int(mult[i]) for i in in_slab.tolist()), Fraction(0))
+    if a_exact <= best.value:
+        return best
+    # 1. every cell of the slab with weight (one record), as long as the budget lasts
+    cells: list[_UnitCell] = []
+    not_unit = np.ones(len(inst.axes), dtype=bool)
+    not_unit[list(ucols)] = False
+    pos = wf[wf > 0]
+    floor = 0.5 if sc.denom is not None else float(pos.min()) / 2
+
+    def collect(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
+        cells.append(_UnitCell(v, _rep(lb, hb), (), ()))
+
+    w_rows = wf[inst.row_mech[m]]
+    opened = _bb(lo, hi, w_rows, lo_box, hi_box, not_unit, lambda: floor, collect, budget)
+    complete = opened == _NEG_INF
+    if complete:
+        b_exact = Fraction(0)
+        for uc in cells:
+            hits = inst.hit_mask(uc.cell)
+            uc.hits = tuple(np.flatnonzero(hits).tolist())
+            uc.groups = tuple(
+                (i, _group_id(inst, i, uc.cell, ucols)) for i in uc.hits if inst.part[i]
+            )
+            b_exact = max(b_exact, sum((inst.mechs[i].wx[j] for i in uc.hits), Fraction(0)))
+    else:
+        b_exact = _max_cell(inst, j, [box], None, bound_budget).value
+    bound = min(a_exact, k * b_exact)
+    if bound <= best.value:
+        return best
+    if complete:
+        found = _unit_search(inst, j, k, cells, bound, best, budget)
+        if found is not None:
+            return found
+    note = (
+        f"min(sum over the mechanisms a unit can meet, {k} x the heaviest record); "
+        "the exact search limit was reached"
+    )
+    return _Best(bound, False, (_rep(lo_box, hi_box),), note)
+
+
+def _group_id(inst: _Instance, i: int, cell: Cell, ucols: frozenset[int]) -> Any:
+    """Group of a record of ``cell`` in partition i, or None for a group no other row shares.
+
+    Keys of rows in an open atom of a non-unit-level key column can all differ (chosen so);
+    opaque keys can always differ; otherwise the key is fixed by the cell's atoms.
+    """
+    m = inst.mechs[i]
+    if m.part == 2 or any(cell[c] % 2 == 1 and c not in ucols for c in m.keys):
+        return None
+    return tuple(cell[c] for c in m.keys)
+
+
+def _unit_weight(inst: _Instance, j: int, chosen: Sequence[_UnitCell], exact: bool) -> Any:
+    plain: set[int] = set()
+    groups: dict[int, set[Any]] = {}
+    own: dict[int, int] = {}
+    for uc in chosen:
+        for i in uc.hits:
+            if not inst.part[i]:
+                plain.add(i)
+        for i, g in uc.groups:
+            if g is None:
+                own[i] = own.get(i, 0) + 1
+            else:
+                groups.setdefault(i, set()).add(g)
+    weight: Callable[[int], Any]
+    if exact:
+        total: Any = Fraction(0)
+
+        def weight(i: int) -> Any:
+            return inst.mechs[i].wx[j]
+    else:
+        total = 0.0
+        wf = inst.wf[:, j]
+
+        def weight(i: int) -> Any:
+            return float(wf[i])
+    for i in plain:
+        total += weight(i)
+    for i in set(groups) | set(own):
+        n = len(groups.get(i, ())) + own.get(i, 0)
+        mg = inst.mechs[i].max_groups
+        total += weight(i) * (min(n, mg) if mg is not None else n)
+    return total
+
+
+def _unit_search(
+    inst: _Instance,
+    j: int,
+    k: int,
+    cells: list[_UnitCell],
+    bound: Fraction,
+    best: _Best,
+    budget: _Budget,
+) -> _Best | None:
+    """Exact branch and bound over multisets of <= k cells; None if the budget ran out.
+
+    Adding a row to a unit adds at most that row's own weight (a plain mechanism once, a
+    partition one more group), so a partial unit plus r more rows is bounded by r times the
+    heaviest cell not yet passed. Stops early when a unit reaches ``bound``.
+    """
+    sc = inst.scales[j]
+    cells = sorted(cells, key=lambda c: -c.f)
+    bound_f = sc.to_float(bound)
+    top = [sc.to_float(best.value)]
+    cands: list[tuple[float, tuple[int, ...]]] = []
+    cut = [False]
+
+    def dfs(start: int, chosen: list[int], cur: float) -> None:
+        for idx in range(start, len(cells)):
+            if cur + (k - len(chosen)) * cells[idx].f < sc.above(top[0]):
+                return
+            if sc.denom is not None and top[0] >= bound_f:
+                return
+            if not budget.take():
+                cut[0] = True
+                return
+            nxt = [*chosen, idx]
+            v = _unit_weight(inst, j, [cells[i] for i in nxt], exact=False)
+            if sc.keep(v, top[0]):
+                top[0] = max(top[0], v)
+                cands.append((v, tuple(nxt)))
+            if len(nxt) < k:
+                dfs(idx, nxt, v)
+            if cut[0]:
+                return
+
+    dfs(0, [], 0.0)
+    if cut[0]:
+        return None
+    out = best
+    for v, idxs in cands:
+        if not sc.keep(v, top[0]):
+            continue
+        chosen = [cells[i] for i in idxs]
+        value = _unit_weight(inst, j, chosen, exact=True)
+        if sc.denom is not None and value != sc.exact(v):
+            raise InternalError(f"unit search value {v} disagrees with exact {value}")
+        if value > out.value:
+            out = _Best(value, True, tuple(c.cell for c in chosen))
+    return out
+
+
+# ============================================================================== explanations
+
+
+def _witness(inst: _Instance, best: _Best) -> tuple[int, ...]:
+    if not best.cells:
+        return ()
+    hits = np.zeros(len(inst.mechs), dtype=bool)
+    for cell in best.cells:
+        if len(cell) == len(inst.axes):
+            hits |= inst.hit_mask(cell)
+    return tuple(np.flatnonzero(hits).tolist())
+
+
+def _describe_cell(inst: _Instance, cell: Cell, relevant: Iterable[int]) -> str:
+    relevant = list(relevant)
+    cols: set[int] = set()
+    for i in relevant:
+        cols.update(inst.mechs[i].keys)
+    rows = np.isin(inst.row_mech, relevant)
+    constrained = (inst.lo[rows] > 0) | (inst.hi[rows] < inst.sizes - 1)
+    cols.update(np.flatnonzero(constrained.any(axis=0)).tolist())
+    parts = [inst.axes[c].describe(inst.columns[c], cell[c]) for c in sorted(cols)]
+    return "any record" if not parts else "a record with " + ", ".join(parts)
+
+
+def _detail(
+    inst: _Instance,
+    best: _Best,
+    witness: tuple[int, ...],
+    k: int,
+    replace: bool,
+    model: TableModel,
+) -> str:
+    ids = ", ".join(inst.mechs[i].spec.id for i in witness) or "nothing"
+    if best.bound_note and not best.cells:
+        return f"upper bound ({best.bound_note})"
+    if not best.cells:
+        return "no record affects any mechanism"
+    cells = [c for c in best.cells if len(c) == len(inst.axes)]
+    if k > 1:
+        rows = "; ".join(_describe_cell(inst, c, witness).removeprefix("a record with ")
+                         for c in cells)
+        what = f"a unit of up to {k} rows ({rows})"
+        if best.bound_note:
+            return f"{what} could affect at most {ids} (upper bound: {best.bound_note})"
+        text = f"{what} affects {ids}"
+        return text + ("; replace is charged as removing it and adding another" if replace else "")
+    if replace and len(cells) == 2:
+        a, b = cells
+        ha, hb = inst.hit_mask(a), inst.hit_mask(b)
+        twice = [
+            inst.mechs[i].spec.id
+            for i in witness
+            if ha[i] and hb[i] and inst.part[i] and not inst.forced_same(i, a, b)
+        ]
+        da = _describe_cell(inst, a, witness).removeprefix("a record with ")
+        db = _describe_cell(inst, b, witness).removeprefix("a record with ")
+        text = f"replacing a record ({da}) by another ({db}) affects {ids}"
+        if twice:
+            text += f"; it moves between two groups of {', '.join(twice)}"
+    else:
+        text = f"{_describe_cell(inst, cells[0], witness)} affects {ids}"
+    if best.bound_note:
+        text += f" (upper bound: {best.bound_note})"
+    return text
+
+
+def _rule(inst: _Instance, best: _Best, witness: tuple[int, ...], k: int, replace: bool) -> str:
+    partitions = any(inst.mechs[i].part for i in witness)
+    if k > 1:
+        rule = (
+            f"units of up to {k} rows: a unit affects the mechanisms its rows meet and pays "
+            "min(m, groups touched) per GROUP BY (Thm IV.11, Example IV.5)"
+        )
+        if replace:
+            rule += "; replace bounded by removing one unit and adding another (2x)"
+    elif replace:
+        rule = (
+            "bounded DP (replace): a changed record affects the mechanisms of its old and its "
+            "new value (Thm IV.11)"
+        )
+        if partitions:
+            rule += "; a GROUP BY pays the two groups it moves between (Cor IV.13)"
+    elif len(witness) == len(inst.mechs):
+        rule = "sequential composition: one record can affect every mechanism (Thm IV.3)"
+    else:
+        rule = (
+            "parallel composition: a record affects only the mechanisms whose region holds it "
+            "(Thm IV.11)"
+        )
+        if partitions:
+            rule += "; a GROUP BY pays one group (Thm IV.12)"
+    if best.bound_note:
+        rule = "proven upper bound (" + best.bound_note + "): " + rule
+    return rule
+

@@ -1,0 +1,131 @@
+"""The ``privplan`` command: ``demo``, ``query``, ``explain``.
+
+Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
+exits with status 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from privplan.errors import BudgetExceededError, PrivplanError
+
+EXIT_USAGE = 2
+EXIT_BUDGET = 3
+
+
+def _budget(args: argparse.Namespace) -> Any:
+    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+
+    if args.rho is not None:
+        return ZCDP(args.rho)
+    if args.mu is not None:
+        return GDP(args.mu)
+    if args.delta is not None:
+        return ApproxDP(args.epsilon, args.delta)
+    return PureDP(args.epsilon)
+
+
+def _add_budget_args(p: argparse.ArgumentParser, eps_help: str) -> None:
+    p.add_argument("--epsilon", type=float, default=1.0, help=eps_help)
+    p.add_argument("--delta", type=float, default=None, help="δ for (ε, δ)-DP")
+    p.add_argument("--rho", type=float, default=None, help="zCDP ρ instead of ε")
+    p.add_argument("--mu", type=float, default=None, help="Gaussian DP μ instead of ε")
+
+
+def _query_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"budget": _budget(args)}
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+    from privplan.session import connect
+
+    kind = type(_budget(args))
+    total = args.total if args.total is not None else None
+    if total is None:
+        raise PrivplanError("--total is required: the session's whole privacy budget")
+    budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total), GDP: lambda: GDP(total),
+              ApproxDP: lambda: ApproxDP(total, args.total_delta or args.delta)}[kind]()
+    return connect(args.database, policy=args.policy, budget=budget)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    with _open(args) as sess:
+        res = sess.sql(args.sql, **_query_kwargs(args))
+        if args.json:
+            print(json.dumps({"rows": json.loads(res.df.to_json(orient="records")),
+                              "cost": res.cost.describe(),
+                              "spent": sess.spent().describe()}, indent=2))
+        else:
+            print(res.df.to_string(index=False))
+            print(f"\ncost: {res.cost.describe()}; spent: {sess.spent().describe()}; "
+                  f"remaining: {sess.remaining().describe()}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    with _open(args) as sess:
+        plan = sess.explain(args.sql, **_query_kwargs(args))
+        print(plan.to_json() if args.json else plan)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from privplan.demo.run import run_demo
+
+    run_demo(Path(args.dir), rows=args.rows, out=sys.stdout)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="privplan",
+        description="Differentially private SQL, charged with the general composition theorem.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="generate a synthetic hospital dataset and run DP queries")
+    demo.add_argument("--dir", default="privplan-demo", help="where to write the demo database")
+    demo.add_argument("--rows", type=int, default=200_000, help="visits to generate")
+    demo.set_defaults(func=cmd_demo)
+
+    for name, func, helptext in (("query", cmd_query, "answer one SQL query with DP"),
+                                 ("explain", cmd_explain, "show plan, costs and accuracy")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("sql", help="the SQL query")
+        p.add_argument("--database", required=True, help="DuckDB file")
+        p.add_argument("--policy", required=True, help="policy YAML file")
+        p.add_argument("--total", type=float, default=None,
+                       help="the session's total budget (same definition as the query's)")
+        p.add_argument("--total-delta", type=float, default=None)
+        _add_budget_args(p, "the query's ε")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BudgetExceededError as err:
+        first, _, rest = str(err).partition("\n")
+        print(f"privplan: {first}", file=sys.stderr)
+        if rest:
+            print(rest, file=sys.stderr)
+        return EXIT_BUDGET
+    except PrivplanError as err:
+        first, _, rest = str(err).partition("\n")
+        print(f"privplan: {type(err).__name__}: {first}", file=sys.stderr)
+        if rest:
+            print(rest, file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

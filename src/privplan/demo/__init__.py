@@ -1,0 +1,1 @@
+"""Deterministic synthetic demo data (hospital visits) and its privacy policy."""

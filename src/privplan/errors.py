@@ -1,0 +1,31 @@
+"""The error hierarchy. Every user-facing error says what is wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+
+class PrivplanError(Exception):
+    """Base class of every error privplan raises on purpose."""
+
+
+class ParseError(PrivplanError):
+    """The SQL text could not be parsed."""
+
+
+class UnsupportedQueryError(PrivplanError):
+    """The query is valid SQL but outside the subset privplan can answer privately."""
+
+
+class PolicyError(PrivplanError):
+    """The privacy policy is missing, malformed or inconsistent with the query."""
+
+
+class BudgetExceededError(PrivplanError):
+    """Answering would take the composed privacy cost over the budget. Nothing was spent."""
+
+
+class LedgerError(PrivplanError):
+    """The budget ledger cannot be opened or is damaged. It is never reset silently."""
+
+
+class InternalError(PrivplanError):
+    """An internal invariant was broken. Please report it: this is a bug, not a usage error."""

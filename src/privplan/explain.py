@@ -1,0 +1,126 @@
+"""``explain``: what a query would release, what it would cost against the ledger, and why.
+
+Everything here is computed from the query text, the policy and the ledger — never from the
+data — so it can be shown before anything is spent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from privplan.accounting.solver import Composition
+from privplan.analysis.region_sql import region_to_sql
+from privplan.mechanisms.accuracy import interval_halfwidth
+from privplan.planner import PlannedQuery
+
+
+@dataclass(frozen=True)
+class MechanismExplanation:
+    id: str
+    label: str
+    table: str
+    region: str
+    partition: str | None
+    sensitivity: int
+    noise: str
+    noise_std: float
+    halfwidth_95: float
+    cost: Any
+    threshold: int | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "label": self.label, "table": self.table, "region": self.region,
+            "partition": self.partition, "sensitivity": self.sensitivity, "noise": self.noise,
+            "noise_std": self.noise_std, "halfwidth_95": self.halfwidth_95,
+            "cost": self.cost.describe(), "threshold": self.threshold, "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The plan of one query with its costs: print it, or use ``to_dict()`` / ``to_json()``."""
+
+    sql: str
+    mechanisms: tuple[MechanismExplanation, ...]
+    query_cost: Any
+    query_rule: str
+    marginal: Any
+    total_before: Any
+    projected_total: Any
+    budget: Any
+    witness: str
+    within_budget: bool
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sql": self.sql,
+            "mechanisms": [m.to_dict() for m in self.mechanisms],
+            "query_cost": self.query_cost.describe(),
+            "query_rule": self.query_rule,
+            "marginal_cost": self.marginal.describe(),
+            "total_before": self.total_before.describe(),
+            "projected_total": self.projected_total.describe(),
+            "budget": self.budget.describe(),
+            "within_budget": self.within_budget,
+            "worst_case": self.witness,
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def __str__(self) -> str:
+        lines = [f"Query: {' '.join(self.sql.split())}", "Mechanisms:"]
+        for m in self.mechanisms:
+            part = f" per group of ({m.partition})" if m.partition else ""
+            thr = f", released if noisy count >= {m.threshold}" if m.threshold is not None else ""
+            lines.append(
+                f"  {m.id}  {m.label}{part}\n"
+                f"      region: {m.region}\n"
+                f"      sensitivity {m.sensitivity}, {m.noise} (std {m.noise_std:.3g}, "
+                f"95% ±{m.halfwidth_95:.3g}){thr}; cost {m.cost.describe()}"
+            )
+            for note in m.notes:
+                lines.append(f"      note: {note}")
+        lines += [
+            f"Query cost (composed): {self.query_cost.describe()}  [{self.query_rule}]",
+            f"Marginal cost against the ledger: {self.marginal.describe()}",
+            f"Total: {self.total_before.describe()} -> {self.projected_total.describe()} "
+            f"of budget {self.budget.describe()}"
+            + ("" if self.within_budget else "  ** EXCEEDS THE BUDGET: would be refused **"),
+            f"Worst case: {self.witness}",
+        ]
+        lines += [f"Note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def explain_planned(
+    planned: PlannedQuery, preview: Composition, before: Composition, budget: Any
+) -> Explanation:
+    mechs = []
+    for p in planned.measures:
+        scale = float(p.measure.scale)
+        mechs.append(MechanismExplanation(
+            id=p.spec.id, label=p.measure.label, table=p.spec.table,
+            region=region_to_sql(p.measure.region),
+            partition=", ".join(p.spec.partition.keys) if p.spec.partition else None,
+            sensitivity=p.measure.sensitivity, noise=p.noise.describe(),
+            noise_std=p.noise.std() * scale,
+            halfwidth_95=interval_halfwidth(p.noise) * scale,
+            cost=p.spec.cost, threshold=p.threshold, notes=p.measure.region.notes,
+        ))
+    notes: list[str] = []
+    for core in planned.plan.cores:
+        notes.extend(core.notes)
+    return Explanation(
+        sql=planned.plan.sql, mechanisms=tuple(mechs), query_cost=planned.composition.cost,
+        query_rule=planned.composition.rule, marginal=preview.cost - before.cost,
+        total_before=before.cost, projected_total=preview.cost, budget=budget,
+        witness=preview.witness_detail, within_budget=bool(preview.cost <= budget),
+        notes=tuple(notes),
+    )

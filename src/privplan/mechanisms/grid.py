@@ -1,0 +1,200 @@
+"""Real values on an integer grid (Casacuberta, Shoemate, Vadhan, Wagaman, CCS 2022).
+
+Floating-point sums have data-dependent rounding that breaks the sensitivity argument of DP.
+privplan therefore never noises a real number: a value x becomes the integer k = round(x / r)
+for a public resolution r, clamped to grid bounds [lo, hi]; sums of such integers are exact, get
+integer noise, and the answer is k_noisy * r.
+
+The engine writes the SQL (e.g. ``LEAST(GREATEST(ROUND(x / r), lo), hi)``); this module only
+gives the numbers. The sensitivities below assume the *grid integers* are clamped to
+[lo, hi] after rounding (clamping the real value first is not enough: rounding may step out).
+
+>>> g = Grid(Fraction(1, 10))
+>>> g.to_grid_bounds(Fraction(-1, 20), 3)
+(0, 30)
+>>> sum_sensitivity(0, 30, 2)
+60
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Final
+
+from privplan.errors import UnsupportedQueryError
+
+__all__ = [
+    "MAX_EXACT_AGGREGATE",
+    "Grid",
+    "check_no_overflow",
+    "count_sensitivity",
+    "default_resolution",
+    "square_bounds",
+    "sum_sensitivity",
+]
+
+#: Largest magnitude an exact aggregate may have before noise. Keeping |sum| <= 2^62 leaves room
+#: in int64 for the noise. An engine may also clamp an exact aggregate to this range in SQL:
+#: clamping is 1-Lipschitz, so it never increases the sensitivity.
+MAX_EXACT_AGGREGATE: Final = 1 << 62
+
+#: Steps across a float column's range chosen by :func:`default_resolution` (between 1e6 and 1e7).
+DEFAULT_STEPS: Final = 10**6
+
+_INT_TYPES: Final = frozenset(
+    {
+        "int",
+        "integer",
+        "bigint",
+        "smallint",
+        "tinyint",
+        "hugeint",
+        "int8",
+        "int4",
+        "int2",
+        "long",
+        "bool",
+        "boolean",
+    }
+)
+_REAL_TYPES: Final = frozenset(
+    {"float", "double", "real", "decimal", "numeric", "float4", "float8", "double precision"}
+)
+
+Number = int | float | str | Decimal | Fraction
+
+
+def _exact(x: Number, name: str) -> Fraction:
+    """x as an exact Fraction; floats through their shortest repr (0.1 -> 1/10)."""
+    if isinstance(x, bool):
+        raise TypeError(f"{name} must be a number, got {x!r}")
+    if isinstance(x, Fraction | int):
+        return Fraction(x)
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise ValueError(f"{name} must be finite, got {x!r}")
+        return Fraction(repr(x))
+    if isinstance(x, Decimal | str):
+        return Fraction(x)
+    raise TypeError(f"{name} must be a number, got {type(x).__name__}")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A public resolution r > 0: the grid integer k stands for the real value k * r."""
+
+    resolution: Fraction
+
+    def __post_init__(self) -> None:
+        r = _exact(self.resolution, "resolution")
+        if r <= 0:
+            raise ValueError(f"grid resolution must be positive, got {self.resolution!r}")
+        object.__setattr__(self, "resolution", r)
+
+    def to_grid_bounds(self, lower: Number, upper: Number) -> tuple[int, int]:
+        """(ceil(lower / r), floor(upper / r)): the grid points inside [lower, upper].
+
+        Rounding inwards keeps every clamped grid value k * r within the declared bounds, so
+        the public bounds (and the sensitivity derived from them) are never exceeded.
+        """
+        lo, hi = _exact(lower, "lower"), _exact(upper, "upper")
+        if lo > hi:
+            raise ValueError(f"lower bound {lower} is above upper bound {upper}")
+        lo_int = math.ceil(lo / self.resolution)
+        hi_int = math.floor(hi / self.resolution)
+        if lo_int > hi_int:
+            raise UnsupportedQueryError(
+                f"no grid point of resolution {self.resolution} lies in [{lower}, {upper}]: "
+                "use a finer resolution"
+            )
+        return lo_int, hi_int
+
+    def to_real(self, k: int) -> Fraction:
+        """The real value k * r of grid integer k (exact)."""
+        return k * self.resolution
+
+
+def sum_sensitivity(lo_int: int, hi_int: int, max_rows_per_unit: int) -> int:
+    """m * max(|lo|, |hi|, hi - lo): how much one unit can move a SUM of clamped grid values.
+
+    Why: a unit has between 0 and m rows, each with a value in [lo, hi]. Adding or removing it
+    moves the sum by at most m * max(|lo|, |hi|). Replacing it (bounded DP, or a change within
+    the region) moves the sum by (new rows' sum) - (old rows' sum), which lies in
+    [m * min(lo, 0) - m * max(hi, 0), m * max(hi, 0) - m * min(lo, 0)]; its magnitude
+    m * (max(hi, 0) - min(lo, 0)) equals m * max(|lo|, |hi|, hi - lo) in every sign case. So the
+    max covers both neighbourhoods, even when the unit's row count changes. (Floored at m, so the
+    result is a valid positive sensitivity even for the range [0, 0].)
+    """
+    m = _positive_int(max_rows_per_unit, "max_rows_per_unit")
+    if lo_int > hi_int:
+        raise ValueError(f"empty grid range [{lo_int}, {hi_int}]")
+    return m * max(abs(lo_int), abs(hi_int), hi_int - lo_int, 1)
+
+
+def count_sensitivity(max_rows: int) -> int:
+    """m: a unit has 0..m rows, so adding, removing or replacing it moves COUNT by <= m."""
+    return _positive_int(max_rows, "max_rows")
+
+
+def square_bounds(lo_int: int, hi_int: int) -> tuple[int, int]:
+    """Bounds of k² for k in [lo, hi] (for the sum of squares behind VARIANCE / STDDEV)."""
+    if lo_int > hi_int:
+        raise ValueError(f"empty grid range [{lo_int}, {hi_int}]")
+    top = max(lo_int * lo_int, hi_int * hi_int)
+    bottom = 0 if lo_int <= 0 <= hi_int else min(lo_int * lo_int, hi_int * hi_int)
+    return bottom, top
+
+
+def check_no_overflow(lo_int: int, hi_int: int, max_rows: int, rows_bound: int = 2**40) -> None:
+    """Refuse grid bounds for which an exact SUM could leave int64 (with room for noise).
+
+    Assumes a table has at most ``rows_bound`` rows (default 2^40, about 10^12), so
+    |SUM| <= rows_bound * max(|lo|, |hi|); this and the sensitivity must stay <= 2^62
+    (:data:`MAX_EXACT_AGGREGATE`), leaving int64 room for the noise.
+    """
+    m = _positive_int(max_rows, "max_rows")
+    worst = _positive_int(rows_bound, "rows_bound") * max(abs(lo_int), abs(hi_int))
+    if worst > MAX_EXACT_AGGREGATE or sum_sensitivity(lo_int, hi_int, m) > MAX_EXACT_AGGREGATE:
+        raise UnsupportedQueryError(
+            f"a SUM over grid values in [{lo_int}, {hi_int}] could exceed 2^62 "
+            f"(up to {rows_bound} rows): use a coarser resolution or tighter column bounds"
+        )
+
+
+def default_resolution(lower: Number, upper: Number, column_type: str) -> Fraction:
+    """The grid resolution used when the policy gives none.
+
+    Integer columns: 1 (values are already on the grid, sums are exact). Real columns: the
+    largest power of ten r with (upper - lower) / r >= 10^6, so the range spans between 10^6
+    and 10^7 steps: rounding error at most r/2 per row, i.e. below 5e-7 of the range.
+    A zero-width range uses its magnitude (or 1) instead.
+    """
+    kind = column_type.strip().lower()
+    if kind in _INT_TYPES or kind.startswith(("int", "uint")):
+        return Fraction(1)
+    if kind not in _REAL_TYPES and not kind.startswith(("decimal", "numeric")):
+        raise UnsupportedQueryError(
+            f"cannot put a column of type {column_type!r} on a numeric grid: "
+            "only integer and real columns can be summed"
+        )
+    lo, hi = _exact(lower, "lower"), _exact(upper, "upper")
+    if lo > hi:
+        raise ValueError(f"lower bound {lower} is above upper bound {upper}")
+    width = hi - lo or max(abs(lo), abs(hi)) or Fraction(1)
+    target = width / DEFAULT_STEPS
+    k = math.floor(math.log10(target.numerator) - math.log10(target.denominator))
+    # Fix float error in the log: want 10^k <= target < 10^(k+1) exactly.
+    while Fraction(10) ** k > target:
+        k -= 1
+    while Fraction(10) ** (k + 1) <= target:
+        k += 1
+    return Fraction(10) ** k
+
+
+def _positive_int(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value

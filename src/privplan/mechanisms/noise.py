@@ -1,0 +1,317 @@
+"""Calibrated integer noise: discrete Laplace and discrete Gaussian, their costs, and calibration.
+
+A released value is an integer (an aggregate on an integer grid, see :mod:`.grid`) whose
+*sensitivity* Δ is a positive integer: one privacy unit changes it by at most Δ. Noise is added
+by exact samplers (:mod:`.samplers`). Every cost below says which theorem bounds it.
+
+>>> from privplan.accounting.definitions import PureDP
+>>> calibrate(1, PureDP("0.5"))
+DiscreteLaplace(scale=Fraction(2, 1))
+>>> calibrate(1, PureDP("0.5")).cost(1, PureDP) == PureDP("0.5")
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from privplan.accounting.conversions import gdp_to_pure_epsilon, pure_to_gdp, zcdp_to_approx
+from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
+from privplan.errors import InternalError, UnsupportedQueryError
+from privplan.mechanisms.samplers import (
+    Int64Array,
+    sample_discrete_gaussian,
+    sample_discrete_laplace,
+)
+
+__all__ = [
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "NoiseMechanism",
+    "add_noise",
+    "calibrate",
+    "noise_columns",
+]
+
+#: Calibrated parameters are rounded *up* (more noise, never less) to this denominator, so that
+#: budgets with long exact fractions still give small integers in the samplers' fast path.
+CALIBRATION_DENOMINATOR: Final = 1 << 20
+
+_GAUSSIAN_PURE_DP: Final = (
+    "Gaussian noise cannot give pure DP; use Laplace noise with an epsilon budget, "
+    "or switch to a ZCDP budget"
+)
+_GAUSSIAN_GDP: Final = (
+    "the discrete Gaussian's Gaussian-DP (mu) cost is not implemented: privplan has no proven "
+    "mu bound for it. Use a ZCDP budget (rho=) for Gaussian noise; with a GDP budget, "
+    "calibrate() uses discrete Laplace noise, whose mu is proven (pure_to_gdp)"
+)
+
+
+def _sensitivity(sensitivity: int) -> int:
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int | np.integer):
+        raise TypeError(f"sensitivity must be a positive int, got {type(sensitivity).__name__}")
+    if sensitivity < 1:
+        raise ValueError(f"sensitivity must be a positive integer, got {sensitivity}")
+    return int(sensitivity)
+
+
+def _positive_fraction(value: object, name: str, owner: str) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | Fraction):
+        raise TypeError(f"{owner}: {name} must be an int or Fraction, got {type(value).__name__}")
+    value = Fraction(value)
+    if value <= 0:
+        raise ValueError(f"{owner}: {name} must be positive, got {value}")
+    return value
+
+
+def _fmt(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else format(float(x), ".6g")
+
+
+@dataclass(frozen=True)
+class DiscreteLaplace:
+    """Discrete Laplace noise with scale t: P(z) ∝ exp(-|z|/t) on the integers.
+
+    Its ratio P(z)/P(z+Δ) is at most exp(Δ/t) for every z, so with sensitivity Δ it is
+    (Δ/t)-DP (the geometric mechanism, Ghosh–Roughgarden–Sundararajan 2009).
+    """
+
+    scale: Fraction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "scale", _positive_fraction(self.scale, "scale", "DiscreteLaplace")
+        )
+
+    def sample(self, size: int) -> Int64Array:
+        """``size`` exact, independent noise values (int64)."""
+        return sample_discrete_laplace(self.scale, size)
+
+    def epsilon(self, sensitivity: int) -> Fraction:
+        """Δ/t exactly: the pure-DP loss for sensitivity Δ."""
+        return Fraction(_sensitivity(sensitivity)) / self.scale
+
+    def cost(
+        self, sensitivity: int, kind: type[PrivacyValue], *, delta: object = None
+    ) -> PrivacyValue:
+        """The privacy cost of one release with sensitivity Δ, in the definition ``kind``.
+
+        PureDP(ε = Δ/t) exactly; ApproxDP(ε, 0) (pure DP is (ε, 0)-DP, ``delta`` is ignored);
+        ZCDP(ε²/2) (Bun–Steinke 2016 Prop. 1.4); GDP through ``pure_to_gdp`` (Dong–Roth–Su,
+        the ε-DP tradeoff function dominates G_μ), rounded up there.
+        """
+        eps = self.epsilon(sensitivity)
+        if kind is PureDP:
+            return PureDP(eps)
+        if kind is ApproxDP:
+            return ApproxDP(eps, 0)
+        if kind is ZCDP:
+            return ZCDP(eps * eps / 2)
+        if kind is GDP:
+            return pure_to_gdp(PureDP(eps))
+        raise TypeError(f"unknown privacy definition {kind!r}: use PureDP, ApproxDP, ZCDP or GDP")
+
+    def variance(self) -> float:
+        """2 e^{-1/t} / (1 - e^{-1/t})², the variance of the discrete Laplace."""
+        inv = 1 / self.scale
+        if inv > 745:  # e^{-1/t} underflows: the noise is 0 with probability ~1
+            return 0.0
+        q = math.exp(-float(inv))
+        return 2 * q / math.expm1(-float(inv)) ** 2
+
+    def std(self) -> float:
+        """Standard deviation of the noise."""
+        return math.sqrt(self.variance())
+
+    def describe(self) -> str:
+        return f"discrete Laplace, scale {_fmt(self.scale)}"
+
+
+@dataclass(frozen=True)
+class DiscreteGaussian:
+    """Discrete Gaussian noise with variance parameter σ²: P(z) ∝ exp(-z²/(2σ²)) on the integers.
+
+    With sensitivity Δ it is (Δ²/(2σ²))-zCDP (Canonne–Kamath–Steinke 2020, Theorem 4). It is
+    never pure DP: the privacy loss (Δ² - 2Δz)/(2σ²) is unbounded in z. It is NOT (Δ/σ)-GDP
+    either: for σ = Δ = 1 the test "reject iff z >= 1" has α = β = a = P(Z >= 1) = 0.3005, and
+    G_μ(a) <= a needs μ >= 2Φ^{-1}(1 - a) = 1.0458 > 1. Its GDP cost is therefore refused.
+    """
+
+    sigma2: Fraction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "sigma2", _positive_fraction(self.sigma2, "sigma2", "DiscreteGaussian")
+        )
+
+    def sample(self, size: int) -> Int64Array:
+        """``size`` exact, independent noise values (int64)."""
+        return sample_discrete_gaussian(self.sigma2, size)
+
+    def rho(self, sensitivity: int) -> Fraction:
+        """Δ²/(2σ²) exactly (CKS 2020, Theorem 4)."""
+        d = _sensitivity(sensitivity)
+        return Fraction(d * d) / (2 * self.sigma2)
+
+    def cost(
+        self, sensitivity: int, kind: type[PrivacyValue], *, delta: object = None
+    ) -> PrivacyValue:
+        """The privacy cost of one release with sensitivity Δ, in the definition ``kind``.
+
+        ZCDP(Δ²/(2σ²)) (CKS Thm 4); ApproxDP via ``zcdp_to_approx`` at the given ``delta``
+        (required); PureDP and GDP raise :class:`UnsupportedQueryError` (no pure bound exists;
+        no proven μ bound is implemented).
+        """
+        rho = self.rho(sensitivity)
+        if kind is ZCDP:
+            return ZCDP(rho)
+        if kind is ApproxDP:
+            if delta is None:
+                raise UnsupportedQueryError(
+                    "the (epsilon, delta) cost of Gaussian noise needs a delta: pass delta=, "
+                    "e.g. 1e-6"
+                )
+            return zcdp_to_approx(ZCDP(rho), delta)  # type: ignore[arg-type]
+        if kind is PureDP:
+            raise UnsupportedQueryError(_GAUSSIAN_PURE_DP)
+        if kind is GDP:
+            raise UnsupportedQueryError(_GAUSSIAN_GDP)
+        raise TypeError(f"unknown privacy definition {kind!r}: use PureDP, ApproxDP, ZCDP or GDP")
+
+    def variance(self) -> float:
+        """Var = Σ z² e^{-z²/2σ²} / Σ e^{-z²/2σ²}: below σ², and within 1e-30 of it for σ >= 2."""
+        s2 = float(self.sigma2)
+        if s2 >= 4:  # Poisson summation: the relative gap is ~ 4π²σ² e^{-2π²σ²} < 1e-30
+            return s2
+        z = np.arange(1, 64, dtype=np.float64)  # e^{-z²/2σ²} < 1e-200 beyond |z| = 64 here
+        w = np.exp(-(z * z) / (2 * s2))
+        return float(2 * (z * z * w).sum() / (1 + 2 * w.sum()))
+
+    def std(self) -> float:
+        """Standard deviation of the noise (at most σ)."""
+        return math.sqrt(self.variance())
+
+    def describe(self) -> str:
+        return (
+            f"discrete Gaussian, sigma^2 {_fmt(self.sigma2)} "
+            f"(sigma {format(math.sqrt(float(self.sigma2)), '.4g')})"
+        )
+
+
+NoiseMechanism = DiscreteLaplace | DiscreteGaussian
+
+
+def _round_up(x: Fraction) -> Fraction:
+    """x rounded *up* to a simple rational: an integer if x >= 2^20, else a multiple of 2^-20.
+
+    The relative increase is below 2^-20 (more noise, never less), and small numerators and
+    denominators keep the exact samplers on their fast int64 path.
+    """
+    if x >= CALIBRATION_DENOMINATOR:
+        return Fraction(-(-x.numerator // x.denominator))
+    if x.denominator <= CALIBRATION_DENOMINATOR:
+        return x
+    return Fraction(
+        -(-x.numerator * CALIBRATION_DENOMINATOR // x.denominator), CALIBRATION_DENOMINATOR
+    )
+
+
+def calibrate(sensitivity: int, budget: PrivacyValue) -> NoiseMechanism:
+    """The noise that releases a value of sensitivity Δ within ``budget``.
+
+    * PureDP(ε) → discrete Laplace, t = Δ/ε (cost exactly ε when t needs no rounding).
+    * ApproxDP(ε, δ) → discrete Laplace, t = Δ/ε: it is (ε, 0)-DP, so δ is left unused.
+    * ZCDP(ρ) → discrete Gaussian, σ² = Δ²/(2ρ) (CKS Thm 4: cost exactly ρ).
+    * GDP(μ) → discrete Laplace with ε = gdp_to_pure_epsilon(μ), the largest ε whose μ fits
+      (no Gaussian: its μ is not proven here).
+
+    Parameters are rounded *up* (only adding noise, by a relative 2^-20 at most): to an integer
+    when >= 2^20, else to a multiple of 2^-20 when their exact denominator is larger. The
+    result is checked: ``cost(Δ, type(budget))`` is within ``budget``, else
+    :class:`InternalError`.
+    """
+    d = _sensitivity(sensitivity)
+    mech: NoiseMechanism
+    if isinstance(budget, PureDP | ApproxDP):
+        mech = DiscreteLaplace(_round_up(d / _positive_budget(budget.exact_epsilon, budget)))
+    elif isinstance(budget, ZCDP):
+        mech = DiscreteGaussian(
+            _round_up(Fraction(d * d) / (2 * _positive_budget(budget.exact_rho, budget)))
+        )
+    elif isinstance(budget, GDP):
+        _positive_budget(budget.exact_mu, budget)
+        eps = gdp_to_pure_epsilon(budget.exact_mu).exact_epsilon
+        mech = DiscreteLaplace(_round_up(d / _positive_budget(eps, budget)))
+    else:
+        raise TypeError(
+            f"budget must be PureDP, ApproxDP, ZCDP or GDP, got {type(budget).__name__}"
+        )
+    spent = mech.cost(d, type(budget))
+    if not spent <= budget:
+        raise InternalError(f"calibrate: {mech.describe()} costs {spent!r} > budget {budget!r}")
+    return mech
+
+
+def _positive_budget(value: Fraction, budget: PrivacyValue) -> Fraction:
+    if value <= 0:
+        raise UnsupportedQueryError(
+            f"cannot release a value with the budget {budget!r}: a zero privacy budget allows no "
+            "noisy answer; give a positive epsilon, rho or mu"
+        )
+    return value
+
+
+# --------------------------------------------------------------------------- noising tables
+
+
+def add_noise(values: ArrayLike, noise: NoiseMechanism) -> Int64Array:
+    """``values + noise`` for an int64 (or narrower integer) 1-D array, one vectorised draw.
+
+    Overflow-checked: if an exact noisy value does not fit in int64 an
+    :class:`UnsupportedQueryError` is raised. That decision is a function of the noisy values
+    alone (post-processing), so it reveals nothing beyond them; :func:`.grid.check_no_overflow`
+    keeps it from happening for bounded sums.
+    """
+    exact = np.asarray(values)
+    if exact.ndim != 1:
+        raise ValueError(f"add_noise expects a 1-D array, got shape {exact.shape}")
+    if exact.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if exact.dtype.kind not in "iu" or (exact.dtype.kind == "u" and int(exact.max()) >= 1 << 63):
+        raise TypeError(
+            f"add_noise needs exact int64 values, got dtype {exact.dtype}: aggregate on the "
+            "integer grid and replace NULL sums by 0 before noising"
+        )
+    exact = exact.astype(np.int64, copy=False)
+    drawn = noise.sample(exact.size)
+    noisy = exact + drawn  # wraps on overflow; detected below
+    overflow = ((exact ^ noisy) & (drawn ^ noisy)) < 0
+    if overflow.any():
+        raise UnsupportedQueryError(
+            "a noisy aggregate does not fit in a 64-bit integer: use a coarser grid resolution "
+            "or tighter column bounds"
+        )
+    return noisy
+
+
+def noise_columns(
+    columns: Mapping[str, ArrayLike], noise: Mapping[str, NoiseMechanism]
+) -> dict[str, Int64Array]:
+    """Noise each column of an aggregate table: one vectorised draw per column.
+
+    ``noise`` maps every column name of ``columns`` to its mechanism (a missing or extra name is
+    an error, so no column is released un-noised by accident).
+    """
+    if set(columns) != set(noise):
+        missing = sorted(set(columns) - set(noise))
+        extra = sorted(set(noise) - set(columns))
+        raise ValueError(f"noise_columns: no mechanism for {missing}; no column for {extra}")
+    return {name: add_noise(values, noise[name]) for name, values in columns.items()}

@@ -1,0 +1,157 @@
+"""Split a query's budget over its mechanisms so that their *composed* cost equals the budget.
+
+The split is done through the composition theorem itself: every measure gets a weight, the
+solver computes the composed weight S of the query's mechanisms (regions, partitions,
+neighbourhood, unit model), and each mechanism receives ``budget · weight / S``. Because every
+composition rule is linear in the additive weights (ε, δ, ρ, μ²), the composed cost of the
+scaled mechanisms is exactly the budget: two FILTER aggregates over disjoint regions each get the
+whole ε; a GROUP BY under replace gives each group half (a record may move between two groups).
+
+Noise is then calibrated to each share, and the mechanism is charged what its noise actually
+costs (never more than the share, never less than the truth).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Mapping, Sequence
+
+from privplan.accounting.definitions import ApproxDP, PureDP
+from privplan.accounting.model import MechanismSpec, Partition, TableModel
+from privplan.accounting.solver import Composition, compose
+from privplan.errors import InternalError, UnsupportedQueryError
+from privplan.mechanisms import noise as noiselib
+from privplan.sql.plan import CorePlan, Measure, QueryPlan
+
+SELECTION_DELTA_SHARE = Fraction(1)  # all of δ goes to partition selection (counts use δ = 0)
+
+
+@dataclass(frozen=True)
+class PlannedMeasure:
+    """A measure with its calibrated noise and what it is charged."""
+
+    measure: Measure
+    core: int
+    noise: Any  # DiscreteLaplace | DiscreteGaussian
+    spec: MechanismSpec
+    threshold: int | None = None  # partition selection: release groups with noisy count ≥ this
+
+    @property
+    def cost(self) -> Any:
+        return self.spec.cost
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    plan: QueryPlan
+    measures: tuple[PlannedMeasure, ...]
+    composition: Composition  # the query's own composed cost (≤ its budget)
+
+    def for_core(self, index: int) -> list[PlannedMeasure]:
+        return [m for m in self.measures if m.core == index]
+
+
+def _partition(core: CorePlan, table_policy: Any) -> Partition | None:
+    if not core.keys:
+        return None
+    cols = tuple(k.column for k in core.keys)
+    return Partition(
+        keys=tuple(k.sql for k in core.keys),
+        key_columns=cols if all(c is not None for c in cols) else None,  # type: ignore[arg-type]
+        max_groups_per_unit=table_policy.max_groups_per_unit,
+    )
+
+
+def plan_costs(
+    plan: QueryPlan, budget: Any, policy: Any, *, query_id: str = "q"
+) -> PlannedQuery:
+    """Allocate ``budget`` over the query's measures and calibrate their noise."""
+    kind = type(budget)
+    items: list[tuple[int, Measure, Partition | None]] = []
+    tables: dict[str, TableModel] = {}
+    for ci, core in enumerate(plan.cores):
+        tp = policy.table(core.table)
+        tables[tp.name] = tp.table_model()
+        part = _partition(core, tp)
+        for m in core.measures:
+            items.append((ci, m, part))
+        if core.selection is not None:
+            if kind is not ApproxDP:
+                key = next(k for k in core.keys if k.public_domain is None)
+                raise UnsupportedQueryError(
+                    f"GROUP BY {key.sql}: its values are not public, so groups can only be "
+                    f"released through DP partition selection, which needs an (ε, δ) budget; "
+                    f"this query's budget is {kind.__name__}. Declare `public_values` for the "
+                    f"key column in the policy, group by a CASE with literal results, or pass "
+                    f"epsilon= and delta= (an ApproxDP budget)."
+                )
+            items.append((ci, core.selection, part))
+
+    def provisional(m: Measure) -> Any:
+        if kind is ApproxDP:
+            return ApproxDP(1, Fraction(1, 2) if m.kind == "select_count" else 0)
+        return kind.from_weights((Fraction(1),) * len(budget.weights()))
+
+    specs = [
+        MechanismSpec(id=f"{query_id}.{m.id}", table=plan.cores[ci].table, region=m.region,
+                      cost=provisional(m), partition=part, label=m.label)
+        for ci, m, part in items
+    ]
+    base = compose(specs, tables, kind).cost.weights()
+    target = budget.weights()
+    factors = [Fraction(t) / Fraction(b) if b > 0 else Fraction(0) for t, b in zip(target, base)]
+
+    planned: list[PlannedMeasure] = []
+    for (ci, m, part), spec in zip(items, specs):
+        share = kind.from_weights(tuple(w * f for w, f in zip(spec.cost.weights(), factors)))
+        if m.kind == "select_count":
+            noise, threshold, cost = _selection(m, share)
+        else:
+            if kind is ApproxDP:
+                share = ApproxDP(share.exact_epsilon, 0)
+            if not _positive(share):
+                raise InternalError(f"zero budget share for {m.label}")
+            noise = noiselib.calibrate(m.sensitivity, share)
+            cost = noise.cost(m.sensitivity, kind, **({"delta": 0} if kind is ApproxDP else {}))
+            threshold = None
+        final = MechanismSpec(id=spec.id, table=spec.table, region=spec.region, cost=cost,
+                              partition=part, label=m.label)
+        planned.append(PlannedMeasure(m, ci, noise, final, threshold))
+
+    total = compose([p.spec for p in planned], tables, kind)
+    if not total.cost <= budget:
+        raise InternalError(
+            f"allocation composed to {total.cost!r}, above the query budget {budget!r}"
+        )
+    return PlannedQuery(plan, tuple(planned), total)
+
+
+def _positive(cost: Any) -> bool:
+    return any(w > 0 for w in cost.weights())
+
+
+def _selection(m: Measure, share: Any) -> tuple[Any, int, Any]:
+    """Laplace thresholding for partition selection (per group an (ε, δ)-DP mechanism).
+
+    A group's count has sensitivity Δ (rows one unit may add). With discrete Laplace noise of
+    scale t = Δ/ε the released noisy count is ε-DP between non-empty inputs; a group that only
+    exists because of one unit (count ≤ Δ) passes the threshold τ with probability
+    P(Z ≥ τ − Δ) = p^(τ−Δ)/(1+p), p = e^(−1/t) — we pick τ so that this is ≤ δ. Empty groups are
+    never produced, which is exactly the "output ⊥ on empty input" branch of the analysis.
+    """
+    eps, delta = share.exact_epsilon, share.exact_delta
+    if eps <= 0 or delta <= 0:
+        raise InternalError("partition selection needs ε > 0 and δ > 0")
+    noise = noiselib.DiscreteLaplace(Fraction(m.sensitivity) / eps)
+    t = float(noise.scale)
+    p = math.exp(-1.0 / t)
+    # smallest a with p^a / (1 + p) <= δ, plus one step of margin for float rounding
+    a = max(0, math.ceil(t * math.log(1.0 / (float(delta) * (1.0 + p))))) + 1
+    threshold = m.sensitivity + a
+    return noise, threshold, ApproxDP(eps, delta)
+
+
+def table_models(policy: Any, names: Sequence[str]) -> Mapping[str, TableModel]:
+    return {n: policy.table(n).table_model() for n in names}

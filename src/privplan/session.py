@@ -1,0 +1,301 @@
+"""Session: a policy, an engine and a ledger; ``sql()``, ``explain()``, ``spent()``, ``remaining()``.
+
+The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-3):
+
+1. parse, validate and plan from the query text and the policy only (data-independent);
+2. split the query's budget over its mechanisms and compose them with the ledger's history;
+   refuse with :class:`BudgetExceededError` if the total would exceed the budget — before any
+   data is read;
+3. bind the engine statement (errors surface before anything is charged);
+4. charge: record the mechanisms in the ledger;
+5. only then run the statement, add noise, post-process and return.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from privplan.accounting.accountant import Accountant
+from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.model import TableModel
+from privplan.engines.duckdb_engine import DuckDBEngine, post_process
+from privplan.errors import BudgetExceededError, PolicyError
+from privplan.explain import Explanation, explain_planned
+from privplan.ledger import LedgerEntry, MemoryLedger
+from privplan.mechanisms.accuracy import interval_halfwidth
+from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
+from privplan.policy import Policy
+from privplan.result import ColumnAccuracy, Result
+from privplan.rewrite.engine_sql import core_sql, key_column, measure_column
+from privplan.rewrite.postprocess import post_select
+from privplan.sql.builder import build_plan, is_aggregate
+from privplan.sql.parse import parse_statement
+from privplan.sql.plan import CorePlan, QueryPlan
+
+_KINDS = (PureDP, ApproxDP, ZCDP, GDP)
+
+
+def query_budget(
+    session_kind: type,
+    *,
+    epsilon: Any = None,
+    delta: Any = None,
+    rho: Any = None,
+    mu: Any = None,
+    budget: Any = None,
+) -> Any:
+    """The query's total budget as a value of the session's kind (clear errors otherwise)."""
+    given = [n for n, v in (("epsilon", epsilon), ("rho", rho), ("mu", mu), ("budget", budget))
+             if v is not None]
+    if not given:
+        raise PolicyError(
+            "say how much privacy budget this query may use: pass epsilon= (with delta= for "
+            "(ε, δ)-DP), rho= (zCDP), mu= (Gaussian DP) or budget=<a privacy value>."
+        )
+    if len(given) > 1:
+        raise PolicyError(f"pass only one of {', '.join(given)} for a query")
+    if budget is not None:
+        value = budget
+    elif epsilon is not None:
+        if delta is not None or session_kind is ApproxDP:
+            value = ApproxDP(epsilon, delta if delta is not None else 0)
+        else:
+            value = PureDP(epsilon)
+    elif rho is not None:
+        value = ZCDP(rho)
+    else:
+        value = GDP(mu)
+    if type(value) is not session_kind:
+        raise PolicyError(
+            f"this query's budget is {type(value).__name__} but the session's budget is "
+            f"{session_kind.__name__}; privplan composes one privacy definition per session. "
+            f"Pass the matching parameter ({_param_hint(session_kind)})."
+        )
+    if value.is_zero():
+        raise PolicyError("the query budget must be positive")
+    return value
+
+
+def _param_hint(kind: type) -> str:
+    return {PureDP: "epsilon=", ApproxDP: "epsilon= and delta=", ZCDP: "rho=",
+            GDP: "mu="}[kind]
+
+
+class Session:
+    """A private database session. Create with :func:`privplan.connect`."""
+
+    def __init__(
+        self,
+        database: str | Path | duckdb.DuckDBPyConnection,
+        *,
+        policy: Policy | str | Path | Mapping[str, Any],
+        budget: Any,
+        ledger: Any = None,
+    ) -> None:
+        self.policy = _as_policy(policy)
+        if type(budget) not in _KINDS:
+            raise PolicyError(
+                "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
+                f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
+        self.budget = budget
+        self.kind = type(budget)
+        self.engine = DuckDBEngine(database)
+        self.ledger = ledger if ledger is not None else MemoryLedger()
+        self._tables: dict[str, TableModel] = {
+            t.name: t.table_model() for t in self.policy.private_tables()
+        }
+        self.accountant = Accountant(self._tables, self.kind)
+        for entry in self.ledger.entries():
+            self.accountant.admit(list(entry.mechanisms))
+        self._column_types: dict[str, dict[str, str]] = {}
+
+    # -- public API ------------------------------------------------------------------------
+    def register(self, name: str, data: Any) -> None:
+        """Expose a DataFrame (zero-copy) or a CSV/Parquet path as the policy table ``name``."""
+        table = self.policy.table(name)
+        self.engine.register(table.name, data)
+        self._column_types.pop(table.name, None)
+
+    def explain(self, sql: str, **budget: Any) -> Explanation:
+        """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing."""
+        planned = self._plan(sql, budget)
+        preview = self.accountant.preview([m.spec for m in planned.measures])
+        return explain_planned(planned, preview, self.accountant.total, self.budget)
+
+    def sql(self, sql: str, **budget: Any) -> Result:
+        """Answer ``sql`` with DP, charging the composed cost before anything is released."""
+        planned = self._plan(sql, budget)
+        specs = [m.spec for m in planned.measures]
+        before = self.accountant.total
+        preview = self.accountant.preview(specs)
+        if not preview.cost <= self.budget:
+            marginal = preview.cost - before.cost
+            raise BudgetExceededError(
+                f"budget exceeded: the session has spent {before.cost.describe()} of "
+                f"{self.budget.describe()}; this query would add {marginal.describe()} "
+                f"(composed total {preview.cost.describe()}). Nothing was spent. Use a smaller "
+                f"budget for the query, or a query disjoint from earlier ones."
+            )
+        statements = [self._engine_sql(core, planned.for_core(i))
+                      for i, core in enumerate(planned.plan.cores)]
+        for stmt in statements:
+            self.engine.bind(stmt)
+        explanation = explain_planned(planned, preview, before, self.budget)
+        # -- charge before release ------------------------------------------------------------
+        after = self.accountant.admit(specs)
+        marginal = after.cost - before.cost
+        self.ledger.append(LedgerEntry(query_id=self._query_id, sql=sql,
+                                       mechanisms=tuple(specs), marginal=marginal,
+                                       total_after=after.cost))
+        # -- run, noise, post-process ---------------------------------------------------------
+        frames = [self._run_core(core, planned.for_core(i), stmt)
+                  for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
+        df, intervals = _combine(planned.plan, frames)
+        accuracy = _accuracy(planned)
+        return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
+                      accuracy=accuracy, intervals=intervals, explanation=explanation)
+
+    def spent(self) -> Any:
+        """The composed cost of everything released so far (general composition theorem)."""
+        return self.accountant.total.cost
+
+    def remaining(self) -> Any:
+        return self.budget - self.spent()
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+    def _plan(self, sql: str, budget: Mapping[str, Any]) -> PlannedQuery:
+        value = query_budget(self.kind, **budget)
+        plan = build_plan(sql, parse_statement(sql), self.policy)
+        self._query_id = self.ledger.next_query_id()
+        for core in plan.cores:
+            core.table_sql = self.engine.table_sql(self.policy.table(core.table))
+            self._check_columns(core)
+        return plan_costs(plan, value, self.policy, query_id=self._query_id)
+
+    def _check_columns(self, core: CorePlan) -> None:
+        if core.table not in self._column_types:
+            self._column_types[core.table] = self.engine.columns(core.table_sql)
+        actual = self._column_types[core.table]
+        missing = [c for c in self.policy.table(core.table).columns if c not in actual]
+        if missing:
+            raise PolicyError(
+                f"table '{core.table}' in the database has no column(s) {', '.join(missing)} "
+                f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
+
+    def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
+        types = {n: c.type for n, c in self.policy.table(core.table).columns.items()}
+        return core_sql(core, types, [p.measure for p in planned])
+
+    def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
+        exact = self.engine.run(stmt)
+        n = len(exact)
+        noisy: dict[str, Any] = {}
+        for i in range(len(core.keys)):
+            noisy[key_column(i)] = exact[key_column(i)].to_numpy()
+        keep = np.ones(n, dtype=bool)
+        for p in planned:
+            col = measure_column(p.measure)
+            values = exact[col].to_numpy(dtype=np.int64, na_value=0)
+            noised = values + p.noise.sample(n)
+            if p.measure.kind == "select_count":
+                assert p.threshold is not None
+                keep &= noised >= p.threshold  # the noisy count itself is not released
+                continue
+            scale = p.measure.scale
+            noisy[col] = noised if scale == 1 else noised * float(scale)
+        frame = pd.DataFrame(noisy)[keep].reset_index(drop=True)
+        if core.keys:  # release order must not depend on the data: sort by key
+            frame = frame.sort_values([key_column(i) for i in range(len(core.keys))],
+                                      na_position="last", kind="stable").reset_index(drop=True)
+        return frame
+
+    @property
+    def _next_id(self) -> str:
+        return self.ledger.next_query_id()
+
+
+def _combine(plan: QueryPlan, frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    outs = []
+    for i, (core, frame) in enumerate(zip(plan.cores, frames)):
+        post = post_select(core, f"__noisy{i}")
+        outs.append(post_process(post.sql(dialect="duckdb"), {f"__noisy{i}": frame}))
+    if len(outs) == 1:
+        df = outs[0]
+    else:
+        union = plan.statement.copy()
+        branches = [f"SELECT * FROM __b{i}" for i in range(len(outs))]
+        sql = " UNION ALL ".join(branches)
+        order = union.args.get("order")
+        if order is not None:
+            sql = f"SELECT * FROM ({sql}) {order.sql(dialect='duckdb')}"
+        for arg in ("limit", "offset"):
+            if union.args.get(arg) is not None:
+                sql += " " + union.args[arg].sql(dialect="duckdb")
+        df = post_process(sql, {f"__b{i}": o for i, o in enumerate(outs)})
+    return df, _intervals(plan, df)
+
+
+def _intervals(plan: QueryPlan, df: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(index=df.index)
+
+
+def _accuracy(planned: PlannedQuery) -> dict[str, ColumnAccuracy]:
+    """Per output column that is one COUNT or SUM: its noise std and 95% half-width."""
+    out: dict[str, ColumnAccuracy] = {}
+    by_id = {p.measure.id: p for p in planned.measures}
+    for core in planned.plan.cores:
+        for item in core.select.expressions:
+            node = item.this if hasattr(item, "alias") and item.alias else item
+            name = item.alias if item.alias else (
+                item.name if item.key == "column" else item.sql(dialect="duckdb"))
+            if not is_aggregate(node):
+                continue
+            use = core.aggregates[node.sql(dialect="duckdb")]
+            if use.func in ("count", "sum"):
+                mid = use.count if use.sum is None else use.sum
+                p = by_id[mid]
+                scale = float(p.measure.scale) * float(use.multiplier)
+                out[name] = ColumnAccuracy(
+                    column=name, method=p.noise.describe(),
+                    std=p.noise.std() * abs(scale),
+                    halfwidth=interval_halfwidth(p.noise) * abs(scale))
+            else:
+                out[name] = ColumnAccuracy(
+                    column=name, method=f"{use.func.upper()} derived from noisy sums and counts",
+                    std=None, halfwidth=None)
+    return out
+
+
+def _as_policy(policy: Any) -> Policy:
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_dict(policy)
+    if isinstance(policy, (str, Path)):
+        return Policy.from_yaml(policy)
+    raise PolicyError("policy must be a Policy, a dict, or a path to a YAML file")
+
+
+def connect(
+    database: str | Path | duckdb.DuckDBPyConnection = ":memory:",
+    *,
+    policy: Any,
+    budget: Any,
+    ledger: Any = None,
+) -> Session:
+    """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection)."""
+    return Session(database, policy=policy, budget=budget, ledger=ledger)

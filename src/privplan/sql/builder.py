@@ -1,0 +1,489 @@
+"""Build the logical plan from a parsed statement and the policy (no data is touched).
+
+Every released value becomes a :class:`~privplan.sql.plan.Measure` with its region (WHERE ∩
+FILTER ∩ value-not-NULL ∩ public key domain) and its sensitivity (from the declared bounds on
+the integer grid and the rows-per-unit limit). Everything outside the supported subset is
+refused with the construct, its position, the reason and the fix.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from sqlglot import exp
+
+from privplan.analysis.predicates import region_of
+from privplan.analysis.regions import Region
+from privplan.analysis.sets import ColumnSet
+from privplan.errors import PolicyError, UnsupportedQueryError
+from privplan.mechanisms import grid as gridlib
+from privplan.policy import Policy, TablePolicy
+from privplan.sql.locate import with_location
+from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
+from privplan.sql.validate import refuse, validate_statement
+
+_AGGREGATES: dict[type[exp.Expression], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.VariancePop: "var_pop",
+    exp.Variance: "var_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+}
+_NUMERIC = ("int", "float")
+
+
+def build_plan(sql: str, statement: exp.Expression, policy: Policy) -> QueryPlan:
+    """Validate ``statement`` and turn it into a :class:`QueryPlan` (the statement is copied)."""
+    statement = statement.copy()
+    validate_statement(sql, statement)
+    selects = _union_branches(statement)
+    cores = [_CoreBuilder(sql, s, policy, f"c{i}").build() for i, s in enumerate(selects)]
+    return QueryPlan(sql=sql, statement=statement, cores=cores)
+
+
+def _union_branches(node: exp.Expression) -> list[exp.Select]:
+    if isinstance(node, exp.Union):
+        return _union_branches(node.this) + _union_branches(node.expression)
+    assert isinstance(node, exp.Select)
+    return [node]
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc)
+    )
+
+
+class _CoreBuilder:
+    def __init__(self, sql: str, select: exp.Select, policy: Policy, prefix: str) -> None:
+        self.sql = sql
+        self.select = select
+        self.policy = policy
+        self.prefix = prefix
+        self.measures: dict[tuple[str, str | None, str | None], Measure] = {}
+        self.aggregates: dict[str, AggregateUse] = {}
+        self.notes: list[str] = []
+
+    # ------------------------------------------------------------------ entry point
+    def build(self) -> CorePlan:
+        s = self.select
+        self.table, self.alias = self._resolve_table()
+        self.types = {name: c.type for name, c in self.table.columns.items()}
+        self.k = int(self.table.max_rows_per_unit)
+        if not self.table.is_row_level:
+            refuse(self.sql, s.args.get("from_"),
+                   f"user-level privacy on table '{self.table.name}' is not supported yet",
+                   f"(privacy_unit: {self.table.privacy_unit}) needs contribution bounding.",
+                   "Use privacy_unit: row, or wait for user-level support.")
+        if s.args.get("distinct"):
+            refuse(self.sql, s, "SELECT DISTINCT refused",
+                   "it releases the raw distinct values of private columns.",
+                   "Use GROUP BY with COUNT(*): keys are then released only from a public "
+                   "domain or through DP partition selection.")
+        for item in s.expressions:
+            if isinstance(item, exp.Star) or (
+                isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+            ):
+                refuse(self.sql, item, "SELECT * refused", "it returns private rows.",
+                       "Select aggregates, e.g. SELECT COUNT(*) FROM t.")
+        self.select_aliases = {
+            item.alias.lower(): item.this for item in s.expressions if isinstance(item, exp.Alias)
+        }
+        self._check_columns_everywhere()
+        where_node = s.args.get("where")
+        where = where_node.this if where_node is not None else None
+        if where is not None:
+            self._no_aggregates(where, "WHERE")
+        where_region = region_of(where, self.types)
+        keys = self._group_keys()
+        key_region = where_region
+        for key in keys:
+            if key.column is not None and key.public_domain is not None:
+                key_region = key_region.intersect(
+                    Region.column(key.column, ColumnSet.points(
+                        [v for v in key.public_domain if v is not None],
+                        null=None in key.public_domain)))
+        self.key_region = key_region
+        self.keys = keys
+        self._collect_aggregates()
+        if not self.aggregates:
+            refuse(self.sql, s, "query releases no aggregate",
+                   "a SELECT without COUNT/SUM/AVG/VAR/STDDEV returns rows or raw keys.",
+                   "Add an aggregate, e.g. SELECT hospital, COUNT(*) ... GROUP BY hospital.")
+        self._check_ungrouped_columns(keys)
+        selection = None
+        if keys and not all(k.public_domain is not None for k in keys):
+            selection = Measure(
+                id=f"{self.prefix}_sel", kind="select_count", column=None, condition=None,
+                region=where_region, sensitivity=gridlib.count_sensitivity(self.k),
+                label="partition selection (noisy count over a threshold)",
+            )
+        return CorePlan(
+            table=self.table.name, table_sql=self.table.name, alias=self.alias, where=where,
+            where_region=where_region, keys=tuple(keys), measures=tuple(self.measures.values()),
+            aggregates=self.aggregates, select=s, selection=selection, notes=self.notes,
+        )
+
+    # ------------------------------------------------------------------ FROM
+    def _resolve_table(self) -> tuple[TablePolicy, str | None]:
+        from_ = self.select.args.get("from_")
+        if from_ is None:
+            refuse(self.sql, self.select, "SELECT without FROM refused",
+                   "there is no private table to aggregate.", "Add FROM <table>.")
+        source = from_.this
+        if not isinstance(source, exp.Table):
+            refuse(self.sql, source, "FROM source refused",
+                   "only tables declared in the policy can be queried.",
+                   "Write FROM <table> with a table from the policy.")
+        name = source.name
+        full = f"{source.db}.{name}" if source.db else name
+        try:
+            table = self.policy.table(full)
+        except PolicyError as err:
+            raise PolicyError(with_location(str(err), self.sql, source)) from None
+        if table.public:
+            refuse(self.sql, source, f"table '{table.name}' is public",
+                   "privplan answers queries over private tables; a public table needs no noise.",
+                   "Query it directly with DuckDB.")
+        alias = source.alias or None
+        return table, alias
+
+    # ------------------------------------------------------------------ columns
+    def _qualifier_ok(self, col: exp.Column) -> bool:
+        q = col.table
+        if not q:
+            return True
+        allowed = {self.table.name.lower()}
+        if self.alias:
+            allowed.add(self.alias.lower())
+        return q.lower() in allowed
+
+    def _check_columns_everywhere(self) -> None:
+        s = self.select
+        for clause, allow_alias in (
+            (s.args.get("where"), False),
+            (s.args.get("group"), True),
+            (s.args.get("having"), True),
+            (s.args.get("order"), True),
+        ):
+            if clause is not None:
+                self._check_columns(clause, allow_alias)
+        for item in s.expressions:
+            self._check_columns(item, False)
+
+    def _check_columns(self, node: exp.Expression, allow_alias: bool) -> None:
+        for col in node.find_all(exp.Column):
+            if isinstance(col.this, exp.Star):
+                continue
+            if not self._qualifier_ok(col):
+                refuse(self.sql, col, f"unknown table qualifier '{col.table}'",
+                       f"only '{self.alias or self.table.name}' is in scope.",
+                       "Qualify columns with the table name or its alias.")
+            name = col.name.lower()
+            if name in self.table.columns:
+                continue
+            if allow_alias and name in self.select_aliases and not col.table:
+                continue
+            known = ", ".join(self.table.columns)
+            raise UnsupportedQueryError(with_location(
+                f"unknown column '{col.name}' in table '{self.table.name}': the policy declares "
+                f"{known}. Fix the name, or declare the column in the policy.", self.sql, col))
+
+    def _no_aggregates(self, node: exp.Expression, clause: str) -> None:
+        for sub in node.walk():
+            if isinstance(sub, exp.AggFunc):
+                refuse(self.sql, sub, f"aggregate in {clause} refused",
+                       f"{clause} filters rows before aggregation.",
+                       "Use HAVING to filter on aggregates.")
+
+    # ------------------------------------------------------------------ GROUP BY
+    def _group_keys(self) -> list[GroupKey]:
+        group = self.select.args.get("group")
+        if group is None:
+            return []
+        keys: list[GroupKey] = []
+        for i, g in enumerate(group.expressions):
+            expr = self._resolve_group_expr(g)
+            self._no_aggregates(expr, "GROUP BY")
+            norm = _strip_qualifiers(expr.copy())
+            column = norm.name.lower() if isinstance(norm, exp.Column) else None
+            domain = self._public_domain(norm, column)
+            keys.append(GroupKey(id=f"k{i}", expr=norm, sql=norm.sql(dialect="duckdb"),
+                                 column=column, public_domain=domain))
+        return keys
+
+    def _resolve_group_expr(self, g: exp.Expression) -> exp.Expression:
+        if isinstance(g, exp.Literal) and not g.is_string:
+            pos = int(g.this)
+            items = self.select.expressions
+            if not 1 <= pos <= len(items):
+                refuse(self.sql, g, f"GROUP BY {pos} is out of range",
+                       f"the select list has {len(items)} items.", "Use a valid position.")
+            item = items[pos - 1]
+            return item.this if isinstance(item, exp.Alias) else item
+        if isinstance(g, exp.Column) and not g.table:
+            name = g.name.lower()
+            if name not in self.table.columns and name in self.select_aliases:
+                return self.select_aliases[name]
+        return g
+
+    def _public_domain(self, key: exp.Expression, column: str | None) -> tuple[Any, ...] | None:
+        """A key's values may be released without selection only if they are public:
+        declared ``public_values``, a boolean column, or a CASE whose every result is a literal
+        (its values are then fixed by the query text, not the data)."""
+        if column is not None:
+            col = self.table.columns[column]
+            if col.public_values is not None:
+                return tuple(col.public_values)
+            if col.type == "bool":
+                return (False, True, None) if col.nullable else (False, True)
+            return None
+        if isinstance(key, exp.Case) and key.this is None:
+            results = [i.args.get("true") for i in key.args.get("ifs", [])]
+            default = key.args.get("default")
+            values: list[Any] = []
+            for r in results + ([default] if default is not None else []):
+                v = _literal_value(r)
+                if v is _NOT_LITERAL:
+                    return None
+                values.append(v)
+            if default is None:
+                values.append(None)
+            return tuple(dict.fromkeys(values))
+        return None
+
+    # ------------------------------------------------------------------ aggregates
+    def _collect_aggregates(self) -> None:
+        s = self.select
+        places = list(s.expressions)
+        for clause in ("having", "order"):
+            if s.args.get(clause) is not None:
+                places.append(s.args[clause])
+        for place in places:
+            for node in list(place.walk()):
+                if is_aggregate(node) and not (
+                    isinstance(node, exp.AggFunc) and isinstance(node.parent, exp.Filter)
+                ):
+                    self._aggregate(node)
+                elif isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES:
+                    self._refuse_aggregate(node)
+
+    def _refuse_aggregate(self, node: exp.Expression) -> None:
+        name = node.sql(dialect="duckdb")
+        refuse(self.sql, node, f"aggregate {name} refused",
+               "only COUNT, SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE and STDDEV(_POP/_SAMP) are "
+               "answered (MIN, MAX, medians and quantiles depend on single records).",
+               "Use one of the supported aggregates, or bucket the column and COUNT per bucket.")
+
+    def _aggregate(self, node: exp.Expression) -> None:
+        key = node.sql(dialect="duckdb")
+        if key in self.aggregates:
+            return
+        cond: exp.Expression | None = None
+        agg = node
+        if isinstance(node, exp.Filter):
+            cond = node.expression.this
+            agg = node.this
+        if type(agg) not in _AGGREGATES:
+            self._refuse_aggregate(agg)
+        for sub in agg.find_all(exp.AggFunc):
+            if sub is not agg:
+                refuse(self.sql, sub, "nested aggregate refused", "aggregates cannot nest.",
+                       "Compute the inner aggregate in its own query.")
+        func = _AGGREGATES[type(agg)]
+        arg = agg.this
+        if isinstance(arg, exp.Distinct):
+            refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
+                   "distinct counts need per-unit bounding that is not supported yet.",
+                   "Use COUNT(*) or GROUP BY the column and count groups.")
+        arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
+        if case_cond is not None:
+            cond = case_cond if cond is None else exp.and_(cond, case_cond)
+        if cond is not None:
+            self._no_aggregates(cond, "FILTER")
+            cond = _strip_qualifiers(cond.copy())
+        column: str | None = None
+        if isinstance(arg, exp.Column):
+            column = arg.name.lower()
+        elif isinstance(arg, exp.Star) or multiplier is not None:
+            column = None
+        else:
+            refuse(self.sql, arg, f"{func.upper()} over an expression refused",
+                   f"the bounds of `{arg.sql(dialect='duckdb')}` are not declared, so its "
+                   "sensitivity is unknown.",
+                   "Aggregate a column with declared lower/upper bounds, or use "
+                   "SUM(CASE WHEN <condition> THEN <column> ELSE 0 END).")
+        use = self._derive(key, func, column, cond, multiplier, agg)
+        self.aggregates[key] = use
+
+    def _unwrap_conditional(
+        self, arg: exp.Expression, func: str, agg: exp.Expression
+    ) -> tuple[exp.Expression, exp.Expression | None, Any]:
+        """CASE WHEN p THEN v [ELSE NULL|0] END (or IF(p, v, ...)) → (v, p, multiplier)."""
+        cond = None
+        if isinstance(arg, exp.Case) and arg.this is None and len(arg.args.get("ifs", [])) == 1:
+            branch = arg.args["ifs"][0]
+            cond, value, default = branch.this, branch.args.get("true"), arg.args.get("default")
+        elif isinstance(arg, exp.If):
+            cond, value, default = arg.this, arg.args.get("true"), arg.args.get("false")
+        else:
+            return arg, None, self._literal_multiplier(arg, func, agg)
+        zero_ok = func in ("sum", "count") and (
+            func == "sum" and _literal_value(default) == 0
+        )
+        if default is not None and not _is_null(default) and not zero_ok:
+            refuse(self.sql, arg, f"{func.upper()}(CASE ...) with this ELSE branch refused",
+                   "only ELSE NULL (or ELSE 0 inside SUM) makes the CASE a filter privplan can "
+                   "analyse.", "Write AGG(x) FILTER (WHERE <condition>) instead.")
+        return value, cond, self._literal_multiplier(value, func, agg)
+
+    def _literal_multiplier(self, value: exp.Expression, func: str, agg: exp.Expression) -> Any:
+        v = _literal_value(value)
+        if v is _NOT_LITERAL:
+            return None
+        if v is None:
+            refuse(self.sql, value, f"{func.upper()}(NULL) refused", "it is always NULL.",
+                   "Aggregate a column.")
+        if func == "count":
+            return 1
+        if func == "sum" and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+        refuse(self.sql, agg, f"{func.upper()} of a constant refused",
+               "it is a function of a count only.", "Use COUNT(*) (times the constant).")
+        return None  # pragma: no cover
+
+    def _measure(self, kind: str, column: str | None, cond: exp.Expression | None,
+                 label: str) -> Measure:
+        cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
+        mkey = (kind, column, cond_sql)
+        if mkey in self.measures:
+            return self.measures[mkey]
+        region = self.key_region
+        if cond is not None:
+            region = region.intersect(region_of(cond, self.types))
+        if column is not None:
+            region = region.intersect(Region.column(column, ColumnSet.not_null()))
+        mid = f"{self.prefix}_m{len(self.measures)}"
+        if kind == "count":
+            m = Measure(id=mid, kind="count", column=column, condition=cond, region=region,
+                        sensitivity=gridlib.count_sensitivity(self.k), label=label)
+        else:
+            assert column is not None
+            col = self.table.columns[column]
+            lower, upper = col.require_bounds(label, self.table.name)
+            res = Fraction(col.resolution) if col.resolution is not None else Fraction(
+                gridlib.default_resolution(lower, upper, col.type))
+            lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
+            if kind == "sum_sq":
+                sq_lo = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)
+                sq_hi = max(lo * lo, hi * hi)
+                gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
+                sens = gridlib.sum_sensitivity(sq_lo, sq_hi, self.k)
+            else:
+                gridlib.check_no_overflow(lo, hi, self.k)
+                sens = gridlib.sum_sensitivity(lo, hi, self.k)
+            m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
+                        sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label)
+        self.measures[mkey] = m
+        return m
+
+    def _derive(self, key: str, func: str, column: str | None, cond: exp.Expression | None,
+                multiplier: Any, agg: exp.Expression) -> AggregateUse:
+        if func == "count" or multiplier is not None:
+            m = self._measure("count", column, cond, f"COUNT({column or '*'})")
+            return AggregateUse(sql=key, func="count" if func == "count" else "sum",
+                                column=column, count=m.id,
+                                multiplier=1 if func == "count" else multiplier)
+        assert column is not None
+        col = self.table.columns[column]
+        if col.type not in _NUMERIC:
+            refuse(self.sql, agg, f"{func.upper()} over {col.type} column '{column}' refused",
+                   "only int and float columns can be summed or averaged.",
+                   "Aggregate a numeric column.")
+        lower, upper = col.require_bounds(f"{func.upper()}({column})", self.table.name)
+        s = self._measure("sum", column, cond, f"SUM({column})")
+        if func == "sum":
+            return AggregateUse(sql=key, func="sum", column=column, sum=s.id,
+                                lower=lower, upper=upper)
+        c = self._measure("count", column, cond, f"COUNT({column})")
+        if func == "avg":
+            return AggregateUse(sql=key, func="avg", column=column, sum=s.id, count=c.id,
+                                lower=lower, upper=upper)
+        q = self._measure("sum_sq", column, cond, f"SUM({column}²)")
+        return AggregateUse(sql=key, func=func, column=column, sum=s.id, count=c.id,  # type: ignore[arg-type]
+                            sum_sq=q.id, lower=lower, upper=upper)
+
+    # ------------------------------------------------------------------ raw values
+    def _check_ungrouped_columns(self, keys: list[GroupKey]) -> None:
+        """A table column outside every aggregate and every group key would release raw values.
+
+        (Post-processing runs over a table holding only keys and noisy values, so such a column
+        could not bind there anyway; this check gives the clear error first.)
+        """
+        key_sqls = {k.sql for k in keys}
+        s = self.select
+        for item in s.expressions:
+            self._check_raw(item, key_sqls, in_select=True)
+        for clause in ("having", "order"):
+            if s.args.get(clause) is not None:
+                self._check_raw(s.args[clause], key_sqls, in_select=False)
+
+    def _check_raw(self, node: exp.Expression, key_sqls: set[str], in_select: bool) -> None:
+        if is_aggregate(node):
+            return
+        if not isinstance(node, (exp.Alias, exp.Ordered, exp.Having, exp.Order)):
+            if _strip_qualifiers(node.copy()).sql(dialect="duckdb") in key_sqls:
+                return
+        if isinstance(node, exp.Column):
+            if not in_select and not node.table and node.name.lower() in self.select_aliases:
+                return
+            refuse(self.sql, node, f"column '{node.name}' is neither grouped nor aggregated",
+                   "releasing it would return raw row values.",
+                   f"Add it to GROUP BY, or aggregate it (e.g. AVG({node.name})).")
+        for child in node.iter_expressions():
+            self._check_raw(child, key_sqls, in_select)
+
+
+_NOT_LITERAL = object()
+
+
+def _literal_value(node: exp.Expression | None) -> Any:
+    if node is None:
+        return _NOT_LITERAL
+    if isinstance(node, exp.Paren):
+        return _literal_value(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Neg):
+        v = _literal_value(node.this)
+        return -v if isinstance(v, (int, float)) else _NOT_LITERAL
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = node.this
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+    return _NOT_LITERAL
+
+
+def _is_null(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Null)
+
+
+def _strip_qualifiers(node: exp.Expression) -> exp.Expression:
+    for col in list(node.find_all(exp.Column)):
+        if col.table:
+            col.set("table", None)
+            col.set("db", None)
+            col.set("catalog", None)
+    if isinstance(node, exp.Column) and node.args.get("table"):
+        node.set("table", None)
+    return node

@@ -1,0 +1,44 @@
+"""Parse one SQL statement with sqlglot, turning parser failures into privplan errors."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+
+from privplan.errors import ParseError, UnsupportedQueryError
+from privplan.sql.locate import with_location
+
+DEFAULT_DIALECT = "duckdb"
+
+
+def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
+    """Parse exactly one statement. The returned tree is private to the caller (sqlglot mutates)."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise ParseError("empty query: pass one SELECT statement, e.g. SELECT COUNT(*) FROM t")
+    try:
+        statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]
+    except SqlglotParseError as err:
+        first = err.errors[0] if err.errors else {}
+        line, col = first.get("line"), first.get("col")
+        where = f" at line {line}, column {col}" if line else ""
+        desc = first.get("description", str(err))
+        raise ParseError(
+            f"could not parse the SQL{where}: {desc}. Check the syntax near "
+            f"'{first.get('highlight', '')}' (dialect: {dialect})."
+        ) from None
+    except TokenError as err:
+        raise ParseError(f"could not read the SQL: {err} (dialect: {dialect})") from None
+    if not statements:
+        raise ParseError("empty query: pass one SELECT statement")
+    if len(statements) > 1:
+        raise UnsupportedQueryError(
+            with_location(
+                f"{len(statements)} statements given; privplan answers one statement at a time "
+                "(a second statement could change data or settings). Send them one by one.",
+                sql,
+                statements[1],
+            )
+        )
+    return statements[0]

@@ -1,0 +1,106 @@
+"""The logical plan: what a query releases, in terms the analysis, accountant and rewrite share.
+
+A query is one or more *cores* (an aggregate SELECT over one private table) combined by
+UNION ALL, plus post-processing (HAVING, ORDER BY, LIMIT, expressions) that runs only on noisy
+values. Each core releases *measures*: exact grouped aggregates (a count, a clamped sum, a
+clamped sum of squares, or a partition-selection count) that become one mechanism each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from sqlglot import exp
+
+from privplan.analysis.regions import Region
+
+MeasureKind = Literal["count", "sum", "sum_sq", "select_count"]
+AggregateFunc = Literal[
+    "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp"
+]
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """One GROUP BY expression. ``column`` is set when the key is a plain column."""
+
+    id: str
+    expr: exp.Expression
+    sql: str
+    column: str | None
+    public_domain: tuple[Any, ...] | None  # values released without selection, if public
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One exact aggregate column computed by the engine and noised as one mechanism.
+
+    ``condition`` is the FILTER/CASE condition beyond WHERE (None: none); ``region`` is the
+    mechanism's region (WHERE ∩ condition ∩ value NOT NULL ∩ public key domain).
+    ``lo``/``hi`` are clamping bounds on the integer grid (``resolution`` per unit); the
+    measure's value is reported in real units as ``noisy_int * scale``.
+    """
+
+    id: str
+    kind: MeasureKind
+    column: str | None
+    condition: exp.Expression | None
+    region: Region
+    sensitivity: int
+    lo: int = 0
+    hi: int = 0
+    resolution: Fraction = Fraction(1)
+    label: str = ""
+
+    @property
+    def scale(self) -> Fraction:
+        return self.resolution * self.resolution if self.kind == "sum_sq" else self.resolution
+
+
+@dataclass(frozen=True)
+class AggregateUse:
+    """A user-visible aggregate call and how it is derived from measures."""
+
+    sql: str
+    func: AggregateFunc
+    column: str | None
+    count: str | None = None  # measure ids
+    sum: str | None = None
+    sum_sq: str | None = None
+    multiplier: Any = 1  # SUM(CASE WHEN p THEN 3 ...) = 3 * COUNT
+    lower: Any = None  # declared bounds (real units) for clamping derived values
+    upper: Any = None
+
+
+@dataclass
+class CorePlan:
+    """One aggregate SELECT over one private table."""
+
+    table: str  # policy table name
+    table_sql: str  # how the engine names it (filled by the session)
+    alias: str | None
+    where: exp.Expression | None
+    where_region: Region
+    keys: tuple[GroupKey, ...]
+    measures: tuple[Measure, ...]
+    aggregates: dict[str, AggregateUse]  # by the aggregate node's SQL
+    select: exp.Select  # the user's SELECT (a private copy) for post-processing
+    selection: Measure | None = None  # partition-selection count, when keys are not public
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def grouped(self) -> bool:
+        return bool(self.keys)
+
+    @property
+    def public_keys(self) -> bool:
+        return all(k.public_domain is not None for k in self.keys)
+
+
+@dataclass
+class QueryPlan:
+    sql: str
+    statement: exp.Expression
+    cores: list[CorePlan]

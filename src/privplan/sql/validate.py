@@ -1,0 +1,110 @@
+"""Refuse what privplan cannot answer privately, naming the construct, where, why, and the fix.
+
+The checks here are structural and run before anything touches data. Each refusal is an
+:class:`UnsupportedQueryError` (nothing is spent).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from privplan.errors import UnsupportedQueryError
+from privplan.sql.locate import with_location
+
+# Functions whose result is not a deterministic function of the row, or that reach outside the
+# query (files, settings, sequences). Non-determinism breaks the "f-dependent" model of a
+# mechanism; outside access could read data the policy does not cover.
+_DENIED_CLASSES: tuple[type[exp.Expression], ...] = tuple(
+    getattr(exp, name)
+    for name in (
+        "Rand",
+        "Randn",
+        "Uuid",
+        "ReadCSV",
+        "ReadParquet",
+        "CurrentDate",
+        "CurrentTime",
+        "CurrentTimestamp",
+        "CurrentUser",
+        "CurrentSchema",
+        "CurrentDatetime",
+        "Localtime",
+        "Localtimestamp",
+        "SysDate",
+    )
+    if hasattr(exp, name)
+)
+_DENIED_PREFIXES = ("read_", "random", "setseed", "uuid", "gen_random", "nextval", "currval",
+                    "current_", "now", "get_current", "glob", "query", "sniff_", "parquet_",
+                    "getenv", "pragma", "duckdb_", "sql_auto", "summary", "range", "generate_series",
+                    "file", "md5", "sha", "hash", "to_json", "json_", "txid", "pg_", "version")
+
+_STATEMENT_HINT = (
+    "privplan answers SELECT queries that aggregate (COUNT, SUM, AVG, VAR, STDDEV) over a "
+    "private table."
+)
+
+
+def refuse(sql: str, node: exp.Expression | None, what: str, why: str, fix: str) -> None:
+    raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", sql, node))
+
+
+def validate_statement(sql: str, statement: exp.Expression) -> None:
+    """Whole-statement checks; per-SELECT structure is checked by the plan builder."""
+    if not isinstance(statement, (exp.Select, exp.Union)):
+        kind = type(statement).__name__.upper()
+        refuse(sql, statement, f"{kind} statement refused",
+               "only read-only aggregate SELECT queries are answered;", _STATEMENT_HINT)
+    for node in statement.walk():
+        _check_node(sql, node)
+
+
+def _check_node(sql: str, node: exp.Expression) -> None:
+    if isinstance(node, (exp.Intersect, exp.Except)):
+        refuse(sql, node, f"{type(node).__name__.upper()} refused",
+               "set operations other than UNION ALL compare private rows directly.",
+               "Use UNION ALL of aggregate queries, or filters.")
+    if isinstance(node, exp.Union) and node.args.get("distinct"):
+        refuse(sql, node, "UNION (distinct) refused",
+               "de-duplicating released rows is not supported.", "Write UNION ALL.")
+    if isinstance(node, exp.Window):
+        refuse(sql, node, "window function refused",
+               "window functions over private data release per-row values.",
+               "Use GROUP BY with aggregates; rank or compare the noisy results afterwards "
+               "in an outer ORDER BY.")
+    if isinstance(node, exp.With):
+        refuse(sql, node, "WITH (common table expression) refused",
+               "derived tables over private data are not analysed yet.",
+               "Inline the filter into WHERE, or aggregate directly.")
+    if isinstance(node, exp.Join):
+        refuse(sql, node, "JOIN refused",
+               "joins are not supported in this version (their stability must be analysed).",
+               "Query one table; put conditions in WHERE.")
+    if isinstance(node, exp.Subquery) or (
+        isinstance(node, exp.Select) and node.parent is not None
+        and not isinstance(node.parent, exp.Union)
+    ):
+        refuse(sql, node, "subquery refused",
+               "subqueries over private tables are not supported yet.",
+               "Write a single aggregate SELECT; compute derived values in its select list.")
+    if isinstance(node, (exp.Qualify,)):
+        refuse(sql, node, "QUALIFY refused", "it filters on per-row window values.",
+               "Use HAVING on aggregates.")
+    if isinstance(node, (exp.Cube, exp.Rollup, exp.GroupingSets)):
+        refuse(sql, node, "GROUPING SETS / ROLLUP / CUBE refused",
+               "multi-level grouping is not supported yet.",
+               "Send one GROUP BY query per level (or UNION ALL them).")
+    if isinstance(node, _DENIED_CLASSES):
+        refuse(sql, node, f"function {node.sql(dialect='duckdb')} refused",
+               "it is non-deterministic or reads outside the query, so a mechanism using it is "
+               "not a function of the private table.", "Remove it.")
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        if name.startswith(_DENIED_PREFIXES):
+            refuse(sql, node, f"function {name}() refused",
+                   "it is non-deterministic, reads outside the query, or exposes raw values.",
+                   "Remove it, or use a deterministic scalar function.")
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous | exp.Func):
+        refuse(sql, node, "table function refused",
+               "queries may read only the tables the policy declares.",
+               "Query a table named in the policy.")

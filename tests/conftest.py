@@ -1,0 +1,13 @@
+"""Suite-wide settings: hypothesis without wall-clock deadlines (CI machines are noisy)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "privplan",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.load_profile("privplan")
