@@ -27,5 +27,10 @@ class LedgerError(PrivplanError):
     """The budget ledger cannot be opened or is damaged. It is never reset silently."""
 
 
+class ExecutionError(PrivplanError):
+    """The engine failed while reading data. Its message is withheld (it could quote private
+    values); the budget for the query was already charged."""
+
+
 class InternalError(PrivplanError):
     """An internal invariant was broken. Please report it: this is a bug, not a usage error."""

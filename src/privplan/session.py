@@ -17,25 +17,23 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import TableModel
-from privplan.engines.duckdb_engine import DuckDBEngine, post_process
+from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.ledger import LedgerEntry, MemoryLedger
-from privplan.mechanisms.accuracy import interval_halfwidth
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
-from privplan.result import ColumnAccuracy, Result
-from privplan.rewrite.engine_sql import core_sql, key_column, measure_column
-from privplan.rewrite.postprocess import post_select
-from privplan.sql.builder import build_plan, is_aggregate
+from privplan.assemble import assemble, noisy_frame
+from privplan.result import Result
+from privplan.rewrite.engine_sql import core_sql
+from privplan.sql.builder import build_plan
 from privplan.sql.parse import parse_statement
-from privplan.sql.plan import CorePlan, QueryPlan
+from privplan.sql.plan import CorePlan
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
@@ -155,8 +153,7 @@ class Session:
         # -- run, noise, post-process ---------------------------------------------------------
         frames = [self._run_core(core, planned.for_core(i), stmt)
                   for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
-        df, intervals = _combine(planned.plan, frames)
-        accuracy = _accuracy(planned)
+        df, intervals, accuracy = assemble(planned, frames)
         return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
 
@@ -190,94 +187,64 @@ class Session:
         if core.table not in self._column_types:
             self._column_types[core.table] = self.engine.columns(core.table_sql)
         actual = self._column_types[core.table]
-        missing = [c for c in self.policy.table(core.table).columns if c not in actual]
+        table = self.policy.table(core.table)
+        missing = [c for c in table.columns if c not in actual]
         if missing:
             raise PolicyError(
                 f"table '{core.table}' in the database has no column(s) {', '.join(missing)} "
                 f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
+        core.table_sql = typed_source(core.table_sql, core.table, table.columns, actual)
 
     def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
         types = {n: c.type for n, c in self.policy.table(core.table).columns.items()}
         return core_sql(core, types, [p.measure for p in planned])
 
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
-        exact = self.engine.run(stmt)
-        n = len(exact)
-        noisy: dict[str, Any] = {}
-        for i in range(len(core.keys)):
-            noisy[key_column(i)] = exact[key_column(i)].to_numpy()
-        keep = np.ones(n, dtype=bool)
-        for p in planned:
-            col = measure_column(p.measure)
-            values = exact[col].to_numpy(dtype=np.int64, na_value=0)
-            noised = values + p.noise.sample(n)
-            if p.measure.kind == "select_count":
-                assert p.threshold is not None
-                keep &= noised >= p.threshold  # the noisy count itself is not released
-                continue
-            scale = p.measure.scale
-            noisy[col] = noised if scale == 1 else noised * float(scale)
-        frame = pd.DataFrame(noisy)[keep].reset_index(drop=True)
-        if core.keys:  # release order must not depend on the data: sort by key
-            frame = frame.sort_values([key_column(i) for i in range(len(core.keys))],
-                                      na_position="last", kind="stable").reset_index(drop=True)
-        return frame
+        return noisy_frame(core, planned, self.engine.run(stmt))
 
     @property
     def _next_id(self) -> str:
         return self.ledger.next_query_id()
 
 
-def _combine(plan: QueryPlan, frames: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    outs = []
-    for i, (core, frame) in enumerate(zip(plan.cores, frames)):
-        post = post_select(core, f"__noisy{i}")
-        outs.append(post_process(post.sql(dialect="duckdb"), {f"__noisy{i}": frame}))
-    if len(outs) == 1:
-        df = outs[0]
-    else:
-        union = plan.statement.copy()
-        branches = [f"SELECT * FROM __b{i}" for i in range(len(outs))]
-        sql = " UNION ALL ".join(branches)
-        order = union.args.get("order")
-        if order is not None:
-            sql = f"SELECT * FROM ({sql}) {order.sql(dialect='duckdb')}"
-        for arg in ("limit", "offset"):
-            if union.args.get(arg) is not None:
-                sql += " " + union.args[arg].sql(dialect="duckdb")
-        df = post_process(sql, {f"__b{i}": o for i, o in enumerate(outs)})
-    return df, _intervals(plan, df)
+_ENGINE_TYPES = {
+    "int": ("BIGINT", ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                       "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")),
+    "float": ("DOUBLE", ("FLOAT", "DOUBLE", "REAL", "DECIMAL", "TINYINT", "SMALLINT", "INTEGER",
+                         "BIGINT", "HUGEINT")),
+    "str": ("VARCHAR", ("VARCHAR",)),
+    "bool": ("BOOLEAN", ("BOOLEAN",)),
+    "date": ("DATE", ("DATE",)),
+    "timestamp": ("TIMESTAMP", ("TIMESTAMP",)),
+}
 
 
-def _intervals(plan: QueryPlan, df: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame(index=df.index)
+def typed_source(table_sql: str, name: str, columns: Mapping[str, Any],
+                 actual: Mapping[str, str]) -> str:
+    """The table as the engine should read it: with every column in its *policy* type.
 
-
-def _accuracy(planned: PlannedQuery) -> dict[str, ColumnAccuracy]:
-    """Per output column that is one COUNT or SUM: its noise std and 95% half-width."""
-    out: dict[str, ColumnAccuracy] = {}
-    by_id = {p.measure.id: p for p in planned.measures}
-    for core in planned.plan.cores:
-        for item in core.select.expressions:
-            node = item.this if hasattr(item, "alias") and item.alias else item
-            name = item.alias if item.alias else (
-                item.name if item.key == "column" else item.sql(dialect="duckdb"))
-            if not is_aggregate(node):
-                continue
-            use = core.aggregates[node.sql(dialect="duckdb")]
-            if use.func in ("count", "sum"):
-                mid = use.count if use.sum is None else use.sum
-                p = by_id[mid]
-                scale = float(p.measure.scale) * float(use.multiplier)
-                out[name] = ColumnAccuracy(
-                    column=name, method=p.noise.describe(),
-                    std=p.noise.std() * abs(scale),
-                    halfwidth=interval_halfwidth(p.noise) * abs(scale))
-            else:
-                out[name] = ColumnAccuracy(
-                    column=name, method=f"{use.func.upper()} derived from noisy sums and counts",
-                    std=None, halfwidth=None)
-    return out
+    Regions are derived with the policy's types (e.g. string order for ``str``). If the engine
+    compared with another type's order (integers stored in a column the policy calls ``str``),
+    two regions the analyzer proves disjoint could overlap in the engine — an under-charge. So
+    a column whose stored type differs is read through ``TRY_CAST`` to the policy type (a value
+    that does not convert becomes NULL).
+    """
+    casts = []
+    for col, policy_col in columns.items():
+        target, accepted = _ENGINE_TYPES[policy_col.type]
+        stored = actual[col].upper()
+        if not stored.startswith(accepted) or (
+            policy_col.type == "timestamp" and stored != "TIMESTAMP"
+        ):
+            casts.append(col)
+    if not casts:
+        return table_sql
+    items = [
+        f'TRY_CAST("{c}" AS {_ENGINE_TYPES[columns[c].type][0]}) AS "{c}"' if c in casts
+        else f'"{c}"'
+        for c in columns
+    ]
+    return f'(SELECT {", ".join(items)} FROM {table_sql}) AS "{name}"'
 
 
 def _as_policy(policy: Any) -> Policy:

@@ -25,6 +25,7 @@ from privplan.analysis.predicates import (
     MAX_BOXES,
     ColumnType,
     TruthRegions,
+    _intersect_sets,
     region_of,
     truth_regions,
 )
@@ -494,3 +495,22 @@ def test_values_kept_as_column_types() -> None:
     (box,) = region.boxes
     kinds = {c: type(s.intervals[0].lo) for c, s in box.constraints}
     assert kinds == {"i": int, "f": float, "d": date, "s": str}
+
+
+@st.composite
+def int_sets(draw: st.DrawFn) -> ColumnSet:
+    pieces = []
+    for _ in range(draw(st.integers(0, 4))):
+        lo, hi = (
+            draw(st.one_of(st.none(), st.integers(-6, 6))),
+            draw(st.one_of(st.none(), st.integers(-6, 6))),
+        )
+        if lo is not None and hi is not None and hi < lo:
+            lo, hi = hi, lo
+        pieces.append(Interval(lo, hi, draw(st.booleans()), draw(st.booleans())))
+    return ColumnSet.of(pieces, draw(st.booleans()))
+
+
+@given(int_sets(), int_sets())
+def test_sweep_intersection_matches_column_set(x: ColumnSet, y: ColumnSet) -> None:
+    assert _intersect_sets(x, y) == x.intersect(y)

@@ -820,7 +820,7 @@ class _Analyser:
                 a = self.hull(list(a.boxes), a.notes)
             else:
                 b = self.hull(list(b.boxes), b.notes)
-        boxes = tuple(x.intersect(y) for x in a.boxes for y in b.boxes)
+        boxes = tuple(_intersect_boxes(x, y) for x in a.boxes for y in b.boxes)
         return self.finish_boxes(boxes, a.notes + b.notes)
 
     def finish(self, region: Region) -> Region:
@@ -911,6 +911,39 @@ class _Analyser:
             if not inside:
                 keep.append(a)
         return keep
+
+
+def _intersect_boxes(a: Box, b: Box) -> Box:
+    """``Box.intersect`` with a linear sweep per column (long IN / <> chains stay fast)."""
+    merged = dict(a.constraints)
+    for c, s in b.constraints:
+        merged[c] = _intersect_sets(merged[c], s) if c in merged else s
+    return Box.of(merged)
+
+
+def _intersect_sets(x: ColumnSet, y: ColumnSet) -> ColumnSet:
+    """``ColumnSet.intersect`` for sorted disjoint interval lists, in one sweep."""
+    xs, ys = x.intervals, y.intervals
+    out: list[Interval] = []
+    i = j = 0
+    while i < len(xs) and j < len(ys):
+        c = xs[i].intersect(ys[j])
+        if c is not None:
+            out.append(c)
+        if _ends_first(xs[i], ys[j]):
+            i += 1
+        else:
+            j += 1
+    return ColumnSet.of(out, x.null and y.null)
+
+
+def _ends_first(a: Interval, b: Interval) -> bool:
+    """a's upper end is at or below b's (so a cannot meet anything after b)."""
+    if a.hi is None:
+        return b.hi is None
+    if b.hi is None or a.hi < b.hi:
+        return True
+    return a.hi == b.hi and (not a.hi_closed or b.hi_closed)
 
 
 _MAX_ABSORB = 32  # the containment pass is quadratic; larger regions skip it (still exact)

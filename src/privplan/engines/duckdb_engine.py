@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from privplan.errors import PolicyError, UnsupportedQueryError
+from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 
 def _secure(con: duckdb.DuckDBPyConnection) -> None:
@@ -108,7 +108,17 @@ class DuckDBEngine:
             ) from None
 
     def run(self, sql: str) -> pd.DataFrame:
-        return self.con.execute(sql).df()
+        """Run an engine statement. A failure raised while reading rows may quote a raw value
+        (e.g. a failed cast), so its message is withheld (DESIGN.md invariant 5)."""
+        try:
+            return self.con.execute(sql).df()
+        except duckdb.Error as err:
+            raise ExecutionError(
+                f"the engine failed while executing the query ({type(err).__name__}); the "
+                "engine's message is withheld because it could quote private values. Check that "
+                "every cast and function in WHERE / GROUP BY is valid for all values of the "
+                "column (e.g. use TRY_CAST)."
+            ) from None
 
     def close(self) -> None:
         self.con.close()

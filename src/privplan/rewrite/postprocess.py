@@ -63,8 +63,17 @@ def _null_below(count: exp.Expression, minimum: int, value: exp.Expression) -> e
     return exp.Case(ifs=[exp.If(this=cond, true=exp.Null())], default=value)
 
 
-def post_select(core: CorePlan, table: str) -> exp.Select:
-    """The user's SELECT with aggregates and keys replaced by noisy-table columns."""
+def hidden_column(item: int, part: str) -> str:
+    return f"__hidden{item}_{part}"
+
+
+def post_select(core: CorePlan, table: str, *, hidden: bool = False) -> exp.Select:
+    """The user's SELECT with aggregates and keys replaced by noisy-table columns.
+
+    With ``hidden``, every select item that is one AVG/VAR/STDDEV also carries its noisy
+    measures in extra columns (see :func:`hidden_column`), so per-row intervals can be derived
+    after ORDER BY/LIMIT; the caller drops them.
+    """
     columns = {m.id: measure_column(m) for m in core.measures}
     key_map = {k.sql: key_column(i) for i, k in enumerate(core.keys)}
     s = core.select.copy()
@@ -89,6 +98,18 @@ def post_select(core: CorePlan, table: str) -> exp.Select:
         else:
             name = item.name if isinstance(item, exp.Column) else item.sql(dialect="duckdb")
             items.append(exp.alias_(item.transform(replace), name, quoted=True))
+    if hidden:
+        for i, item in enumerate(s.expressions):
+            node = item.this if isinstance(item, exp.Alias) else item
+            if not is_aggregate(node):
+                continue
+            use = core.aggregates[node.sql(dialect="duckdb")]
+            if use.func in ("count", "sum"):
+                continue
+            for part, mid in (("c", use.count), ("s", use.sum), ("q", use.sum_sq)):
+                if mid is not None:
+                    items.append(exp.alias_(exp.column(columns[mid]), hidden_column(i, part),
+                                            quoted=True))
     out = exp.Select(expressions=items).from_(table)
     having = s.args.get("having")
     if having is not None:

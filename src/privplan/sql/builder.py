@@ -98,6 +98,7 @@ class _CoreBuilder:
         where = where_node.this if where_node is not None else None
         if where is not None:
             self._no_aggregates(where, "WHERE")
+            where = _strip_qualifiers(where.copy())  # the engine reads the table unaliased
         where_region = region_of(where, self.types)
         keys = self._group_keys()
         key_region = where_region

@@ -1,0 +1,328 @@
+"""Overhead of a DP query over plain DuckDB: DP time / plain time, measured in the same run.
+
+For each database size and workload the script opens a DuckDB file holding the demo
+``visits`` table (:func:`privplan.demo.data.write_demo_database`), warms up once, then times
+``--repeat`` repetitions that alternate a DP answer (``session.sql(sql, epsilon=1)``) with the
+same SQL on a plain read-only DuckDB connection to the same file (``.execute(sql).df()``),
+swapping which goes first on every repetition. It reports the median of each and the ratio
+DP/plain.
+
+Every DP repetition uses a fresh session (``PureDP(1e9)`` budget, nothing is refused) opened
+outside the timed region, so the accountant never composes against a ledger that grows with
+the repetition count. The DP time is split into phases by wrapping the session's own objects
+(no change to ``src/``): planning, accounting (preview + admit), binding (``EXPLAIN`` of the
+engine statement), engine (running the engine statement, incl. DuckDB -> pandas), noise
+(the rest of each core's run) and post (post-processing SQL, explanation, accuracy, ledger).
+If privplan's internals change the split is reported as missing; the totals still work.
+``session.explain`` is timed separately as a cross-check of planning + accounting.
+
+Generated databases are cached in ``benchmarks/.data/`` (``visits_<rows>.duckdb``, ignored by
+git) and reused when the row count matches; generating 10M rows takes ~10 s.
+
+Run: ``python benchmarks/overhead.py [--rows 1000000 10000000] [--repeat 5] [--quick]
+[--out PATH] [--data-dir DIR]``. Prints a table and writes ``benchmarks/results/overhead.json``.
+Never asserts on wall time; the target (reported only) is a ratio <= 1.5 at 10M rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+import privplan as pp
+from privplan.demo.data import DEFAULT_SEED, demo_policy_path, write_demo_database
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_ROWS = [1_000_000, 10_000_000]
+QUICK_ROWS = [100_000]
+EPSILON = 1.0
+TARGET_RATIO = 1.5
+
+WORKLOADS: dict[str, str] = {
+    "grouped_count_sum_avg": (
+        "SELECT hospital, department, COUNT(*), SUM(length_of_stay), AVG(cost) "
+        "FROM visits GROUP BY hospital, department"
+    ),
+    "filtered_sum": "SELECT SUM(cost) FROM visits WHERE age >= 65 AND insured",
+    "case_band_grouped": (
+        "SELECT CASE WHEN age < 18 THEN 'child' WHEN age < 65 THEN 'adult' ELSE 'senior' END "
+        "AS band, COUNT(*) AS n, AVG(length_of_stay) AS avg_stay FROM visits GROUP BY band"
+    ),
+    "filter_pair": (
+        "SELECT SUM(cost) FILTER (WHERE insured) AS insured_cost, "
+        "SUM(cost) FILTER (WHERE NOT insured) AS uninsured_cost FROM visits"
+    ),
+}
+
+PHASES = ("planning", "accounting", "sqlgen", "binding", "engine", "noise", "post")
+
+
+# -- data ---------------------------------------------------------------------------------------
+def _count_rows(path: Path) -> int | None:
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        return int(con.execute("SELECT count(*) FROM visits").fetchone()[0])
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+
+
+def cached_database(rows: int, data_dir: Path) -> tuple[Path, float | None]:
+    """The demo database with ``rows`` visits, generated only if no valid cached copy exists.
+
+    Returns the path and the generation time (None when the cache was reused).
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    ignore = data_dir / ".gitignore"
+    if not ignore.exists():  # the cache never shows up in `git status`
+        ignore.write_text("# benchmark cache, see benchmarks/README.md\n*\n")
+    path = data_dir / f"visits_{rows}_seed{DEFAULT_SEED}.duckdb"
+    if path.exists() and _count_rows(path) == rows:
+        return path, None
+    print(f"generating {rows:,} rows -> {path} ...", flush=True)
+    start = time.perf_counter()
+    write_demo_database(path, rows=rows)
+    return path, time.perf_counter() - start
+
+
+# -- DP phase timers ------------------------------------------------------------------------------
+class PhaseTimer:
+    """Accumulates time spent inside wrapped callables of one session (instance attributes only)."""
+
+    def __init__(self) -> None:
+        self.t: dict[str, float] = {}
+
+    def wrap(self, obj: Any, attr: str, key: str) -> bool:
+        fn = getattr(obj, attr, None)
+        if not callable(fn):
+            return False
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.t[key] = self.t.get(key, 0.0) + time.perf_counter() - start
+
+        setattr(obj, attr, timed)
+        return True
+
+
+def instrument(sess: Any) -> PhaseTimer | None:
+    timer = PhaseTimer()
+    ok = all([
+        timer.wrap(sess, "_plan", "plan"),
+        timer.wrap(sess.accountant, "preview", "preview"),
+        timer.wrap(sess.accountant, "admit", "admit"),
+        timer.wrap(sess, "_engine_sql", "sqlgen"),
+        timer.wrap(sess.engine, "bind", "bind"),
+        timer.wrap(sess.engine, "run", "run"),
+        timer.wrap(sess, "_run_core", "run_core"),
+    ])
+    return timer if ok else None
+
+
+def split_phases(total: float, t: dict[str, float]) -> dict[str, float]:
+    run = t.get("run", 0.0)
+    phases = {
+        "planning": t.get("plan", 0.0),
+        "accounting": t.get("preview", 0.0) + t.get("admit", 0.0),
+        "sqlgen": t.get("sqlgen", 0.0),
+        "binding": t.get("bind", 0.0),
+        "engine": run,
+        "noise": max(t.get("run_core", 0.0) - run, 0.0),
+    }
+    phases["post"] = max(total - sum(phases.values()), 0.0)
+    return phases
+
+
+# -- measurement ----------------------------------------------------------------------------------
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    gc.collect()
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def _session(db: Path) -> Any:
+    policy = pp.Policy.from_yaml(demo_policy_path())
+    return pp.connect(db, policy=policy, budget=pp.PureDP(1e9))
+
+
+def measure(db: Path, rows: int, name: str, sql: str, repeat: int,
+            plain: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    def dp_once() -> tuple[float, dict[str, float] | None, float, int]:
+        sess = _session(db)
+        try:
+            # untimed: caches what a long-lived session caches once (the table's column types)
+            sess.explain(sql, epsilon=EPSILON)
+            explain_s, _ = _timed(lambda: sess.explain(sql, epsilon=EPSILON))  # spends nothing
+            timer = instrument(sess)
+            seconds, res = _timed(lambda: sess.sql(sql, epsilon=EPSILON))
+            phases = split_phases(seconds, timer.t) if timer is not None else None
+            return seconds, phases, explain_s, len(res.df)
+        finally:
+            sess.close()
+
+    def plain_once() -> tuple[float, int]:
+        seconds, df = _timed(lambda: plain.execute(sql).df())
+        return seconds, len(df)
+
+    dp_once()  # warm-up (imports, sqlglot caches, DuckDB buffers)
+    plain_once()
+
+    dp_times: list[float] = []
+    plain_times: list[float] = []
+    explain_times: list[float] = []
+    phase_runs: list[dict[str, float]] = []
+    dp_rows = plain_rows = 0
+    for i in range(repeat):
+        order = ("dp", "plain") if i % 2 == 0 else ("plain", "dp")
+        for which in order:
+            if which == "dp":
+                s, phases, e, dp_rows = dp_once()
+                dp_times.append(s)
+                explain_times.append(e)
+                if phases is not None:
+                    phase_runs.append(phases)
+            else:
+                s, plain_rows = plain_once()
+                plain_times.append(s)
+
+    dp_med = statistics.median(dp_times)
+    plain_med = statistics.median(plain_times)
+    breakdown = ({k: statistics.median(p[k] for p in phase_runs) for k in PHASES}
+                 if len(phase_runs) == repeat else None)
+    return {
+        "rows": rows,
+        "workload": name,
+        "sql": sql,
+        "repeat": repeat,
+        "dp_median_s": dp_med,
+        "plain_median_s": plain_med,
+        "ratio": dp_med / plain_med if plain_med > 0 else None,
+        "dp_times_s": dp_times,
+        "plain_times_s": plain_times,
+        "dp_breakdown_median_s": breakdown,
+        "explain_median_s": statistics.median(explain_times),
+        "dp_output_rows": dp_rows,
+        "plain_output_rows": plain_rows,
+    }
+
+
+# -- reporting ------------------------------------------------------------------------------------
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    width = max(len(r["workload"]) for r in results)
+    head = (f"{'rows':>10}  {'workload':<{width}}  {'DP ms':>8}  {'plain ms':>8}  {'ratio':>6}  "
+            + "  ".join(f"{p[:6]:>6}" for p in PHASES) + f"  {'explain':>7}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        b = r["dp_breakdown_median_s"] or {}
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        print(f"{r['rows']:>10,}  {r['workload']:<{width}}  {_ms(r['dp_median_s']):>8}  "
+              f"{_ms(r['plain_median_s']):>8}  {ratio:>6}  "
+              + "  ".join(f"{_ms(b.get(p)):>6}" for p in PHASES)
+              + f"  {_ms(r['explain_median_s']):>7}")
+    print(f"\nmedians over repetitions; DP phases in ms (median per phase, so they need not add "
+          f"up exactly); target (not asserted): ratio <= {TARGET_RATIO} at 10M rows")
+
+
+def machine_info() -> dict[str, Any]:
+    con = duckdb.connect(":memory:")
+    try:
+        threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    finally:
+        con.close()
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+        "duckdb_threads": threads,
+        "pandas": pd.__version__,
+        "numpy": np.__version__,
+        "privplan": pp.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=None,
+                        help="database sizes (default: 1000000 10000000)")
+    parser.add_argument("--quick", action="store_true", help="100k rows only")
+    parser.add_argument("--repeat", type=int, default=5, help="timed repetitions (default 5)")
+    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=None)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
+    parser.add_argument("--data-dir", type=Path, default=HERE / ".data",
+                        help="cache of generated databases (default benchmarks/.data)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    sizes = QUICK_ROWS if args.quick else (args.rows or DEFAULT_ROWS)
+    names = args.workloads or list(WORKLOADS)
+
+    results: list[dict[str, Any]] = []
+    generated: dict[str, float | None] = {}
+    for rows in sizes:
+        db, gen_s = cached_database(rows, args.data_dir)
+        generated[str(rows)] = gen_s
+        plain = duckdb.connect(str(db), read_only=True)
+        try:
+            for name in names:
+                r = measure(db, rows, name, WORKLOADS[name], args.repeat, plain)
+                results.append(r)
+                print(f"  {rows:,} {name}: DP {_ms(r['dp_median_s'])} ms, plain "
+                      f"{_ms(r['plain_median_s'])} ms", flush=True)
+        finally:
+            plain.close()
+    print()
+    print_table(results)
+
+    out = {
+        "benchmark": "overhead",
+        "description": "DP query time / plain DuckDB time on the same file, same process",
+        "rows": sizes,
+        "repeat": args.repeat,
+        "epsilon": EPSILON,
+        "target_ratio_at_10m": TARGET_RATIO,
+        "phases": list(PHASES),
+        "generation_s": generated,
+        "results": results,
+        "machine": machine_info(),
+        "argv": sys.argv[1:] if argv is None else argv,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(json.dumps(out, indent=2) + "\n")
+    os.replace(tmp, args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

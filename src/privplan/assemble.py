@@ -1,0 +1,147 @@
+"""From exact aggregate rows to the released result: noise, selection, post-processing, accuracy.
+
+Only this module sees exact aggregates, and it turns them into noisy ones straight away: one
+vectorised noise call per measure column. Partition selection drops groups whose *noisy* count is
+below the threshold (the noisy count itself is not released). Released groups are sorted by key
+so the order of rows cannot reveal anything about the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from privplan.engines.duckdb_engine import post_process
+from privplan.mechanisms.accuracy import (
+    interval_halfwidth,
+    joint_halfwidths,
+    ratio_interval,
+    stddev_interval,
+    variance_interval,
+)
+from privplan.planner import PlannedMeasure, PlannedQuery
+from privplan.result import ColumnAccuracy
+from privplan.rewrite.engine_sql import key_column, measure_column
+from privplan.rewrite.postprocess import hidden_column, post_select
+from privplan.sql.builder import is_aggregate
+from privplan.sql.plan import AggregateUse, CorePlan
+
+MAX_INTERVAL_ROWS = 200_000  # per-row derived intervals are computed in Python
+
+
+def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFrame) -> pd.DataFrame:
+    n = len(exact)
+    noisy: dict[str, Any] = {}
+    for i in range(len(core.keys)):
+        noisy[key_column(i)] = exact[key_column(i)].to_numpy()
+    keep = np.ones(n, dtype=bool)
+    for p in planned:
+        col = measure_column(p.measure)
+        values = exact[col].to_numpy(dtype=np.int64, na_value=0)
+        noised = values + p.noise.sample(n)
+        if p.measure.kind == "select_count":
+            assert p.threshold is not None
+            keep &= noised >= p.threshold
+            continue
+        scale = p.measure.scale
+        noisy[col] = noised if scale == 1 else noised * float(scale)
+    frame = pd.DataFrame(noisy)
+    if not keep.all():
+        frame = frame[keep].reset_index(drop=True)
+    if core.keys:
+        frame = frame.sort_values([key_column(i) for i in range(len(core.keys))],
+                                  na_position="last", kind="stable").reset_index(drop=True)
+    return frame
+
+
+def _items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
+    """(position, output name, aggregate use if the item is exactly one aggregate)."""
+    out = []
+    for i, item in enumerate(core.select.expressions):
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(item, exp.Alias):
+            name = item.alias
+        elif isinstance(item, exp.Column):
+            name = item.name
+        else:
+            name = item.sql(dialect="duckdb")
+        use = core.aggregates[node.sql(dialect="duckdb")] if is_aggregate(node) else None
+        out.append((i, name, use))
+    return out
+
+
+def assemble(
+    planned: PlannedQuery, frames: list[pd.DataFrame]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, ColumnAccuracy]]:
+    plan = planned.plan
+    by_id = {p.measure.id: p for p in planned.measures}
+    single = len(plan.cores) == 1
+    outs = []
+    for i, (core, frame) in enumerate(zip(plan.cores, frames)):
+        post = post_select(core, f"__noisy{i}", hidden=single)
+        outs.append(post_process(post.sql(dialect="duckdb"), {f"__noisy{i}": frame}))
+    if single:
+        df = outs[0]
+    else:
+        sql = " UNION ALL ".join(f"SELECT * FROM __b{i}" for i in range(len(outs)))
+        order = plan.statement.args.get("order")
+        if order is not None:
+            sql = f"SELECT * FROM ({sql}) {order.sql(dialect='duckdb')}"
+        for arg in ("limit", "offset"):
+            if plan.statement.args.get(arg) is not None:
+                sql += " " + plan.statement.args[arg].sql(dialect="duckdb")
+        df = post_process(sql, {f"__b{i}": o for i, o in enumerate(outs)})
+
+    accuracy: dict[str, ColumnAccuracy] = {}
+    intervals = pd.DataFrame(index=df.index)
+    for i, name, use in _items(plan.cores[0]):
+        if use is None or name not in df.columns:
+            continue
+        if use.func in ("count", "sum"):
+            mid = use.count if use.sum is None else use.sum
+            p = by_id[mid]
+            scale = abs(float(p.measure.scale) * float(use.multiplier))
+            acc = ColumnAccuracy(column=name, method=p.noise.describe(),
+                                 std=p.noise.std() * scale,
+                                 halfwidth=interval_halfwidth(p.noise) * scale)
+            accuracy[name] = acc
+            values = pd.to_numeric(df[name])
+            intervals[f"{name}_low"] = values - acc.halfwidth
+            intervals[f"{name}_high"] = values + acc.halfwidth
+        else:
+            accuracy[name] = ColumnAccuracy(
+                column=name, std=None, halfwidth=None,
+                method=f"{use.func.upper()} from noisy SUM/COUNT; per-row 95% interval by "
+                       "interval arithmetic, each part at 95%/k (union bound)")
+            if single and len(df) <= MAX_INTERVAL_ROWS:
+                lo, hi = _derived_intervals(df, i, use, by_id)
+                intervals[f"{name}_low"], intervals[f"{name}_high"] = lo, hi
+    if single:
+        df = df.drop(columns=[c for c in df.columns if c.startswith("__hidden")])
+    return df, intervals, accuracy
+
+
+def _derived_intervals(df: pd.DataFrame, item: int, use: AggregateUse,
+                       by_id: dict[str, PlannedMeasure]) -> tuple[list[float], list[float]]:
+    parts = [("c", use.count), ("s", use.sum)] + ([("q", use.sum_sq)] if use.sum_sq else [])
+    noises = [by_id[mid].noise for _, mid in parts]  # type: ignore[index]
+    halves = joint_halfwidths(noises)
+    scaled = [h * float(by_id[mid].measure.scale) for h, (_, mid) in zip(halves, parts)]  # type: ignore[index]
+    cols = {part: df[hidden_column(item, part)].to_numpy(dtype=float) for part, _ in parts}
+    bounds = (float(use.lower), float(use.upper))
+    lows, highs = [], []
+    for r in range(len(df)):
+        c, s = cols["c"][r], cols["s"][r]
+        if use.func == "avg":
+            lo, hi = ratio_interval(s, scaled[1], c, scaled[0], bounds=bounds)
+        else:
+            q = cols["q"][r]
+            ddof = 1 if use.func.endswith("samp") else 0
+            fn = variance_interval if use.func.startswith("var") else stddev_interval
+            lo, hi = fn(q, scaled[2], s, scaled[1], c, scaled[0], ddof=ddof, bounds=bounds)
+        lows.append(lo)
+        highs.append(hi)
+    return lows, highs
