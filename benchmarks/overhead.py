@@ -9,12 +9,15 @@ DP/plain.
 
 Every DP repetition uses a fresh session (``PureDP(1e9)`` budget, nothing is refused) opened
 outside the timed region, so the accountant never composes against a ledger that grows with
-the repetition count. The DP time is split into phases by wrapping the session's own objects
-(no change to ``src/``): planning, accounting (preview + admit), binding (``EXPLAIN`` of the
-engine statement), engine (running the engine statement, incl. DuckDB -> pandas), noise
-(the rest of each core's run) and post (post-processing SQL, explanation, accuracy, ledger).
-If privplan's internals change the split is reported as missing; the totals still work.
-``session.explain`` is timed separately as a cross-check of planning + accounting.
+the repetition count; one untimed ``session.explain`` first fills the per-session cache of the
+table's column types (as in a long-lived session). Then ``session.explain`` is timed (plan +
+accounting preview + explanation, spends nothing) and ``session.sql``. The DP time is split
+into phases by wrapping the session's own objects (no change to ``src/``): planning
+(``_plan``: parse, validate, plan, cost split), accounting (``preview`` + ``admit``), sqlgen
+(building the engine statement), binding (``EXPLAIN`` of it), engine (running it, incl.
+DuckDB -> pandas), noise (the rest of each core's run) and post (the remainder: explanation,
+ledger, post-processing SQL, accuracy). If privplan's internals change the split is reported
+as missing; the totals still work.
 
 Generated databases are cached in ``benchmarks/.data/`` (``visits_<rows>.duckdb``, ignored by
 git) and reused when the row count matches; generating 10M rows takes ~10 s.

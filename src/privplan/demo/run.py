@@ -91,13 +91,22 @@ def run_demo(directory: Path, *, rows: int = 200_000, out: TextIO) -> Any:
     return sess
 
 
+def _fmt(v: Any) -> str:
+    if pd.isna(v):
+        return "NULL"
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
 def _with_intervals(res: Any) -> pd.DataFrame:
+    """The answers with their 95% intervals, as text for the terminal."""
     df = res.df.copy()
     for name, acc in res.accuracy.items():
-        if acc.halfwidth is not None and name in df.columns:
-            df[name] = [f"{v:,.1f} ± {acc.halfwidth:,.1f}" for v in df[name]]
-        elif name in df.columns and f"{name}_low" in res.intervals.columns:
+        if name not in df.columns:
+            continue
+        if acc.halfwidth is not None:
+            df[name] = [f"{_fmt(v)} ± {_fmt(acc.halfwidth)}" for v in df[name]]
+        elif f"{name}_low" in res.intervals.columns:
             lo, hi = res.intervals[f"{name}_low"], res.intervals[f"{name}_high"]
-            df[name] = [f"{v:,.1f} [{a:,.1f}, {b:,.1f}]" if pd.notna(v) else "NULL"
+            df[name] = [f"{_fmt(v)} [{_fmt(a)}, {_fmt(b)}]" if pd.notna(v) else "NULL"
                         for v, a, b in zip(df[name], lo, hi)]
     return df

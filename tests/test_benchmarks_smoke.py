@@ -1,0 +1,58 @@
+"""Smoke test for ``benchmarks/overhead.py``: it runs end to end and writes the expected JSON.
+
+Runs ``--quick --repeat 1`` (100k rows) in a subprocess, with the database cache and the results
+file in a temporary directory. No assertions on time — only on the shape of the output.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "overhead.py"
+
+RESULT_KEYS = {
+    "rows", "workload", "sql", "repeat", "dp_median_s", "plain_median_s", "ratio",
+    "dp_times_s", "plain_times_s", "dp_breakdown_median_s", "explain_median_s",
+    "dp_output_rows", "plain_output_rows",
+}
+WORKLOADS = {"grouped_count_sum_avg", "filtered_sum", "case_band_grouped", "filter_pair"}
+
+
+def test_overhead_quick_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "overhead.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--repeat", "1", "--out", str(out),
+         "--data-dir", str(tmp_path / "data")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ratio" in proc.stdout
+
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "overhead"
+    assert data["rows"] == [100_000]
+    assert data["repeat"] == 1
+    assert {"cpus", "platform", "python", "duckdb"} <= set(data["machine"])
+    assert data["machine"]["cpus"] is None or data["machine"]["cpus"] >= 1
+
+    results = data["results"]
+    assert {r["workload"] for r in results} == WORKLOADS
+    for r in results:
+        assert RESULT_KEYS <= set(r), sorted(RESULT_KEYS - set(r))
+        assert r["rows"] == 100_000
+        assert len(r["dp_times_s"]) == len(r["plain_times_s"]) == 1
+        assert r["dp_median_s"] > 0 and r["plain_median_s"] > 0
+        assert r["ratio"] is not None and r["ratio"] > 0
+        # the DP answer has the same shape as the plain one (public groups are all released)
+        assert r["dp_output_rows"] == r["plain_output_rows"]
+        breakdown = r["dp_breakdown_median_s"]
+        if breakdown is not None:  # None only if privplan's internals were renamed
+            assert set(breakdown) == set(data["phases"])
+            assert all(v >= 0 for v in breakdown.values())
+
+    # the cache is kept out of git
+    assert (tmp_path / "data" / ".gitignore").read_text().strip().endswith("*")

@@ -1,0 +1,54 @@
+"""The command line: demo end to end, query/explain, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from privplan.cli import EXIT_BUDGET, EXIT_USAGE, main
+from privplan.demo.data import demo_policy_path, write_demo_database
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_database(tmp_path_factory.mktemp("cli") / "d.duckdb", rows=5_000)
+
+
+def test_demo_runs_and_shows_the_saving(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["demo", "--dir", str(tmp_path), "--rows", "20000"]) == 0
+    out = capsys.readouterr().out
+    assert "Budget ledger" in out
+    assert "q3: added ε=0 " in out  # the seniors' query is disjoint from the children's
+    assert "Spent ε=3 of ε = 3.0" in out
+    assert "would be ε = 4" in out
+    assert (tmp_path / "hospital.duckdb").exists()
+
+
+def test_query_json(db: Path, capsys: pytest.CaptureFixture) -> None:
+    code = main(["query", "SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital",
+                 "--database", str(db), "--policy", str(demo_policy_path()),
+                 "--total", "2", "--epsilon", "1", "--json"])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [r["hospital"] for r in payload["rows"]] == ["A", "B", "C", "D"]
+    assert payload["cost"] == "ε=1"
+
+
+def test_explain_text(db: Path, capsys: pytest.CaptureFixture) -> None:
+    code = main(["explain", "SELECT COUNT(*) FROM visits WHERE age < 18", "--database", str(db),
+                 "--policy", str(demo_policy_path()), "--total", "2", "--epsilon", "0.5"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "age <= 17" in out or "age < 18" in out
+    assert "Marginal cost against the ledger: ε=0.5" in out
+
+
+def test_errors_are_one_line_with_exit_codes(db: Path, capsys: pytest.CaptureFixture) -> None:
+    base = ["--database", str(db), "--policy", str(demo_policy_path()), "--total", "1"]
+    assert main(["query", "SELECT * FROM visits", *base]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("privplan: UnsupportedQueryError: SELECT * refused")
+    assert main(["query", "SELECT COUNT(*) FROM visits", *base, "--epsilon", "2"]) == EXIT_BUDGET
+    assert "budget exceeded" in capsys.readouterr().err
