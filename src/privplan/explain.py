@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from privplan.accounting.solver import Composition
 from privplan.analysis.region_sql import region_to_sql
@@ -30,6 +30,7 @@ class MechanismExplanation:
     cost: Any
     threshold: int | None = None
     notes: tuple[str, ...] = ()
+    relations: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +38,7 @@ class MechanismExplanation:
             "partition": self.partition, "sensitivity": self.sensitivity, "noise": self.noise,
             "noise_std": self.noise_std, "halfwidth_95": self.halfwidth_95,
             "cost": self.cost.describe(), "threshold": self.threshold, "notes": list(self.notes),
+            "relations": list(self.relations),
         }
 
 
@@ -87,6 +89,8 @@ class Explanation:
             )
             for note in m.notes:
                 lines.append(f"      note: {note}")
+            for rel in m.relations:
+                lines.append(f"      {rel}")
         lines += [
             f"Query cost (composed): {self.query_cost.describe()}  [{self.query_rule}]",
             f"Marginal cost against the ledger: {self.marginal.describe()}",
@@ -99,8 +103,36 @@ class Explanation:
         return "\n".join(lines)
 
 
+MAX_HISTORY = 200  # earlier queries compared one by one (the solver itself sees all of them)
+
+
+def _relations(spec: Any, history: Sequence[Any]) -> tuple[str, ...]:
+    """Which earlier queries this mechanism is provably disjoint from, and which it may overlap.
+
+    Disjoint regions on the same table cannot be affected by one record, so their costs compose
+    by max (parallel composition, CSF'24 Thm IV.11); overlapping ones add (Thm IV.3). Queries on
+    other tables are counted as overlapping: one person may be in every private table.
+    """
+    disjoint, overlap = [], []
+    for entry in list(history)[-MAX_HISTORY:]:
+        if all(m.table == spec.table and not m.region.may_overlap(spec.region)
+               for m in entry.mechanisms):
+            disjoint.append(entry.query_id)
+        else:
+            overlap.append(entry.query_id)
+    out = []
+    if disjoint:
+        out.append(f"disjoint from {', '.join(disjoint)}: parallel composition (Thm IV.11), "
+                   "no extra cost while under their max")
+    if overlap:
+        out.append(f"may overlap {', '.join(overlap)}: their costs add for a record in both "
+                   "(sequential composition, Thm IV.3)")
+    return tuple(out)
+
+
 def explain_planned(
-    planned: PlannedQuery, preview: Composition, before: Composition, budget: Any
+    planned: PlannedQuery, preview: Composition, before: Composition, budget: Any,
+    history: Sequence[Any] = (),
 ) -> Explanation:
     mechs = []
     for p in planned.measures:
@@ -113,6 +145,7 @@ def explain_planned(
             noise_std=p.noise.std() * scale,
             halfwidth_95=interval_halfwidth(p.noise) * scale,
             cost=p.spec.cost, threshold=p.threshold, notes=p.measure.region.notes,
+            relations=_relations(p.spec, history),
         ))
     notes: list[str] = []
     for core in planned.plan.cores:

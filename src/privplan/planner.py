@@ -45,6 +45,7 @@ class PlannedMeasure:
 
 @dataclass(frozen=True)
 class PlannedQuery:
+    query_id: str
     plan: QueryPlan
     measures: tuple[PlannedMeasure, ...]
     composition: Composition  # the query's own composed cost (≤ its budget)
@@ -125,7 +126,7 @@ def plan_costs(
         raise InternalError(
             f"allocation composed to {total.cost!r}, above the query budget {budget!r}"
         )
-    return PlannedQuery(plan, tuple(planned), total)
+    return PlannedQuery(query_id, plan, tuple(planned), total)
 
 
 def _positive(cost: Any) -> bool:

@@ -13,6 +13,7 @@ The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,7 +26,7 @@ from privplan.accounting.model import TableModel
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
-from privplan.ledger import LedgerEntry, MemoryLedger
+from privplan.ledger import LedgerEntry, open_ledger
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.assemble import assemble, noisy_frame
@@ -102,15 +103,15 @@ class Session:
                 f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
         self.budget = budget
         self.kind = type(budget)
+        self.ledger = open_ledger(ledger)
+        self.ledger.bind(budget, self.policy)
         self.engine = DuckDBEngine(database)
-        self.ledger = ledger if ledger is not None else MemoryLedger()
         self._tables: dict[str, TableModel] = {
             t.name: t.table_model() for t in self.policy.private_tables()
         }
         self.accountant = Accountant(self._tables, self.kind)
-        for entry in self.ledger.entries():
-            self.accountant.admit(list(entry.mechanisms))
         self._column_types: dict[str, dict[str, str]] = {}
+        self._sync()
 
     # -- public API ------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -122,34 +123,38 @@ class Session:
     def explain(self, sql: str, **budget: Any) -> Explanation:
         """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing."""
         planned = self._plan(sql, budget)
+        self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
-        return explain_planned(planned, preview, self.accountant.total, self.budget)
+        return explain_planned(planned, preview, self.accountant.total, self.budget,
+                               history=self.ledger.entries())
 
     def sql(self, sql: str, **budget: Any) -> Result:
         """Answer ``sql`` with DP, charging the composed cost before anything is released."""
         planned = self._plan(sql, budget)
-        specs = [m.spec for m in planned.measures]
-        before = self.accountant.total
-        preview = self.accountant.preview(specs)
-        if not preview.cost <= self.budget:
-            marginal = preview.cost - before.cost
-            raise BudgetExceededError(
-                f"budget exceeded: the session has spent {before.cost.describe()} of "
-                f"{self.budget.describe()}; this query would add {marginal.describe()} "
-                f"(composed total {preview.cost.describe()}). Nothing was spent. Use a smaller "
-                f"budget for the query, or a query disjoint from earlier ones."
-            )
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
-        for stmt in statements:
+        for stmt in statements:  # errors surface here, before anything is charged
             self.engine.bind(stmt)
-        explanation = explain_planned(planned, preview, before, self.budget)
-        # -- charge before release ------------------------------------------------------------
-        after = self.accountant.admit(specs)
-        marginal = after.cost - before.cost
-        self.ledger.append(LedgerEntry(query_id=self._query_id, sql=sql,
-                                       mechanisms=tuple(specs), marginal=marginal,
-                                       total_after=after.cost))
+        # -- atomic check-and-charge (the ledger commits before anything is released) --------
+        with self.ledger.charging() as txn:
+            self._catch_up(txn)
+            query_id = txn.next_query_id()
+            specs = [replace(m.spec, id=query_id + m.spec.id[len(planned.query_id):])
+                     for m in planned.measures]
+            before = self.accountant.total
+            preview = self.accountant.preview(specs)
+            if not preview.cost <= self.budget:
+                marginal = preview.cost - before.cost
+                raise BudgetExceededError(
+                    f"budget exceeded: the session has spent {before.cost.describe()} of "
+                    f"{self.budget.describe()}; this query would add {marginal.describe()} "
+                    f"(composed total {preview.cost.describe()}). Nothing was spent. Use a "
+                    "smaller budget for the query, or a query disjoint from earlier ones.")
+            explanation = explain_planned(planned, preview, before, self.budget)
+            after = self.accountant.admit(specs)
+            marginal = after.cost - before.cost
+            txn.append(LedgerEntry(query_id=query_id, sql=sql, mechanisms=tuple(specs),
+                                   marginal=marginal, total_after=after.cost))
         # -- run, noise, post-process ---------------------------------------------------------
         frames = [self._run_core(core, planned.for_core(i), stmt)
                   for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
@@ -158,7 +163,9 @@ class Session:
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
 
     def spent(self) -> Any:
-        """The composed cost of everything released so far (general composition theorem)."""
+        """The composed cost of everything released so far (general composition theorem),
+        including what other sessions sharing this ledger have charged."""
+        self._sync()
         return self.accountant.total.cost
 
     def remaining(self) -> Any:
@@ -166,6 +173,7 @@ class Session:
 
     def close(self) -> None:
         self.engine.close()
+        self.ledger.close()
 
     def __enter__(self) -> Session:
         return self
@@ -177,11 +185,19 @@ class Session:
     def _plan(self, sql: str, budget: Mapping[str, Any]) -> PlannedQuery:
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), self.policy)
-        self._query_id = self.ledger.next_query_id()
         for core in plan.cores:
             core.table_sql = self.engine.table_sql(self.policy.table(core.table))
             self._check_columns(core)
-        return plan_costs(plan, value, self.policy, query_id=self._query_id)
+        return plan_costs(plan, value, self.policy, query_id=self.ledger.next_query_id())
+
+    def _sync(self) -> None:
+        with self.ledger.charging() as txn:
+            self._catch_up(txn)
+
+    def _catch_up(self, txn: Any) -> None:
+        """Admit entries committed since we last looked (by this or another process)."""
+        for entry in txn.unseen():
+            self.accountant.admit(list(entry.mechanisms))
 
     def _check_columns(self, core: CorePlan) -> None:
         if core.table not in self._column_types:
@@ -201,10 +217,6 @@ class Session:
 
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
         return noisy_frame(core, planned, self.engine.run(stmt))
-
-    @property
-    def _next_id(self) -> str:
-        return self.ledger.next_query_id()
 
 
 _ENGINE_TYPES = {

@@ -251,7 +251,9 @@ class TableSolver:
             single.append(s)
             if self.model.neighbourhood == "replace":
                 prev_p = self._pair[j] if incremental else None
-                pair.append(_max_pair(inst, j, domains, s, prev_p, budget))
+                pair.append(
+                    _max_pair(inst, j, domains if incremental else None, s, prev_p, budget)
+                )
         out._single, out._pair = tuple(single), tuple(pair)
         return out
 
@@ -730,25 +732,30 @@ class _Budget:
         return True
 
 
-def _runs(
+def _profile(
     lo_c: np.ndarray, hi_c: np.ndarray, w: np.ndarray, lo_box: int, hi_box: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """1-D sweep on one column: maximal runs of atoms covered by the same rows, and their weights.
+) -> np.ndarray:
+    """1-D sweep on one column: the weight of the rows covering each atom of [lo_box, hi_box].
 
-    Rows are clipped to [lo_box, hi_box]; a run's weight is the sum of the rows covering it.
+    Rows must lie within the box on this column (the search keeps them so).
     """
-    s = np.maximum(lo_c, lo_box)
-    e = np.minimum(hi_c, hi_box) + 1
-    pos = np.concatenate((s, e))
-    u, inv = np.unique(pos, return_inverse=True)
-    vals = np.cumsum(np.bincount(inv, weights=np.concatenate((w, -w)), minlength=len(u)))
-    keep = u <= hi_box
-    starts, vals = u[keep], vals[keep]
-    if starts.size == 0 or starts[0] > lo_box:
-        starts = np.concatenate(([lo_box], starts))
-        vals = np.concatenate(([0.0], vals))
-    ends = np.concatenate((starts[1:] - 1, [hi_box]))
-    return starts, ends, vals
+    size = hi_box - lo_box + 1
+    diff = np.bincount(lo_c - lo_box, w, minlength=size + 1)
+    diff -= np.bincount(hi_c - lo_box + 1, w, minlength=size + 1)
+    return np.cumsum(diff[:size])
+
+
+def _runs(
+    lo_c: np.ndarray, hi_c: np.ndarray, prof: np.ndarray, lo_box: int, hi_box: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Maximal runs of atoms covered by the same rows (starts, ends, weights)."""
+    size = hi_box - lo_box + 1
+    events = np.bincount(lo_c - lo_box, minlength=size + 1)[:size]
+    events += np.bincount(hi_c - lo_box + 1, minlength=size + 1)[:size]
+    events[0] = 1
+    starts = np.flatnonzero(events)
+    ends = np.append(starts[1:] - 1, size - 1)
+    return starts + lo_box, ends + lo_box, prof[starts]
 
 
 def _rep(lo_box: np.ndarray, hi_box: np.ndarray) -> Cell:
@@ -775,7 +782,7 @@ def _bb(
 ) -> float:
     """Branch and bound for the heaviest cells of weighted boxes inside one search box.
 
-    ``lo``/``hi`` are rows meeting the box (one per region piece, weight ``w``); rows of one
+    ``lo``/``hi`` are rows inside the box (one per region piece, weight ``w``); rows of one
     mechanism are disjoint, so a cell's weight is the sum of the rows holding it. The search
     cuts ``eligible`` columns into runs; ``leaf(value, box)`` is called for every box uniform on
     the eligible columns whose value reaches ``thr()`` (read afresh, as the caller raises it).
@@ -783,12 +790,10 @@ def _bb(
     exceeds the weight of its run on any column. Returns the largest bound of the nodes the
     budget cut off (-inf if none), a proven bound on what was not searched.
     """
-    if w.size:
-        partial = ~((lo <= lo_box) & (hi >= hi_box)) & eligible
-        prow = partial.any(axis=1)
-    else:
-        partial = np.zeros((0, len(lo_box)), dtype=bool)
-        prow = np.zeros(0, dtype=bool)
+    partial = (lo > lo_box) | (hi < hi_box)
+    if not eligible.all():
+        partial &= eligible
+    prow = partial.any(axis=1)
     if not prow.any():
         v = float(w.sum())
         if v >= thr():
@@ -796,23 +801,29 @@ def _bb(
         return _NEG_INF
     cert = float(w[~prow].sum())
     lp, hp, wp = lo[prow], hi[prow], w[prow]
-    cols = np.flatnonzero(partial[prow].any(axis=0))
-    chosen: tuple[float, int, np.ndarray, np.ndarray, np.ndarray] | None = None
-    for c in cols.tolist():
-        st, en, va = _runs(lp[:, c], hp[:, c], wp, int(lo_box[c]), int(hi_box[c]))
-        mx = float(va.max()) + cert
-        if chosen is None or mx < chosen[0] or (mx == chosen[0] and st.size < chosen[2].size):
-            chosen = (mx, c, st, en, va)
+    cols = np.flatnonzero(partial[prow].any(axis=0)).tolist()
+    threshold = thr() - cert
+    chosen: tuple[int, float, int, np.ndarray] | None = None
+    bound = math.inf
+    for c in cols:
+        prof = _profile(lp[:, c], hp[:, c], wp, int(lo_box[c]), int(hi_box[c]))
+        mx = float(prof.max())
+        bound = min(bound, mx)
+        if mx < threshold:
+            return _NEG_INF
+        width = int(np.count_nonzero(prof >= threshold))  # branching factor, roughly
+        if chosen is None or (width, mx) < (chosen[0], chosen[1]):
+            chosen = (width, mx, c, prof)
     assert chosen is not None
-    bound, c, st, en, va = chosen
-    if bound < thr():
-        return _NEG_INF
+    _, _, c, prof = chosen
+    bound += cert
     if not budget.take():
         return bound
+    st, en, va = _runs(lp[:, c], hp[:, c], prof, int(lo_box[c]), int(hi_box[c]))
     va = va + cert
     order = np.argsort(-va, kind="stable").tolist()
     opened = _NEG_INF
-    last = cols.size == 1
+    last = len(cols) == 1
     lc, hc = lo[:, c], hi[:, c]
     for r in order:
         v = float(va[r])
@@ -909,19 +920,24 @@ def _with_open(best: _Best, sc: _Scale, opened: float) -> _Best:
 def _max_pair(
     inst: _Instance,
     j: int,
-    domains: Sequence[Cell2],
+    domains: Sequence[Cell2] | None,
     single: _Best,
     prev: _Best | None,
     budget: _Budget,
 ) -> _Best:
-    """max over x in the domains and any x' != x of the weight of replacing x by x'.
+    """max over ordered pairs x != x' (x in the domains) of the weight of replacing x by x'.
 
     Replace (bounded DP) with one row per unit: the change affects {i : x in R_i or x' in R_i};
     a GROUP BY holding both pays two groups (c_g + c_h, Cor IV.13) unless x, x' must share the
-    key (:meth:`_Instance.forced_same`); x' may be in x's own cell (cells hold many records).
-    V(a, b) = w(a) + w_a(b), where w_a drops the plain mechanisms a hits and, from a GROUP BY
-    whose key a pins, the slab of b with a's key. Outer search over a (pruned by w(a) + W* - F,
-    F = plain mechanisms over the whole domain, which both records always hit), inner over b.
+    key (:meth:`_Instance.forced_same`); x' may lie in x's own cell (cells hold many records).
+    So V(a, b) = w(a) + w(b) - S(a, b), S = plain mechanisms both hit + GROUP BYs both hit
+    with a forced common key. Since S >= F (plain mechanisms over the whole domain) and
+    w <= W* (the add/remove maximum), a pair beating ``best`` has both cells heavier than
+    tau = best - W* + F: the search enumerates those cells (:func:`_bb` with threshold tau,
+    rising as ``best`` does) and evaluates each new one against all earlier ones at once.
+    With ``domains`` (incremental), one cell of the pair must lie in them: those cells are
+    enumerated first, then partners anywhere. One cell per search leaf suffices: moving a
+    cell within its leaf to an open atom only unpins keys, which never lowers V.
     """
     sc = inst.scales[j]
     if prev is None:
@@ -931,53 +947,52 @@ def _max_pair(
     wf = inst.wf[:, j]
     w_star = sc.to_float(single.value) + (0.0 if sc.denom is not None else sc.tol)
     plain_full = float(wf[(inst.part == 0) & inst.full].sum())
-    slack = w_star - plain_full
-    best = [max(sc.to_float(prev.value), 0.0)]
-    cands: list[tuple[float, Cell, Cell]] = []
-    seen: set[tuple[bytes, tuple[tuple[int, ...], ...]]] = set()
-    opened = [_NEG_INF]
+    best0 = max(sc.to_float(prev.value), 0.0)
+    pairs = _PairTable(inst, wf, sc, best0, w_star, plain_full, budget)
     everything = np.ones(len(inst.axes), dtype=bool)
-    full_lo, full_hi = inst.full_box()
     w_rows = wf[inst.row_mech]
+    opened = _NEG_INF
+    if domains is None:  # all pairs: each new cell against every earlier one and itself
+        def thr_all() -> float:
+            return sc.above(pairs.best - w_star + plain_full)
 
-    def thr_outer() -> float:
-        return sc.above(best[0] - slack)
+        def leaf_all(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+            pairs.add(v, _rep(lo_box, hi_box), against_self=True, keep=True)
 
-    def leaf_a(wa: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
-        a = _rep(lo_box, hi_box)
-        hits = inst.hit_mask(a)
-        pinned = tuple(
-            (i, *(a[k] for k in inst.mechs[i].keys))
-            for i in np.flatnonzero(hits & (inst.part == 1)).tolist()
-            if all(a[k] % 2 == 0 for k in inst.mechs[i].keys)
-        )
-        sig = (hits.tobytes(), pinned)
-        if sig in seen:
-            return
-        seen.add(sig)
-        lo2, hi2, mech2 = _inner_rows(inst, a, hits, pinned)
+        lo_box, hi_box = inst.full_box()
+        o = _bb(inst.lo, inst.hi, w_rows, lo_box, hi_box, everything, thr_all, leaf_all, budget)
+        opened = max(opened, o + w_star - plain_full, pairs.opened)
+    else:
+        # 1. cells in the new regions heavy enough to be in a better pair
+        def thr_new() -> float:
+            return sc.above(pairs.best - w_star + plain_full)
 
-        def thr_inner() -> float:
-            return sc.above(best[0] - wa)
+        def leaf_new(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+            pairs.add(v, _rep(lo_box, hi_box), against_self=True, keep=True)
 
-        def leaf_b(wb: float, lb: np.ndarray, hb: np.ndarray) -> None:
-            v = wa + wb
-            best[0] = max(best[0], v)
-            cands.append((v, a, _rep(lb, hb)))
+        for dom in domains:
+            m, lo, hi, box = _meeting(inst, dom)
+            o = _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr_new, leaf_new, budget)
+            opened = max(opened, o + w_star - plain_full)
+        # 2. their partners anywhere
+        if pairs.size:
+            top = pairs.max_weight()
 
-        o = _bb(lo2, hi2, wf[mech2], full_lo, full_hi, everything, thr_inner, leaf_b, budget)
-        if o != _NEG_INF:
-            opened[0] = max(opened[0], wa + o)
+            def thr_any() -> float:
+                return sc.above(pairs.best - top + plain_full)
 
-    for dom in domains:
-        m, lo, hi, box = _meeting(inst, dom)
-        o = _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr_outer, leaf_a, budget)
-        if o != _NEG_INF:
-            opened[0] = max(opened[0], o + slack)
+            def leaf_any(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+                pairs.add(v, _rep(lo_box, hi_box), against_self=False, keep=False)
+
+            lo_box, hi_box = inst.full_box()
+            o = _bb(inst.lo, inst.hi, w_rows, lo_box, hi_box, everything, thr_any, leaf_any,
+                    budget)
+            opened = max(opened, o + top - plain_full)
+        opened = max(opened, pairs.opened)
     out = prev
     done: set[tuple[Cell, Cell]] = set()
-    for v, a, b in cands:
-        if not sc.keep(v, best[0]) or (a, b) in done:
+    for v, a, b in pairs.cands:
+        if not sc.keep(v, pairs.best) or (a, b) in done:
             continue
         done.add((a, b))
         value = _pair_value(inst, j, a, b)
@@ -987,52 +1002,97 @@ def _max_pair(
             out = _Best(value, prev.exact and single.exact, (a, b), prev.bound_note)
     if not single.exact and out.exact:
         out = _Best(out.value, False, out.cells, single.bound_note)
-    return _with_open(out, sc, opened[0])
+    return _with_open(out, sc, opened)
 
 
-def _inner_rows(
-    inst: _Instance, a: Cell, hits: np.ndarray, pinned: tuple[tuple[int, ...], ...]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of w_a: what a second record b adds to the pair's weight once a is counted.
+class _PairTable:
+    """Heavy cells found so far, and the best replace pair among them (vectorised).
 
-    Plain mechanisms a hits add nothing more; a GROUP BY a hits adds a second group for b
-    unless b must share a's key, i.e. except on the slab {b : b_K = a_K} when a pins the key.
+    For a new cell x against kept cells b: V = w(x) + w(b) - S(x, b), where S sums the plain
+    mechanisms x hits that b hits too, and the GROUP BYs x hits with a pinned key that b hits
+    with the same key atoms.
     """
-    rm = inst.row_mech
-    hit_r = hits[rm]
-    part_r = inst.part[rm]
-    pinned_m = np.zeros(len(inst.mechs), dtype=bool)
-    pinned_m[[p[0] for p in pinned]] = True
-    cut_r = hit_r & pinned_m[rm]
-    keep_r = ~hit_r | ((part_r != 0) & ~cut_r)
-    los, his, mechs = [inst.lo[keep_r]], [inst.hi[keep_r]], [rm[keep_r]]
-    if cut_r.any():
-        by_keys: dict[tuple[int, ...], list[int]] = {}
-        for p in pinned:
-            by_keys.setdefault(inst.mechs[p[0]].keys, []).append(p[0])
-        for keys, ids in by_keys.items():
-            sel = cut_r & np.isin(rm, ids)
-            lo, hi, rmech = inst.lo[sel].copy(), inst.hi[sel].copy(), rm[sel]
-            inside = np.ones(len(rmech), dtype=bool)
-            for k in keys:
-                inside &= (lo[:, k] <= a[k]) & (hi[:, k] >= a[k])
-            los.append(lo[~inside])
-            his.append(hi[~inside])
-            mechs.append(rmech[~inside])
-            lo, hi, rmech = lo[inside], hi[inside], rmech[inside]
-            for k in keys:
-                below = lo[:, k] < a[k]
-                pl, ph = lo[below].copy(), hi[below].copy()
-                ph[:, k] = a[k] - 1
-                above = hi[:, k] > a[k]
-                ql, qh = lo[above].copy(), hi[above].copy()
-                ql[:, k] = a[k] + 1
-                los += [pl, ql]
-                his += [ph, qh]
-                mechs += [rmech[below], rmech[above]]
-                lo[:, k] = a[k]
-                hi[:, k] = a[k]
-    return np.vstack(los), np.vstack(his), np.concatenate(mechs)
+
+    def __init__(
+        self,
+        inst: _Instance,
+        wf: np.ndarray,
+        sc: _Scale,
+        best: float,
+        w_star: float,
+        plain_full: float,
+        budget: _Budget,
+    ) -> None:
+        self.inst, self.wf, self.sc, self.best = inst, wf, sc, best
+        self.w_star, self.plain_full = w_star, plain_full
+        self.budget = budget
+        self.cells: list[Cell] = []
+        self.weights: list[float] = []
+        self.hits: list[np.ndarray] = []
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.cands: list[tuple[float, Cell, Cell]] = []
+        self.opened = _NEG_INF
+
+    @property
+    def size(self) -> int:
+        return len(self.cells)
+
+    def max_weight(self) -> float:
+        return max(self.weights)
+
+    def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._arrays is None or len(self._arrays[0]) != len(self.cells):
+            self._arrays = (
+                np.array(self.cells, dtype=np.int64).reshape(len(self.cells), len(self.inst.axes)),
+                np.array(self.weights, dtype=np.float64),
+                np.array(self.hits, dtype=bool).reshape(len(self.cells), len(self.inst.mechs)),
+            )
+        return self._arrays
+
+    def add(self, v: float, x: Cell, *, against_self: bool, keep: bool) -> None:
+        inst, sc = self.inst, self.sc
+        # each evaluation scans the kept cells: charge the budget for that work
+        if not self.budget.take() or (self.size > 256 and not self.budget.take()):
+            self.opened = max(self.opened, v + self.w_star - self.plain_full)
+            return
+        hx = inst.hit_mask(x)
+        if self.cells:
+            cells, ws, hits = self._table()
+            shared = np.zeros(len(ws), dtype=np.float64)
+            plain = np.flatnonzero(hx & (inst.part == 0))
+            if plain.size:
+                shared += hits[:, plain].astype(np.float64) @ self.wf[plain]
+            for i in np.flatnonzero(hx & (inst.part == 1)).tolist():
+                keys = inst.mechs[i].keys
+                if all(x[k] % 2 == 0 for k in keys):
+                    same = hits[:, i] & np.all(cells[:, keys] == np.array([x[k] for k in keys]),
+                                               axis=1)
+                    shared += same * self.wf[i]
+            vals = v + ws - shared
+            r = int(np.argmax(vals))
+            if sc.keep(float(vals[r]), self.best):
+                self.best = max(self.best, float(vals[r]))
+                if sc.denom is not None:  # exact sums: the argmax is the only candidate needed
+                    self.cands.append((float(vals[r]), x, self.cells[r]))
+                else:
+                    for q in np.flatnonzero(vals >= self.best - sc.tol).tolist():
+                        self.cands.append((float(vals[q]), x, self.cells[q]))
+        if against_self:
+            own = v + float(
+                self.wf[np.flatnonzero(hx & (inst.part != 0))].sum()
+            )  # x' in x's cell: GROUP BYs whose key x does not pin pay twice
+            pinned = [
+                i for i in np.flatnonzero(hx & (inst.part == 1)).tolist()
+                if all(x[k] % 2 == 0 for k in inst.mechs[i].keys)
+            ]
+            own -= float(self.wf[pinned].sum()) if pinned else 0.0
+            if sc.keep(own, self.best):
+                self.best = max(self.best, own)
+                self.cands.append((own, x, x))
+        if keep:
+            self.cells.append(x)
+            self.weights.append(v)
+            self.hits.append(hx)
 
 
 def _pair_value(inst: _Instance, j: int, a: Cell, b: Cell) -> Fraction:
