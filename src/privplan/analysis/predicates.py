@@ -119,10 +119,17 @@ ConstKind = Literal["null", "int", "decimal", "double", "str", "bool", "date", "
 
 @dataclass(frozen=True, slots=True)
 class _Const:
-    """A constant as DuckDB types it: int (exact), decimal (exact Fraction), double (float)."""
+    """A constant as DuckDB types it: int (exact), decimal (exact Fraction), double (float).
+
+    ``scale`` is a decimal's number of fractional digits (DuckDB converts DECIMAL(p, s) to
+    DOUBLE as ``unscaled / 10**s``). ``widen`` marks a number that shares an IN list or BETWEEN
+    with a DOUBLE, so the engine may compare it as a (rounded) double.
+    """
 
     kind: ConstKind
     value: object
+    scale: int = 0
+    widen: bool = False
 
 
 class _NotAnalysed(Exception):
@@ -157,7 +164,7 @@ def _const(e: exp.Expression) -> _Const:
     if isinstance(e, exp.Neg):
         inner = _const(e.this)
         if inner.kind in ("int", "decimal", "double"):
-            return _Const(inner.kind, -inner.value)  # type: ignore[operator]
+            return _Const(inner.kind, -inner.value, inner.scale)  # type: ignore[operator]
         raise _NotAnalysed(f"unary minus on a {inner.kind} constant is not analysed")
     if isinstance(e, exp.Cast):
         try:
@@ -178,7 +185,7 @@ def _number(text: str) -> _Const:
         return _double(float(text), text)
     if "." in text:
         if sum(ch.isdigit() for ch in text) < _DECIMAL_MAX_DIGITS - 1:
-            return _Const("decimal", q)
+            return _Const("decimal", q, len(text.partition(".")[2]))
         # Near DuckDB's DECIMAL width limit the literal may be DOUBLE: only exact doubles agree.
         if Fraction(float(q)) == q:
             return _double(float(q), text)
@@ -224,23 +231,25 @@ def _cast(c: _Const, to: exp.DataType) -> _Const:
             return _Const("int", int(str(v)))
         raise fail
     if t in (_T.DOUBLE, _T.FLOAT):
-        q = _exact_number(c)
-        if q is None or (t == _T.FLOAT and abs(q) > _F32_MAX):
-            raise fail
-        try:
-            d = float(q)
-        except OverflowError:
-            raise fail from None
-        if t == _T.FLOAT:
-            d = _to_f32(d)
-        if Fraction(d) != q:  # rounding casts are engine-specific: only exact ones are modelled
-            raise fail
-        return _Const("double", d)
+        # Rounding casts are engine-specific: only casts that every IEEE path computes exactly.
+        n = c if c.kind != "str" else _decimal_string(str(v))
+        single = t == _T.FLOAT
+        if n is not None and n.kind == "double":
+            ok = not single or _to_f32_or_none(float(n.value)) == n.value  # type: ignore[arg-type]
+            if ok:
+                return n
+        elif n is not None and _represents(n, single):
+            return _Const("double", float(Fraction(n.value)))  # type: ignore[arg-type]
+        raise fail
     if t == _T.DECIMAL:
-        q = _exact_number(c)
-        if q is None or (q * 10 ** _decimal_scale(to)).denominator != 1:
+        scale = _decimal_scale(to)
+        n = c if c.kind != "str" else _decimal_string(str(v))
+        if n is None or n.kind not in ("int", "decimal", "double"):
             raise fail
-        return _Const("decimal", q)
+        unscaled = Fraction(n.value) * 10**scale  # type: ignore[arg-type]
+        if unscaled.denominator != 1 or (n.kind == "double" and abs(unscaled) >= 2**53):
+            raise fail
+        return _Const("decimal", Fraction(n.value), scale)  # type: ignore[arg-type]
     if t in _TEXT_TYPES and c.kind == "str":
         return c
     if t == _T.DATE:
@@ -264,12 +273,33 @@ def _cast(c: _Const, to: exp.DataType) -> _Const:
     raise fail
 
 
-def _exact_number(c: _Const) -> Fraction | None:
-    if c.kind in ("int", "decimal", "double"):
-        return Fraction(c.value)  # type: ignore[arg-type]
-    if c.kind == "str" and _DEC_RE.fullmatch(str(c.value)):
-        return Fraction(str(c.value))
-    return None
+def _decimal_string(text: str) -> _Const | None:
+    """A plain decimal string as a decimal constant (for casts); None for anything else."""
+    if not _DEC_RE.fullmatch(text):
+        return None
+    return _Const("decimal", Fraction(text), len(text.partition(".")[2]))
+
+
+def _simple(c: _Const, single: bool) -> bool:
+    """Whether ``unscaled / 10**scale`` is one correctly rounded IEEE division in every engine.
+
+    True when the unscaled integer and the power of ten are both exact in the format
+    (float32 if ``single``, else float64); then the literal converts to the nearest value.
+    """
+    if c.kind not in ("int", "decimal"):
+        return False
+    bits, max_scale = (24, 10) if single else (53, 22)
+    unscaled = Fraction(c.value) * 10**c.scale  # type: ignore[arg-type]
+    return c.scale <= max_scale and abs(unscaled) < 2**bits
+
+
+def _represents(c: _Const, single: bool) -> bool:
+    """Whether the number converts exactly (to float32 if ``single``, else float64)."""
+    if not _simple(c, single):
+        return False
+    q = Fraction(c.value)  # type: ignore[arg-type]
+    f = float(q)
+    return Fraction(_to_f32(f) if single else f) == q
 
 
 def _parse_date(text: str) -> date | None:
@@ -302,6 +332,13 @@ def _to_f32(x: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", x))[0])
 
 
+def _to_f32_or_none(x: float) -> float | None:
+    try:
+        return _to_f32(x)
+    except OverflowError:
+        return None
+
+
 def _f32_step(x: float, up: bool) -> float:
     """The float32 neighbour of the float32 value x, upwards or downwards."""
     if x == 0.0:
@@ -312,27 +349,95 @@ def _f32_step(x: float, up: bool) -> float:
     return float(struct.unpack("<f", struct.pack("<I", bits))[0])
 
 
+# Relative error bounds (with an absolute floor for tiny values) of any engine's conversion of a
+# non-simple number: float32 results lie within 2**-20 (8 ulps), float64 within 2**-48.
+_REL32, _ABS32 = Fraction(1, 2**20), Fraction(1, 2**126)
+_REL64, _ABS64 = Fraction(1, 2**48), Fraction(1, 2**1022)
+
+
+def _margin(q: Fraction, rel: Fraction, floor: Fraction) -> tuple[Fraction, Fraction]:
+    m = abs(q) * rel + floor
+    return q - m, q + m
+
+
+def _down(q: Fraction) -> float:
+    f = float(q)
+    return math.nextafter(f, -math.inf) if Fraction(f) > q else f
+
+
+def _up(q: Fraction) -> float:
+    f = float(q)
+    return math.nextafter(f, math.inf) if Fraction(f) < q else f
+
+
 def _float_bounds(c: _Const) -> tuple[float, float]:
     """Every value a float column may compare a numeric literal as, as a hull [lo, hi].
 
-    Why: DuckDB compares a DOUBLE column with DECIMAL/INTEGER literal q as double(q), a REAL
-    column as float32(q) and a DECIMAL column exactly; a DOUBLE literal v is compared as v by
-    binary columns but against the double-rounded column by a DECIMAL one. All of these lie in
-    [float32_floor(q), float32_ceil(q)] (resp. [v - 1ulp, v + 1ulp]), and the comparison sets
-    below are built as the union over the hull, so they are sound for every storage type.
+    Why: DuckDB compares a DOUBLE column with a DECIMAL/INTEGER literal q as double(q), a REAL
+    column as float32(q) and a DECIMAL column exactly (checked in the tests). For a *simple* q
+    (see :func:`_simple`) these are the correctly rounded neighbours, all inside
+    [float32_floor(q), float32_ceil(q)] (just q when float32 holds it). A DOUBLE literal v is
+    compared as v, but a DECIMAL column is first rounded to double, so any x within a few ulps
+    qualifies; the same holds for numbers in an IN / BETWEEN with a DOUBLE (``widen``).
+    Non-simple numbers get relative error margins. The comparison sets are built as unions
+    over the hull, so they are sound for every storage type.
     """
-    if c.kind == "double":
-        v = float(c.value)  # type: ignore[arg-type]
-        return math.nextafter(v, -math.inf), math.nextafter(v, math.inf)
     q = Fraction(c.value)  # type: ignore[arg-type]
-    if abs(q) > _F32_MAX:
-        raise _NotAnalysed(f"literal {float(q)!r} is outside the REAL range")
-    f = _to_f32(float(q))
-    if Fraction(f) == q:
-        return f, f
-    if Fraction(f) > q:
-        return _f32_step(f, up=False), f
-    return f, _f32_step(f, up=True)
+    if abs(q) > _F32_MAX and c.kind != "double":
+        raise _NotAnalysed(f"literal {float(q)!r} is outside the REAL range; not analysed")
+    if c.kind == "double":
+        lo, hi = _margin(q, _REL64, _ABS64)
+    elif _simple(c, single=True):
+        f = _to_f32(float(q))
+        if Fraction(f) == q:
+            lo = hi = Fraction(f)
+        elif Fraction(f) > q:
+            lo, hi = Fraction(_f32_step(f, up=False)), Fraction(f)
+        else:
+            lo, hi = Fraction(f), Fraction(_f32_step(f, up=True))
+    else:
+        lo, hi = _margin(q, _REL32, _ABS32)
+    if c.widen:
+        wlo, whi = _margin(q, _REL64, _ABS64)
+        lo, hi = min(lo, wlo), max(hi, whi)
+    return _down(lo), _up(hi)
+
+
+def _int_position(c: _Const) -> tuple[Fraction, Fraction]:
+    """Where an int column meets a number: exact, except a ``widen`` number DuckDB may round.
+
+    Why: DuckDB compares integers with INTEGER/DECIMAL literals exactly (also BIGINT/HUGEINT
+    columns; checked in the tests) and with a DOUBLE v by casting the column to double, which
+    is exact below 2**52. A widened number that does not convert exactly may become any double
+    within the float64 margin, so it gets that hull.
+    """
+    q = Fraction(c.value)  # type: ignore[arg-type]
+    if c.kind == "double" or c.widen:
+        if abs(q) >= _DOUBLE_EXACT_INT:
+            raise _NotAnalysed(
+                f"literal {float(q)!r} is too large to compare exactly; not analysed"
+            )
+        if c.kind != "double" and c.widen and not _represents(c, single=False):
+            return _margin(q, _REL64, _ABS64)
+    return q, q
+
+
+def _widen_group(consts: list[_Const], ctype: str) -> list[_Const]:
+    """Mark the numbers of an IN list / BETWEEN that DuckDB may compare as doubles.
+
+    Why: DuckDB casts all operands of IN and BETWEEN to one type (a plain comparison is typed
+    pairwise). With a DOUBLE among them that type is DOUBLE; on an int column, DECIMALs of
+    different widths may also end up as DOUBLE. Only numbers that convert exactly are safe.
+    """
+    numeric = [c for c in consts if c.kind in ("int", "decimal", "double")]
+    has_double = any(c.kind == "double" for c in numeric)
+    has_decimal = any(c.kind == "decimal" for c in numeric)
+    if not (has_double or (ctype == "int" and has_decimal)):
+        return consts
+    return [
+        _Const(c.kind, c.value, c.scale, True) if c.kind in ("int", "decimal") else c
+        for c in consts
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,10 +465,8 @@ def _bounds(c: _Const, ctype: str, column: str) -> tuple[Value, Value]:
     """
     kind, v = c.kind, c.value
     if ctype == "int":
-        if kind in ("int", "decimal"):
-            return Fraction(v), Fraction(v)  # type: ignore[arg-type]
-        if kind == "double" and abs(v) < _DOUBLE_EXACT_INT:  # type: ignore[arg-type]
-            return Fraction(v), Fraction(v)  # type: ignore[arg-type]
+        if kind in ("int", "decimal", "double"):
+            return _int_position(c)
     elif ctype == "float":
         if kind in ("int", "decimal", "double"):
             return _float_bounds(c)
@@ -675,11 +778,7 @@ class _Analyser:
         if isinstance(b, _ColumnRef) and isinstance(a, _Const):
             a, b, op = b, a, _FLIP[op]
         if isinstance(a, _ColumnRef) and isinstance(b, _Const):
-            try:
-                t, f = self.comparison_sets(op, a, b)
-            except _NotAnalysed as err:
-                return _unsupported(str(err), e)
-            return TruthRegions(self.column_region(a, t), self.column_region(a, f))
+            return self.compare_const(op, a, b, e)
         if isinstance(a, _ColumnRef) and isinstance(b, _ColumnRef):
             reason = "comparison between two columns is not analysed"
         elif isinstance(a, _Const) and isinstance(b, _Const):
@@ -687,6 +786,16 @@ class _Analyser:
         else:
             reason = a if isinstance(a, str) else str(b)
         return _unsupported(reason, e)
+
+    def compare_const(self, op: _Op, col: _ColumnRef, c: _Const, e: exp.Expression) -> TruthRegions:
+        """``column op constant``: exact sets (or sound hulls, see :func:`_bounds`)."""
+        if c == _NULL:
+            return _NEITHER
+        try:
+            t, f = self.comparison_sets(op, col, c)
+        except _NotAnalysed as err:
+            return _unsupported(str(err), e)
+        return TruthRegions(self.column_region(col, t), self.column_region(col, f))
 
     def comparison_sets(self, op: _Op, col: _ColumnRef, c: _Const) -> tuple[ColumnSet, ColumnSet]:
         lo, hi = _bounds(c, col.ctype, col.name)
@@ -738,44 +847,48 @@ class _Analyser:
         return _unsupported(reason, e)
 
     def between(self, e: exp.Between) -> TruthRegions:
-        """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (also under three-valued logic)."""
+        """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (also under three-valued logic).
+
+        Only ``column BETWEEN constant AND constant``: DuckDB types the three operands together.
+        """
         if e.args.get("symmetric"):
             return _unsupported("BETWEEN SYMMETRIC is not analysed", e)
-        low = self.compare("ge", e.this, e.args["low"], e)
-        high = self.compare("le", e.this, e.args["high"], e)
-        return self.conj(low, high)
+        col = self.operand(e.this)
+        bounds = [self.operand(e.args["low"]), self.operand(e.args["high"])]
+        if not isinstance(col, _ColumnRef) or not all(isinstance(b, _Const) for b in bounds):
+            reasons = [x for x in (col, *bounds) if isinstance(x, str)]
+            why = reasons[0] if reasons else "BETWEEN other than column BETWEEN constants"
+            return _unsupported(f"{why} is not analysed" if not reasons else why, e)
+        low, high = _widen_group(bounds, col.ctype)  # type: ignore[arg-type]
+        return self.conj(
+            self.compare_const("ge", col, low, e), self.compare_const("le", col, high, e)
+        )
 
     def in_list(self, e: exp.In) -> TruthRegions:
         """``x IN (a, b, ...)`` is ``x = a OR x = b OR ...``: a NULL item makes it never FALSE."""
         items = e.expressions
         if not items or any(e.args.get(k) for k in ("query", "unnest", "field")):
             return _unsupported("IN with a subquery or a non-list is not analysed", e)
-        fast = self.in_constants(e.this, items)
-        if fast is not None:
-            return fast
-        parts = [self.compare("eq", e.this, item, e) for item in items]
-        return TruthRegions(
-            self.fold([p.true for p in parts], self.union),
-            self.fold([p.false for p in parts], self.intersect),
-        )
+        col = self.operand(e.this)
+        operands = [self.operand(item) for item in items]
+        consts = [c for c in operands if isinstance(c, _Const)]
+        if not isinstance(col, _ColumnRef) or len(consts) < len(operands):
+            reasons = [x for x in (col, *operands) if isinstance(x, str)]
+            why = reasons[0] if reasons else "IN other than column IN (constants) is not analysed"
+            return _unsupported(why, e)  # DuckDB types the whole list together
+        try:
+            return self.in_constants(col, _widen_group(consts, col.ctype))
+        except _NotAnalysed as err:
+            return _unsupported(str(err), e)
 
-    def in_constants(
-        self, subject: exp.Expression, items: list[exp.Expression]
-    ) -> TruthRegions | None:
-        """``column IN (constants)`` in one step (long lists stay fast); None if not that form.
+    def in_constants(self, col: _ColumnRef, consts: list[_Const]) -> TruthRegions:
+        """``column IN (constants)`` in one step, so long lists stay fast.
 
         Same sets as the OR of ``=``: T is the union of the items' TRUE-sets; F is the
         intersection of their FALSE-sets, i.e. every non-NULL value except the exactly known
         items (a widened item's FALSE-set is all non-NULL values), and empty with a NULL item.
         """
-        col = self.operand(subject)
-        consts = [self.operand(item) for item in items]
-        if not isinstance(col, _ColumnRef) or not all(isinstance(c, _Const) for c in consts):
-            return None
-        try:
-            hulls = [_bounds(c, col.ctype, col.name) for c in consts if c != _NULL]  # type: ignore[arg-type]
-        except _NotAnalysed:
-            return None  # the item-by-item path gives the precise note
+        hulls = [_bounds(c, col.ctype, col.name) for c in consts if c != _NULL]
         true = ColumnSet.of(Interval(lo, hi) for lo, hi in hulls)
         if _NULL in consts:
             false = ColumnSet.empty()

@@ -63,9 +63,11 @@ def _condition(m: Measure) -> str | None:
 def measure_sql(m: Measure, column_type: str | None) -> str:
     cond = _condition(m)
     filt = f" FILTER (WHERE {cond})" if cond else ""
-    if m.kind in ("count", "select_count"):
+    if m.kind in ("count", "select_count", "count_units"):
         arg = "*" if m.column is None else exp.column(m.column).sql(dialect="duckdb")
-        return f"COUNT({arg}){filt}"
+        distinct = "DISTINCT " if m.kind == "count_units" or (
+            m.kind == "select_count" and m.column is not None) else ""
+        return f"COUNT({distinct}{arg}){filt}"
     g = _grid_value(m, column_type or "float")
     if m.kind == "sum":
         return f"CAST(COALESCE(SUM({g}){filt}, 0) AS BIGINT)"
@@ -78,21 +80,69 @@ def _literal(value: Any) -> str:
     return exp.convert(value).sql(dialect="duckdb")
 
 
+def _ident(name: str) -> str:
+    return exp.to_identifier(name).sql(dialect="duckdb")
+
+
+def bounded_source(core: CorePlan) -> str:
+    """The table with at most ``max_rows_per_unit`` rows per privacy unit, chosen
+    deterministically, and every unit-level column set to one canonical value per unit.
+
+    Why this order of work: the accountant models a unit as a *fixed* set of at most k records
+    (the same rows in every query), so the rows are chosen before any WHERE, by an order that
+    depends only on the unit's own rows (a hash of the row, ties broken by the values) — never
+    by ``random()``. Rows with a NULL unit belong to nobody we can bound and are dropped.
+    Unit-level columns take the value of the unit's first row, so data that breaks the
+    "constant per unit" assumption cannot break the parallel composition it buys.
+    """
+    unit = _ident(core.unit)  # type: ignore[arg-type]
+    cols = [_ident(c) for c in core.columns]
+    order = f"hash('privplan', {', '.join(cols)}), {', '.join(cols)}"
+    window = f"OVER (PARTITION BY {unit} ORDER BY {order})"
+    canon = [c for c in core.unit_level_columns if c != core.unit]
+    inner_items = cols + [f"ROW_NUMBER() {window} AS __rn"]
+    inner_items += [f"FIRST_VALUE({_ident(c)}) {window} AS {_ident('__first_' + c)}"
+                    for c in canon]
+    outer_items = [_ident("__first_" + c) + f" AS {_ident(c)}" if c in canon else _ident(c)
+                   for c in core.columns]
+    return (f"(SELECT {', '.join(outer_items)} FROM (SELECT {', '.join(inner_items)} "
+            f"FROM {core.table_sql} WHERE {unit} IS NOT NULL) AS __numbered "
+            f"WHERE __rn <= {int(core.max_rows_per_unit)}) AS __bounded")
+
+
+def _group_bounded(core: CorePlan, rel: str) -> str:
+    """Keep, per unit, the rows of at most ``max_groups_per_unit`` groups (the first ones by a
+    hash of the key, so the choice is deterministic and data-order independent)."""
+    keys = [key_column(i) for i in range(len(core.keys))]
+    unit = _ident(core.unit)  # type: ignore[arg-type]
+    order = f"hash('privplan', {', '.join(keys)}), {', '.join(keys)}"
+    return (f"(SELECT * FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY {unit} ORDER BY "
+            f"{order}) AS __gr FROM {rel}) AS __ranked "
+            f"WHERE __gr <= {int(core.max_groups_per_unit)}) AS __rows")  # type: ignore[arg-type]
+
+
 def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measure]) -> str:
     """The engine statement (DuckDB dialect) returning one row per group: keys then measures."""
-    table = core.table_sql
-    select_items = [f"{k.expr.sql(dialect='duckdb')} AS {key_column(i)}"
-                    for i, k in enumerate(core.keys)]
-    select_items += [
+    key_items = [f"{k.expr.sql(dialect='duckdb')} AS {key_column(i)}"
+                 for i, k in enumerate(core.keys)]
+    measure_items = [
         f"{measure_sql(m, column_types.get(m.column) if m.column else None)} AS "
         f"{measure_column(m)}"
         for m in measures
     ]
-    inner = f"SELECT {', '.join(select_items)} FROM {table}"
-    if core.where is not None:
-        inner += f" WHERE {core.where.sql(dialect='duckdb')}"
-    if core.keys:
-        inner += " GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
+    where = f" WHERE {core.where.sql(dialect='duckdb')}" if core.where is not None else ""
+    group = (" GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
+             if core.keys else "")
+    if core.unit is None:
+        inner = f"SELECT {', '.join(key_items + measure_items)} FROM {core.table_sql}{where}{group}"
+    elif core.keys and core.max_groups_per_unit:
+        keyed = f"(SELECT *, {', '.join(key_items)} FROM {bounded_source(core)}{where}) AS __keyed"
+        keys = [key_column(i) for i in range(len(core.keys))]
+        inner = (f"SELECT {', '.join(keys + measure_items)} FROM "
+                 f"{_group_bounded(core, keyed)}{group}")
+    else:
+        inner = (f"SELECT {', '.join(key_items + measure_items)} FROM {bounded_source(core)}"
+                 f"{where}{group}")
     if not core.keys or not core.public_keys:
         return _checked(inner)
     return _checked(_with_public_domain(core, inner, measures))

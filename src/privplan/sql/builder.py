@@ -74,11 +74,7 @@ class _CoreBuilder:
         self.table, self.alias = self._resolve_table()
         self.types = {name: c.type for name, c in self.table.columns.items()}
         self.k = int(self.table.max_rows_per_unit)
-        if not self.table.is_row_level:
-            refuse(self.sql, s.args.get("from_"),
-                   f"user-level privacy on table '{self.table.name}' is not supported yet",
-                   f"(privacy_unit: {self.table.privacy_unit}) needs contribution bounding.",
-                   "Use privacy_unit: row, or wait for user-level support.")
+        self.unit = None if self.table.is_row_level else self.table.privacy_unit
         if s.args.get("distinct"):
             refuse(self.sql, s, "SELECT DISTINCT refused",
                    "it releases the raw distinct values of private columns.",
@@ -118,15 +114,22 @@ class _CoreBuilder:
         self._check_ungrouped_columns(keys)
         selection = None
         if keys and not all(k.public_domain is not None for k in keys):
+            # user level: the selection counts distinct units, so one unit adds at most 1
             selection = Measure(
-                id=f"{self.prefix}_sel", kind="select_count", column=None, condition=None,
-                region=where_region, sensitivity=gridlib.count_sensitivity(self.k),
-                label="partition selection (noisy count over a threshold)",
+                id=f"{self.prefix}_sel", kind="select_count", column=self.unit, condition=None,
+                region=where_region,
+                sensitivity=1 if self.unit else gridlib.count_sensitivity(self.k),
+                label="partition selection (noisy "
+                      + ("distinct-unit" if self.unit else "row") + " count over a threshold)",
             )
         return CorePlan(
             table=self.table.name, table_sql=self.table.name, alias=self.alias, where=where,
             where_region=where_region, keys=tuple(keys), measures=tuple(self.measures.values()),
             aggregates=self.aggregates, select=s, selection=selection, notes=self.notes,
+            unit=self.unit, max_rows_per_unit=self.k,
+            max_groups_per_unit=self.table.max_groups_per_unit,
+            unit_level_columns=tuple(sorted(self.table.unit_level_columns())),
+            columns=tuple(self.table.columns),
         )
 
     # ------------------------------------------------------------------ FROM
@@ -211,6 +214,11 @@ class _CoreBuilder:
             expr = self._resolve_group_expr(g)
             self._no_aggregates(expr, "GROUP BY")
             norm = _strip_qualifiers(expr.copy())
+            if self.unit and any(c.name.lower() == self.unit for c in norm.find_all(exp.Column)):
+                refuse(self.sql, g, f"GROUP BY over the privacy unit '{self.unit}' refused",
+                       "its groups are single persons: releasing them would publish per-person "
+                       "values.", "Group by other columns; count persons with "
+                       f"COUNT(DISTINCT {self.unit}).")
             column = norm.name.lower() if isinstance(norm, exp.Column) else None
             domain = self._public_domain(norm, column)
             keys.append(GroupKey(id=f"k{i}", expr=norm, sql=norm.sql(dialect="duckdb"),
@@ -297,10 +305,20 @@ class _CoreBuilder:
                        "Compute the inner aggregate in its own query.")
         func = _AGGREGATES[type(agg)]
         arg = agg.this
+        distinct_units = False
         if isinstance(arg, exp.Distinct):
-            refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
-                   "distinct counts need per-unit bounding that is not supported yet.",
-                   "Use COUNT(*) or GROUP BY the column and count groups.")
+            inner = arg.expressions
+            if (func == "count" and self.unit and len(inner) == 1
+                    and isinstance(inner[0], exp.Column) and inner[0].name.lower() == self.unit):
+                distinct_units = True
+                arg = inner[0]
+            else:
+                what = "the privacy unit column" if self.unit else "a privacy unit column"
+                refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
+                       "a distinct count of an arbitrary column can change by many when one "
+                       f"unit changes; only COUNT(DISTINCT <{what}>) has sensitivity 1.",
+                       "Use COUNT(*), COUNT(DISTINCT <privacy unit>), or GROUP BY the column "
+                       "and count groups.")
         arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
         if case_cond is not None:
             cond = case_cond if cond is None else exp.and_(cond, case_cond)
@@ -318,6 +336,10 @@ class _CoreBuilder:
                    "sensitivity is unknown.",
                    "Aggregate a column with declared lower/upper bounds, or use "
                    "SUM(CASE WHEN <condition> THEN <column> ELSE 0 END).")
+        if distinct_units:
+            m = self._measure("count_units", column, cond, f"COUNT(DISTINCT {column})")
+            self.aggregates[key] = AggregateUse(sql=key, func="count", column=column, count=m.id)
+            return
         use = self._derive(key, func, column, cond, multiplier, agg)
         self.aggregates[key] = use
 
@@ -369,7 +391,10 @@ class _CoreBuilder:
         if column is not None:
             region = region.intersect(Region.column(column, ColumnSet.not_null()))
         mid = f"{self.prefix}_m{len(self.measures)}"
-        if kind == "count":
+        if kind == "count_units":  # one unit is one distinct value: sensitivity 1 per group
+            m = Measure(id=mid, kind="count_units", column=column, condition=cond,
+                        region=region, sensitivity=1, label=label)
+        elif kind == "count":
             m = Measure(id=mid, kind="count", column=column, condition=cond, region=region,
                         sensitivity=gridlib.count_sensitivity(self.k), label=label)
         else:

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from privplan.analysis.regions import Region
 
-MeasureKind = Literal["count", "sum", "sum_sq", "select_count"]
+MeasureKind = Literal["count", "count_units", "sum", "sum_sq", "select_count"]
 AggregateFunc = Literal[
     "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp"
 ]
@@ -89,6 +89,11 @@ class CorePlan:
     select: exp.Select  # the user's SELECT (a private copy) for post-processing
     selection: Measure | None = None  # partition-selection count, when keys are not public
     notes: list[str] = field(default_factory=list)
+    unit: str | None = None  # privacy-unit column (None: row-level)
+    max_rows_per_unit: int = 1
+    max_groups_per_unit: int | None = None
+    unit_level_columns: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
 
     @property
     def grouped(self) -> bool:
