@@ -14,6 +14,7 @@ from privplan.accounting.solver import Composition
 from privplan.analysis.region_sql import region_to_sql
 from privplan.mechanisms.accuracy import interval_halfwidth
 from privplan.planner import PlannedQuery
+from privplan.sql.joins import display
 
 
 @dataclass(frozen=True)
@@ -137,14 +138,20 @@ def explain_planned(
     mechs = []
     for p in planned.measures:
         scale = float(p.measure.scale)
+        joins = planned.plan.cores[p.core].joins
+
+        def show(text: str) -> str:
+            return display(text, joins) if joins else text
+
         mechs.append(MechanismExplanation(
             id=p.spec.id, label=p.measure.label, table=p.spec.table,
-            region=region_to_sql(p.measure.region),
-            partition=", ".join(p.spec.partition.keys) if p.spec.partition else None,
+            region=show(region_to_sql(p.measure.region)),
+            partition=show(", ".join(p.spec.partition.keys)) if p.spec.partition else None,
             sensitivity=p.measure.sensitivity, noise=p.noise.describe(),
             noise_std=p.noise.std() * scale,
             halfwidth_95=interval_halfwidth(p.noise) * scale,
-            cost=p.spec.cost, threshold=p.threshold, notes=p.measure.region.notes,
+            cost=p.spec.cost, threshold=p.threshold,
+            notes=tuple(show(n) for n in p.measure.region.notes),
             relations=_relations(p.spec, history),
         ))
     notes: list[str] = []

@@ -27,6 +27,7 @@ from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.ledger import LedgerEntry, open_ledger
+from privplan.public_joins import resolve_public_joins
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.assemble import assemble, noisy_frame
@@ -111,6 +112,7 @@ class Session:
         }
         self.accountant = Accountant(self._tables, self.kind)
         self._column_types: dict[str, dict[str, str]] = {}
+        self._public_schema: dict[str, set[str]] | None = None
         self._sync()
 
     # -- public API ------------------------------------------------------------------------
@@ -119,6 +121,7 @@ class Session:
         table = self.policy.table(name)
         self.engine.register(table.name, data)
         self._column_types.pop(table.name, None)
+        self._public_schema = None
 
     def explain(self, sql: str, **budget: Any) -> Explanation:
         """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing."""
@@ -184,11 +187,26 @@ class Session:
     # -- internals -------------------------------------------------------------------------
     def _plan(self, sql: str, budget: Mapping[str, Any]) -> PlannedQuery:
         value = query_budget(self.kind, **budget)
-        plan = build_plan(sql, parse_statement(sql), self.policy)
+        plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns())
         for core in plan.cores:
             core.table_sql = self.engine.table_sql(self.policy.table(core.table))
             self._check_columns(core)
+            if core.joins:
+                resolve_public_joins(core, self.engine)
         return plan_costs(plan, value, self.policy, query_id=self.ledger.next_query_id())
+
+    def _public_columns(self) -> dict[str, set[str]]:
+        """Columns of public tables the policy lists without columns (read from the engine)."""
+        if self._public_schema is None:
+            self._public_schema = {}
+            for t in self.policy.public_tables():
+                if not t.columns:
+                    try:
+                        cols = self.engine.columns(self.engine.table_sql(t))
+                    except PolicyError:
+                        continue  # reported if a query uses it
+                    self._public_schema[t.name] = set(cols)
+        return self._public_schema
 
     def _sync(self) -> None:
         with self.ledger.charging() as txn:
@@ -256,7 +274,7 @@ def typed_source(table_sql: str, name: str, columns: Mapping[str, Any],
         else f'"{c}"'
         for c in columns
     ]
-    return f'(SELECT {", ".join(items)} FROM {table_sql}) AS "{name}"'
+    return f'(SELECT {", ".join(items)} FROM {table_sql})'
 
 
 def _as_policy(policy: Any) -> Policy:

@@ -951,44 +951,51 @@ def _max_pair(
     pairs = _PairTable(inst, wf, sc, best0, w_star, plain_full, budget)
     everything = np.ones(len(inst.axes), dtype=bool)
     w_rows = wf[inst.row_mech]
+    full_lo, full_hi = inst.full_box()
     opened = _NEG_INF
-    if domains is None:  # all pairs: each new cell against every earlier one and itself
-        def thr_all() -> float:
-            return sc.above(pairs.best - w_star + plain_full)
 
-        def leaf_all(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
-            pairs.add(v, _rep(lo_box, hi_box), against_self=True, keep=True)
+    def enumerate_cells(
+        lo: np.ndarray, hi: np.ndarray, w: np.ndarray, box: tuple[np.ndarray, np.ndarray],
+        floor: Callable[[], float], partner: Callable[[], float], keep: bool, pair: bool,
+    ) -> None:
+        """Cells of weight above floor(); pair each with the table; a cut adds partner()."""
+        nonlocal opened
 
-        lo_box, hi_box = inst.full_box()
-        o = _bb(inst.lo, inst.hi, w_rows, lo_box, hi_box, everything, thr_all, leaf_all, budget)
-        opened = max(opened, o + w_star - plain_full, pairs.opened)
+        def leaf(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
+            pairs.add(v, _rep(lb, hb), keep=keep, pair=pair)
+
+        o = _bb(lo, hi, w, box[0], box[1], everything, lambda: sc.above(floor()), leaf, budget)
+        if o != _NEG_INF:
+            opened = max(opened, o + partner() - plain_full)
+
+    def tau() -> float:  # no pair with a cell this light beats best (partner <= W*)
+        return pairs.best - w_star + plain_full
+
+    if domains is None:
+        if single.cells:  # a good first pair: the heaviest record and its best partner
+            pairs.seed(single.cells[0], w_rows)
+        # 1. heavy cells (> (best + F) / 2), every pair among them
+        enumerate_cells(inst.lo, inst.hi, w_rows, (full_lo, full_hi),
+                        lambda: max(tau(), (pairs.best + plain_full) / 2), lambda: w_star,
+                        keep=True, pair=True)
+        # 2. lighter cells: a pair beating best needs a heavy partner, already in the table
+        heavy = pairs.size
+        if heavy:
+            enumerate_cells(inst.lo, inst.hi, w_rows, (full_lo, full_hi), tau,
+                            lambda: w_star, keep=False, pair=True)
     else:
         # 1. cells in the new regions heavy enough to be in a better pair
-        def thr_new() -> float:
-            return sc.above(pairs.best - w_star + plain_full)
-
-        def leaf_new(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
-            pairs.add(v, _rep(lo_box, hi_box), against_self=True, keep=True)
-
         for dom in domains:
             m, lo, hi, box = _meeting(inst, dom)
-            o = _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr_new, leaf_new, budget)
-            opened = max(opened, o + w_star - plain_full)
-        # 2. their partners anywhere
+            enumerate_cells(lo, hi, w_rows[m], (box[0], box[1]), tau, lambda: w_star,
+                            keep=True, pair=False)
+        # 2. their partners anywhere (pairs inside the new regions included)
         if pairs.size:
             top = pairs.max_weight()
-
-            def thr_any() -> float:
-                return sc.above(pairs.best - top + plain_full)
-
-            def leaf_any(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
-                pairs.add(v, _rep(lo_box, hi_box), against_self=False, keep=False)
-
-            lo_box, hi_box = inst.full_box()
-            o = _bb(inst.lo, inst.hi, w_rows, lo_box, hi_box, everything, thr_any, leaf_any,
-                    budget)
-            opened = max(opened, o + top - plain_full)
-        opened = max(opened, pairs.opened)
+            enumerate_cells(inst.lo, inst.hi, w_rows, (full_lo, full_hi),
+                            lambda: pairs.best - top + plain_full, lambda: top,
+                            keep=False, pair=True)
+    opened = max(opened, pairs.opened)
     out = prev
     done: set[tuple[Cell, Cell]] = set()
     for v, a, b in pairs.cands:
@@ -1027,9 +1034,10 @@ class _PairTable:
         self.w_star, self.plain_full = w_star, plain_full
         self.budget = budget
         self.cells: list[Cell] = []
-        self.weights: list[float] = []
-        self.hits: list[np.ndarray] = []
-        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        d, m = len(inst.axes), len(inst.mechs)
+        self._cells = np.zeros((16, d), dtype=np.int64)
+        self._weights = np.zeros(16, dtype=np.float64)
+        self._hits = np.zeros((16, m), dtype=bool)
         self.cands: list[tuple[float, Cell, Cell]] = []
         self.opened = _NEG_INF
 
@@ -1038,26 +1046,58 @@ class _PairTable:
         return len(self.cells)
 
     def max_weight(self) -> float:
-        return max(self.weights)
+        return float(self._weights[: self.size].max())
 
-    def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._arrays is None or len(self._arrays[0]) != len(self.cells):
-            self._arrays = (
-                np.array(self.cells, dtype=np.int64).reshape(len(self.cells), len(self.inst.axes)),
-                np.array(self.weights, dtype=np.float64),
-                np.array(self.hits, dtype=bool).reshape(len(self.cells), len(self.inst.mechs)),
-            )
-        return self._arrays
+    def _append(self, x: Cell, v: float, hx: np.ndarray) -> None:
+        n = self.size
+        if n == len(self._weights):  # grow by doubling: appends stay O(1) amortised
+            self._cells = np.vstack((self._cells, np.zeros_like(self._cells)))
+            self._weights = np.concatenate((self._weights, np.zeros_like(self._weights)))
+            self._hits = np.vstack((self._hits, np.zeros_like(self._hits)))
+        self._cells[n], self._weights[n], self._hits[n] = x, v, hx
+        self.cells.append(x)
 
-    def add(self, v: float, x: Cell, *, against_self: bool, keep: bool) -> None:
+    def seed(self, a: Cell, w_rows: np.ndarray) -> None:
+        """Start from a real pair: a and the heaviest cell among the mechanisms a misses."""
+        inst, sc = self.inst, self.sc
+        ha = inst.hit_mask(a)
+        rows = ~ha[inst.row_mech]
+        lo_box, hi_box = inst.full_box()
+        found: list[tuple[float, Cell]] = [(0.0, a)]
+
+        def leaf(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
+            if v > found[-1][0]:
+                found.append((v, _rep(lb, hb)))
+
+        everything = np.ones(len(inst.axes), dtype=bool)
+        _bb(inst.lo[rows], inst.hi[rows], w_rows[rows], lo_box, hi_box, everything,
+            lambda: sc.above(found[-1][0]), leaf, self.budget)
+        b = found[-1][1]
+        hb = inst.hit_mask(b)
+        value = 0.0
+        for i in np.flatnonzero(ha | hb).tolist():
+            twice = ha[i] and hb[i] and inst.part[i] and not inst.forced_same(i, a, b)
+            value += float(self.wf[i]) * (2 if twice else 1)
+        self.best = max(self.best, value)
+        self.cands.append((value, a, b))
+
+    def add(self, v: float, x: Cell, *, keep: bool, pair: bool) -> None:
         inst, sc = self.inst, self.sc
         # each evaluation scans the kept cells: charge the budget for that work
         if not self.budget.take() or (self.size > 256 and not self.budget.take()):
             self.opened = max(self.opened, v + self.w_star - self.plain_full)
             return
         hx = inst.hit_mask(x)
-        if self.cells:
-            cells, ws, hits = self._table()
+        if keep:  # x's own cell holds a second record: (x, x) is a pair, and x joins the table
+            self._append(x, v, hx)
+        if pair and self.cells:
+            n = self.size
+            cells, ws, hits = self._cells[:n], self._weights[:n], self._hits[:n]
+            near = ws > sc.above(self.best - v + self.plain_full) - (
+                1.0 if sc.denom is not None else 0.0
+            )  # partners that may beat best: w(b) > best - w(x) + F (ties kept)
+            cells, ws, hits = cells[near], ws[near], hits[near]
+            idx = np.flatnonzero(near)
             shared = np.zeros(len(ws), dtype=np.float64)
             plain = np.flatnonzero(hx & (inst.part == 0))
             if plain.size:
@@ -1069,30 +1109,15 @@ class _PairTable:
                                                axis=1)
                     shared += same * self.wf[i]
             vals = v + ws - shared
-            r = int(np.argmax(vals))
-            if sc.keep(float(vals[r]), self.best):
-                self.best = max(self.best, float(vals[r]))
-                if sc.denom is not None:  # exact sums: the argmax is the only candidate needed
-                    self.cands.append((float(vals[r]), x, self.cells[r]))
-                else:
-                    for q in np.flatnonzero(vals >= self.best - sc.tol).tolist():
-                        self.cands.append((float(vals[q]), x, self.cells[q]))
-        if against_self:
-            own = v + float(
-                self.wf[np.flatnonzero(hx & (inst.part != 0))].sum()
-            )  # x' in x's cell: GROUP BYs whose key x does not pin pay twice
-            pinned = [
-                i for i in np.flatnonzero(hx & (inst.part == 1)).tolist()
-                if all(x[k] % 2 == 0 for k in inst.mechs[i].keys)
-            ]
-            own -= float(self.wf[pinned].sum()) if pinned else 0.0
-            if sc.keep(own, self.best):
-                self.best = max(self.best, own)
-                self.cands.append((own, x, x))
-        if keep:
-            self.cells.append(x)
-            self.weights.append(v)
-            self.hits.append(hx)
+            if vals.size:
+                r = int(np.argmax(vals))
+                if sc.keep(float(vals[r]), self.best):
+                    self.best = max(self.best, float(vals[r]))
+                    if sc.denom is not None:  # exact sums: the argmax is the one candidate
+                        self.cands.append((float(vals[r]), x, self.cells[int(idx[r])]))
+                    else:
+                        for q in np.flatnonzero(vals >= self.best - sc.tol).tolist():
+                            self.cands.append((float(vals[q]), x, self.cells[int(idx[q])]))
 
 
 def _pair_value(inst: _Instance, j: int, a: Cell, b: Cell) -> Fraction:

@@ -120,6 +120,15 @@ class DuckDBEngine:
                 "column (e.g. use TRY_CAST)."
             ) from None
 
+    def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run a query over PUBLIC tables only (join stability, public domains); its errors
+        may be shown, since public data is not protected."""
+        try:
+            return self.con.execute(sql).fetchall()
+        except duckdb.Error as err:
+            raise UnsupportedQueryError(
+                f"a query over the public table failed: {str(err).splitlines()[0]}") from None
+
     def close(self) -> None:
         self.con.close()
 

@@ -107,7 +107,27 @@ def bounded_source(core: CorePlan) -> str:
                    for c in core.columns]
     return (f"(SELECT {', '.join(outer_items)} FROM (SELECT {', '.join(inner_items)} "
             f"FROM {core.table_sql} WHERE {unit} IS NOT NULL) AS __numbered "
-            f"WHERE __rn <= {int(core.max_rows_per_unit)}) AS __bounded")
+            f"WHERE __rn <= {int(core.max_rows_per_unit)})")
+
+
+def joined_source(core: CorePlan, source: str) -> str:
+    """The private rows (already bounded per unit) joined with the public tables; public
+    columns are exposed as ``__pub<j>_<column>``. Each private row matches at most one public
+    row (the session checked the public keys are unique), so the join has stability 1."""
+    from privplan.sql.joins import public_name
+
+    private = "__p"
+    items = [f"{private}.*"]
+    joins = []
+    for j in core.joins:
+        alias = f"__h{j.index}"
+        items += [f"{alias}.{_ident(c)} AS {_ident(public_name(j.index, c))}"
+                  for c in sorted(j.columns)]
+        on = " AND ".join(f"{private}.{_ident(a)} = {alias}.{_ident(b)}" for a, b in j.pairs)
+        kind = "LEFT JOIN" if j.left else "JOIN"
+        joins.append(f"{kind} {j.table_sql} AS {alias} ON {on}")
+    return (f"(SELECT {', '.join(items)} FROM {source} AS {private} {' '.join(joins)}) "
+            "AS __joined")
 
 
 def _group_bounded(core: CorePlan, rel: str) -> str:
@@ -133,16 +153,18 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     where = f" WHERE {core.where.sql(dialect='duckdb')}" if core.where is not None else ""
     group = (" GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
              if core.keys else "")
-    if core.unit is None:
-        inner = f"SELECT {', '.join(key_items + measure_items)} FROM {core.table_sql}{where}{group}"
-    elif core.keys and core.max_groups_per_unit:
-        keyed = f"(SELECT *, {', '.join(key_items)} FROM {bounded_source(core)}{where}) AS __keyed"
+    base = core.table_sql if core.unit is None else bounded_source(core)
+    if core.joins:
+        source = joined_source(core, base)
+    else:
+        source = base if core.unit is None else f"{base} AS __bounded"
+    if core.unit is not None and core.keys and core.max_groups_per_unit:
+        keyed = f"(SELECT *, {', '.join(key_items)} FROM {source}{where}) AS __keyed"
         keys = [key_column(i) for i in range(len(core.keys))]
         inner = (f"SELECT {', '.join(keys + measure_items)} FROM "
                  f"{_group_bounded(core, keyed)}{group}")
     else:
-        inner = (f"SELECT {', '.join(key_items + measure_items)} FROM {bounded_source(core)}"
-                 f"{where}{group}")
+        inner = f"SELECT {', '.join(key_items + measure_items)} FROM {source}{where}{group}"
     if not core.keys or not core.public_keys:
         return _checked(inner)
     return _checked(_with_public_domain(core, inner, measures))

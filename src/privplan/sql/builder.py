@@ -19,6 +19,7 @@ from privplan.analysis.sets import ColumnSet
 from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.policy import Policy, TablePolicy
+from privplan.sql.joins import join_index, public_columns_of, resolve_joins
 from privplan.sql.locate import with_location
 from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
 from privplan.sql.validate import refuse, validate_statement
@@ -36,12 +37,17 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
 _NUMERIC = ("int", "float")
 
 
-def build_plan(sql: str, statement: exp.Expression, policy: Policy) -> QueryPlan:
-    """Validate ``statement`` and turn it into a :class:`QueryPlan` (the statement is copied)."""
+def build_plan(sql: str, statement: exp.Expression, policy: Policy,
+               public_columns: dict[str, set[str]] | None = None) -> QueryPlan:
+    """Validate ``statement`` and turn it into a :class:`QueryPlan` (the statement is copied).
+
+    ``public_columns`` lists the columns of public tables whose policy entry declares none (the
+    session reads them from the engine; public schemas are not private)."""
     statement = statement.copy()
     validate_statement(sql, statement)
     selects = _union_branches(statement)
-    cores = [_CoreBuilder(sql, s, policy, f"c{i}").build() for i, s in enumerate(selects)]
+    cores = [_CoreBuilder(sql, s, policy, f"c{i}", public_columns).build()
+             for i, s in enumerate(selects)]
     return QueryPlan(sql=sql, statement=statement, cores=cores)
 
 
@@ -59,7 +65,9 @@ def is_aggregate(node: exp.Expression) -> bool:
 
 
 class _CoreBuilder:
-    def __init__(self, sql: str, select: exp.Select, policy: Policy, prefix: str) -> None:
+    def __init__(self, sql: str, select: exp.Select, policy: Policy, prefix: str,
+                 public_columns: dict[str, set[str]] | None = None) -> None:
+        self.public_columns = public_columns
         self.sql = sql
         self.select = select
         self.policy = policy
@@ -86,6 +94,8 @@ class _CoreBuilder:
             ):
                 refuse(self.sql, item, "SELECT * refused", "it returns private rows.",
                        "Select aggregates, e.g. SELECT COUNT(*) FROM t.")
+        self.joins = resolve_joins(self.sql, s, self.table, self.alias, self.policy,
+                                   self.public_columns)
         self.select_aliases = {
             item.alias.lower(): item.this for item in s.expressions if isinstance(item, exp.Alias)
         }
@@ -113,7 +123,8 @@ class _CoreBuilder:
                    "Add an aggregate, e.g. SELECT hospital, COUNT(*) ... GROUP BY hospital.")
         self._check_ungrouped_columns(keys)
         selection = None
-        if keys and not all(k.public_domain is not None for k in keys):
+        if keys and not all(k.public_domain is not None or k.public_join is not None
+                            for k in keys):
             # user level: the selection counts distinct units, so one unit adds at most 1
             selection = Measure(
                 id=f"{self.prefix}_sel", kind="select_count", column=self.unit, condition=None,
@@ -129,7 +140,7 @@ class _CoreBuilder:
             unit=self.unit, max_rows_per_unit=self.k,
             max_groups_per_unit=self.table.max_groups_per_unit,
             unit_level_columns=tuple(sorted(self.table.unit_level_columns())),
-            columns=tuple(self.table.columns),
+            columns=tuple(self.table.columns), joins=self.joins,
         )
 
     # ------------------------------------------------------------------ FROM
@@ -188,7 +199,7 @@ class _CoreBuilder:
                        f"only '{self.alias or self.table.name}' is in scope.",
                        "Qualify columns with the table name or its alias.")
             name = col.name.lower()
-            if name in self.table.columns:
+            if name in self.table.columns or (self.joins and name.startswith("__pub")):
                 continue
             if allow_alias and name in self.select_aliases and not col.table:
                 continue
@@ -220,9 +231,17 @@ class _CoreBuilder:
                        "values.", "Group by other columns; count persons with "
                        f"COUNT(DISTINCT {self.unit}).")
             column = norm.name.lower() if isinstance(norm, exp.Column) else None
-            domain = self._public_domain(norm, column)
+            pub = public_columns_of(norm)
+            cols = {c.name for c in norm.find_all(exp.Column)}
+            join_ids = {join_index(c) for c in pub}
+            public_join = None
+            if pub and pub == cols and len(join_ids) == 1:
+                public_join = next(iter(join_ids))
+            if pub:
+                column = None  # a public column is not a column of the private record
+            domain = None if pub else self._public_domain(norm, column)
             keys.append(GroupKey(id=f"k{i}", expr=norm, sql=norm.sql(dialect="duckdb"),
-                                 column=column, public_domain=domain))
+                                 column=column, public_domain=domain, public_join=public_join))
         return keys
 
     def _resolve_group_expr(self, g: exp.Expression) -> exp.Expression:
@@ -326,6 +345,10 @@ class _CoreBuilder:
             self._no_aggregates(cond, "FILTER")
             cond = _strip_qualifiers(cond.copy())
         column: str | None = None
+        if isinstance(arg, exp.Column) and arg.name.startswith("__pub"):
+            refuse(self.sql, agg, f"{func.upper()} over a public table's column refused",
+                   "aggregates are computed over the private table's own columns, whose bounds "
+                   "the policy declares.", "Aggregate a private column.")
         if isinstance(arg, exp.Column):
             column = arg.name.lower()
         elif isinstance(arg, exp.Star) or multiplier is not None:

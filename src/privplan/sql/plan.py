@@ -31,6 +31,8 @@ class GroupKey:
     sql: str
     column: str | None
     public_domain: tuple[Any, ...] | None  # values released without selection, if public
+    public_join: int | None = None  # the key reads only columns of this public join: its
+    # domain is the public table's distinct values (filled in by the session)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class CorePlan:
     max_groups_per_unit: int | None = None
     unit_level_columns: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
+    joins: list[Any] = field(default_factory=list)  # PublicJoin, see privplan.sql.joins
 
     @property
     def grouped(self) -> bool:
@@ -101,7 +104,7 @@ class CorePlan:
 
     @property
     def public_keys(self) -> bool:
-        return all(k.public_domain is not None for k in self.keys)
+        return all(k.public_domain is not None or k.public_join is not None for k in self.keys)
 
 
 @dataclass

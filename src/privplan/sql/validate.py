@@ -76,10 +76,6 @@ def _check_node(sql: str, node: exp.Expression) -> None:
         refuse(sql, node, "WITH (common table expression) refused",
                "derived tables over private data are not analysed yet.",
                "Inline the filter into WHERE, or aggregate directly.")
-    if isinstance(node, exp.Join):
-        refuse(sql, node, "JOIN refused",
-               "joins are not supported in this version (their stability must be analysed).",
-               "Query one table; put conditions in WHERE.")
     if isinstance(node, exp.Subquery) or (
         isinstance(node, exp.Select) and node.parent is not None
         and not isinstance(node.parent, exp.Union)

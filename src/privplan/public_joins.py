@@ -1,0 +1,114 @@
+"""Resolve joins with public tables against the engine: stability, regions and key domains.
+
+Everything here reads PUBLIC tables only, so it may look at their data (DESIGN.md invariant 2
+concerns private data): the largest number of public rows per join key (the join's stability),
+the join-key values selected by a WHERE conjunct over public columns (which becomes a region of
+the private table), and the distinct values of a group key over public columns (its public
+domain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from sqlglot import exp
+
+from privplan.analysis.regions import Region
+from privplan.analysis.sets import ColumnSet
+from privplan.errors import UnsupportedQueryError
+from privplan.sql.joins import PublicJoin, conjuncts, join_index, public_columns_of
+from privplan.sql.plan import CorePlan
+
+MAX_PUBLIC_DOMAIN = 100_000
+
+
+def _ident(name: str) -> str:
+    return exp.to_identifier(name).sql(dialect="duckdb")
+
+
+def _on_public(node: exp.Expression, join: PublicJoin) -> str:
+    """The expression with ``__pub<j>_<c>`` references turned back into the public ``c``."""
+    prefix = f"__pub{join.index}_"
+    out = node.copy()
+    for col in list(out.find_all(exp.Column)):
+        if col.name.startswith(prefix):
+            col.replace(exp.column(col.name.removeprefix(prefix)))
+    if isinstance(out, exp.Column) and out.name.startswith(prefix):  # pragma: no cover
+        out = exp.column(out.name.removeprefix(prefix))
+    return out.sql(dialect="duckdb")
+
+
+def _key_region(join: PublicJoin, engine: Any, condition: str | None) -> Region | None:
+    """The private key values that can match a public row (satisfying ``condition``)."""
+    if join.left or len(join.pairs) != 1:
+        return None
+    private_col, public_col = join.pairs[0]
+    where = f"{_ident(public_col)} IS NOT NULL" + (f" AND ({condition})" if condition else "")
+    rows = engine.fetch_public(
+        f"SELECT DISTINCT {_ident(public_col)} FROM {join.table_sql} WHERE {where}")
+    if len(rows) > MAX_PUBLIC_DOMAIN:
+        return None
+    return Region.column(private_col, ColumnSet.points([r[0] for r in rows]))
+
+
+def resolve_public_joins(core: CorePlan, engine: Any) -> None:
+    refine = Region.full()
+    for join in core.joins:
+        join.table_sql = engine.table_sql(join.table)
+        keys = ", ".join(_ident(b) for _, b in join.pairs)
+        (most,) = engine.fetch_public(
+            f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {join.table_sql} "
+            f"GROUP BY {keys})")[0]
+        if most > 1:
+            raise UnsupportedQueryError(
+                f"JOIN {join.table.name} ON {keys}: the key is not unique in the public table "
+                f"(up to {most} rows share a key), so one private row would be counted up to "
+                f"{most} times. Join on a unique key of '{join.table.name}', or de-duplicate it.")
+        join.stability = 1
+        # an inner join keeps only private rows whose key appears in the public table
+        region = _key_region(join, engine, None)
+        if region is not None:
+            refine = refine.intersect(region)
+    for cond in conjuncts(core.where):
+        pub = public_columns_of(cond)
+        names = {c.name for c in cond.find_all(exp.Column)}
+        owners = {join_index(p) for p in pub}
+        if not pub or pub != names or len(owners) != 1:
+            continue
+        join = core.joins[next(iter(owners))]
+        region = _key_region(join, engine, _on_public(cond, join))
+        if region is not None:
+            refine = refine.intersect(region)
+    if not refine.is_full():
+        core.where_region = core.where_region.intersect(refine)
+        core.measures = tuple(replace(m, region=m.region.intersect(refine))
+                              for m in core.measures)
+        if core.selection is not None:
+            core.selection = replace(core.selection,
+                                     region=core.selection.region.intersect(refine))
+    keys = []
+    for key in core.keys:
+        if key.public_join is not None:
+            join = core.joins[key.public_join]
+            rows = engine.fetch_public(
+                f"SELECT DISTINCT {_on_public(key.expr, join)} FROM {join.table_sql}")
+            values = [r[0] for r in rows]
+            if join.left and None not in values:
+                values.append(None)  # unmatched private rows get a NULL key
+            if len(values) > MAX_PUBLIC_DOMAIN:
+                raise UnsupportedQueryError(
+                    f"GROUP BY {key.sql}: the public domain has {len(values):,} values; group by "
+                    "a coarser public column.")
+            key = replace(key, public_domain=tuple(_sortable(values)))
+        keys.append(key)
+    core.keys = tuple(keys)
+
+
+def _sortable(values: list[Any]) -> list[Any]:
+    present = [v for v in values if v is not None]
+    try:
+        present.sort()
+    except TypeError:
+        pass
+    return present + ([None] if None in values else [])
