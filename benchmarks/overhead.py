@@ -72,6 +72,7 @@ WORKLOADS: dict[str, str] = {
 }
 
 PHASES = ("planning", "accounting", "sqlgen", "binding", "engine", "noise", "post")
+LABELS = ("plan", "acct", "sqlgen", "bind", "engine", "noise", "post")  # table headers
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -132,15 +133,17 @@ class PhaseTimer:
 
 def instrument(sess: Any) -> PhaseTimer | None:
     timer = PhaseTimer()
-    ok = all([
-        timer.wrap(sess, "_plan", "plan"),
-        timer.wrap(sess.accountant, "preview", "preview"),
-        timer.wrap(sess.accountant, "admit", "admit"),
-        timer.wrap(sess, "_engine_sql", "sqlgen"),
-        timer.wrap(sess.engine, "bind", "bind"),
-        timer.wrap(sess.engine, "run", "run"),
-        timer.wrap(sess, "_run_core", "run_core"),
-    ])
+    ok = all(
+        [
+            timer.wrap(sess, "_plan", "plan"),
+            timer.wrap(sess.accountant, "preview", "preview"),
+            timer.wrap(sess.accountant, "admit", "admit"),
+            timer.wrap(sess, "_engine_sql", "sqlgen"),
+            timer.wrap(sess.engine, "bind", "bind"),
+            timer.wrap(sess.engine, "run", "run"),
+            timer.wrap(sess, "_run_core", "run_core"),
+        ]
+    )
     return timer if ok else None
 
 
@@ -171,8 +174,9 @@ def _session(db: Path) -> Any:
     return pp.connect(db, policy=policy, budget=pp.PureDP(1e9))
 
 
-def measure(db: Path, rows: int, name: str, sql: str, repeat: int,
-            plain: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+def measure(
+    db: Path, rows: int, name: str, sql: str, repeat: int, plain: duckdb.DuckDBPyConnection
+) -> dict[str, Any]:
     def dp_once() -> tuple[float, dict[str, float] | None, float, int]:
         sess = _session(db)
         try:
@@ -213,8 +217,11 @@ def measure(db: Path, rows: int, name: str, sql: str, repeat: int,
 
     dp_med = statistics.median(dp_times)
     plain_med = statistics.median(plain_times)
-    breakdown = ({k: statistics.median(p[k] for p in phase_runs) for k in PHASES}
-                 if len(phase_runs) == repeat else None)
+    breakdown = (
+        {k: statistics.median(p[k] for p in phase_runs) for k in PHASES}
+        if len(phase_runs) == repeat
+        else None
+    )
     return {
         "rows": rows,
         "workload": name,
@@ -239,19 +246,29 @@ def _ms(x: float | None) -> str:
 
 def print_table(results: list[dict[str, Any]]) -> None:
     width = max(len(r["workload"]) for r in results)
-    head = (f"{'rows':>10}  {'workload':<{width}}  {'DP ms':>8}  {'plain ms':>8}  {'ratio':>6}  "
-            + "  ".join(f"{p[:6]:>6}" for p in PHASES) + f"  {'explain':>7}")
+    head = (
+        f"{'rows':>10}  {'workload':<{width}}  {'DP ms':>8}  {'plain ms':>8}  {'ratio':>6}  "
+        + "  ".join(f"{label:>6}" for label in LABELS)
+        + f"  {'explain':>7}"
+    )
     print(head)
     print("-" * len(head))
     for r in results:
         b = r["dp_breakdown_median_s"] or {}
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"{r['rows']:>10,}  {r['workload']:<{width}}  {_ms(r['dp_median_s']):>8}  "
-              f"{_ms(r['plain_median_s']):>8}  {ratio:>6}  "
-              + "  ".join(f"{_ms(b.get(p)):>6}" for p in PHASES)
-              + f"  {_ms(r['explain_median_s']):>7}")
-    print(f"\nmedians over repetitions; DP phases in ms (median per phase, so they need not add "
-          f"up exactly); target (not asserted): ratio <= {TARGET_RATIO} at 10M rows")
+        print(
+            f"{r['rows']:>10,}  {r['workload']:<{width}}  {_ms(r['dp_median_s']):>8}  "
+            f"{_ms(r['plain_median_s']):>8}  {ratio:>6}  "
+            + "  ".join(f"{_ms(b.get(p)):>6}" for p in PHASES)
+            + f"  {_ms(r['explain_median_s']):>7}"
+        )
+    print(
+        "\nms, medians over repetitions. DP phases (median each, so they need not add up): "
+        "plan = parse/validate/plan/cost split, acct = accountant preview+admit, sqlgen = "
+        "engine statement, bind = EXPLAIN of it, engine = run it (-> pandas), noise, post = "
+        "explanation/ledger/post-processing SQL/accuracy; explain = session.explain alone."
+    )
+    print(f"target (reported, not asserted): ratio <= {TARGET_RATIO} at 10M rows")
 
 
 def machine_info() -> dict[str, Any]:
@@ -276,14 +293,23 @@ def machine_info() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=None,
-                        help="database sizes (default: 1000000 10000000)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        default=None,
+        help="database sizes (default: 1000000 10000000)",
+    )
     parser.add_argument("--quick", action="store_true", help="100k rows only")
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions (default 5)")
     parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=None)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
-    parser.add_argument("--data-dir", type=Path, default=HERE / ".data",
-                        help="cache of generated databases (default benchmarks/.data)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=HERE / ".data",
+        help="cache of generated databases (default benchmarks/.data)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -300,8 +326,11 @@ def main(argv: list[str] | None = None) -> None:
             for name in names:
                 r = measure(db, rows, name, WORKLOADS[name], args.repeat, plain)
                 results.append(r)
-                print(f"  {rows:,} {name}: DP {_ms(r['dp_median_s'])} ms, plain "
-                      f"{_ms(r['plain_median_s'])} ms", flush=True)
+                print(
+                    f"  {rows:,} {name}: DP {_ms(r['dp_median_s'])} ms, plain "
+                    f"{_ms(r['plain_median_s'])} ms",
+                    flush=True,
+                )
         finally:
             plain.close()
     print()

@@ -27,11 +27,19 @@ SELECT VARIANCE(length_of_stay) AS var_los, STDDEV_POP(length_of_stay) AS sd_los
        AVG(length_of_stay) AS mean_los
 FROM visits WHERE department = 'oncology';
 
--- title: Standard deviation of cost is refused (sum of squares would overflow)
--- budget: epsilon=0.5
--- expect-error: UnsupportedQueryError: 2^62
--- why: cost is summed on a 0.01 grid, so its squares reach 2,000,000² = 4·10^12 per row; the
---      engine refuses any exact sum that could leave 64-bit integers (it assumes up to 2^40
---      rows) rather than risk a wrong sensitivity. Nothing is spent. Fix: declare a coarser
---      `resolution` for cost (e.g. 1) or tighter bounds.
+-- title: Standard deviation of cost (squares on a coarser grid)
+-- budget: epsilon=0.6
+-- expect-mechanisms: 3
+-- expect-partition: none
+-- expect-query-cost: epsilon=0.6
+-- expect-mechanism-costs: epsilon=0.2 | epsilon=0.2 | epsilon=0.2
+-- expect-marginal: epsilon=0.6
+-- expect-total: epsilon=2.2
+-- why: STDDEV(cost) releases SUM(cost), COUNT(cost) and SUM(cost²), ε/3 each (they overlap).
+--      Squares must stay exact in 64-bit integers for up to 2^40 rows, so SUM(cost²) uses a
+--      coarser grid (cost rounded to 10, at most 2^11 steps) than SUM(cost) (0.01). A visit
+--      with a cost is in all three and in the first two queries too: 1 + 0.6 + 0.6 = 2.2.
+-- oracle: SELECT SQRT((SUM(POWER(ROUND_EVEN(LEAST(GREATEST(cost, 0), 20000) / 10, 0) * 10, 2))
+--      / COUNT(cost) - POWER(SUM(ROUND(LEAST(GREATEST(cost, 0), 20000), 2)) / COUNT(cost), 2))
+--      * COUNT(cost) / (COUNT(cost) - 1)) AS sd_cost FROM visits
 SELECT STDDEV(cost) AS sd_cost FROM visits;

@@ -20,6 +20,8 @@ SELECT COUNT(*) AS n FROM visits WHERE age < 18;
 --      mechanisms whose input it changes. A senior's visit is outside age < 18, a child's visit
 --      outside age >= 65, so no visit pays both queries: the session total stays max(0.5, 0.5).
 --      (Inside the query SUM and COUNT overlap: 0.25 each.)
+--      KNOWN ENGINE DISAGREEMENT: explain/sql crash here with an IndexError in the solver's
+--      worst-case description — see tests/test_sql_examples.py, KNOWN_ENGINE_DISAGREEMENTS.
 SELECT AVG(length_of_stay) AS mean_los FROM visits WHERE age >= 65;
 
 -- title: Adults' total cost (disjoint again: free)

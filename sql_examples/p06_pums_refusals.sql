@@ -32,9 +32,18 @@ SELECT race, COUNT(*) AS n FROM PUMS.PUMS GROUP BY race;
 -- why: income outside an aggregate would release raw values.
 SELECT income, COUNT(*) AS n FROM PUMS.PUMS;
 
--- title: PUMS: standard deviation of income is refused (sum of squares would overflow)
--- budget: epsilon=1.0
--- expect-error: UnsupportedQueryError: 2^62
--- why: income² reaches 2.5·10^11 per row; the engine refuses exact sums that could leave 64-bit
---      integers for up to 2^40 rows (it does not use the metadata's rows: 1000).
+-- title: PUMS: standard deviation of income (squares on a coarser grid)
+-- budget: epsilon=0.9
+-- expect-mechanisms: 3
+-- expect-partition: none
+-- expect-query-cost: epsilon=0.9
+-- expect-mechanism-costs: epsilon=0.3 | epsilon=0.3 | epsilon=0.3
+-- expect-marginal: epsilon=0.9
+-- expect-total: epsilon=1.9
+-- why: SUM(income²) is summed with income rounded to 1000 (500 steps of the 0..500000 range)
+--      so that squares stay exact in 64-bit integers; SUM(income) and COUNT(income) are exact.
+--      Three overlapping mechanisms at ε/3; an adult with an income is in the first query too.
+-- oracle: SELECT SQRT((SUM(POWER(ROUND_EVEN(LEAST(GREATEST(income, 0), 500000) / 1000, 0) * 1000, 2))
+--      / COUNT(income) - POWER(SUM(LEAST(GREATEST(income, 0), 500000)) / COUNT(income), 2))
+--      * COUNT(income) / (COUNT(income) - 1)) AS sd_income FROM PUMS.PUMS
 SELECT STDDEV(income) AS sd_income FROM PUMS.PUMS;

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import example_format as fmt  # noqa: E402
+import example_format as fmt
 
-import privplan as pp  # noqa: E402
+import privplan as pp
 
 
 def main(argv: list[str] | None = None) -> int:

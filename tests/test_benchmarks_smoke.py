@@ -15,9 +15,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "overhead.py"
 
 RESULT_KEYS = {
-    "rows", "workload", "sql", "repeat", "dp_median_s", "plain_median_s", "ratio",
-    "dp_times_s", "plain_times_s", "dp_breakdown_median_s", "explain_median_s",
-    "dp_output_rows", "plain_output_rows",
+    "rows",
+    "workload",
+    "sql",
+    "repeat",
+    "dp_median_s",
+    "plain_median_s",
+    "ratio",
+    "dp_times_s",
+    "plain_times_s",
+    "dp_breakdown_median_s",
+    "explain_median_s",
+    "dp_output_rows",
+    "plain_output_rows",
 }
 WORKLOADS = {"grouped_count_sum_avg", "filtered_sum", "case_band_grouped", "filter_pair"}
 
@@ -25,9 +35,22 @@ WORKLOADS = {"grouped_count_sum_avg", "filtered_sum", "case_band_grouped", "filt
 def test_overhead_quick_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "results" / "overhead.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--repeat", "1", "--out", str(out),
-         "--data-dir", str(tmp_path / "data")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--repeat",
+            "1",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ratio" in proc.stdout

@@ -60,17 +60,6 @@ KNOWN_ENGINE_DISAGREEMENTS: dict[str, str] = {
         "length_of_stay axis). Minimal: COUNT(*) WHERE age < 18, then COUNT(*) WHERE age >= 65 "
         "AND cost > 3. Expected: marginal ε=0"
     ),
-    "21_contradictory_where.sql": (
-        "engine bug: a query whose WHERE is never TRUE (age < 18 AND age >= 65) has an empty "
-        "region, so by the general theorem it costs 0; the planner raises "
-        "InternalError('zero budget share for COUNT(*)') instead of answering it for free "
-        "(or refusing it with a clear error)"
-    ),
-    "19_partition_selection_without_delta.sql": (
-        "engine bug: in an ApproxDP session, GROUP BY a non-public key with epsilon= but no "
-        "delta= raises InternalError('partition selection needs ε > 0 and δ > 0') instead of a "
-        "clear UnsupportedQueryError saying that partition selection needs delta="
-    ),
 }
 
 

@@ -92,6 +92,7 @@ privplan's answers.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import secrets
 import threading
@@ -184,10 +185,8 @@ class _State:
 
 
 def _close_session(session: Session) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing twice, or at interpreter exit
         session.close()
-    except Exception:  # pragma: no cover - closing twice or at interpreter exit
-        pass
 
 
 def _forget(key: int, state_ref: weakref.ref[_State]) -> None:
@@ -206,10 +205,7 @@ def _owner_state(frame: pd.DataFrame) -> _State | None:
 
 
 def _marker(frame: pd.DataFrame) -> str | None:
-    try:
-        value = frame.attrs.get(ATTRS_KEY)
-    except Exception:  # pragma: no cover - attrs replaced by something odd
-        return "?"
+    value = frame.attrs.get(ATTRS_KEY)
     return None if value is None else str(value)
 
 
@@ -520,24 +516,29 @@ def _buffer_ranges(frame: pd.DataFrame) -> list[tuple[int, int]]:
     """
     ranges: list[tuple[int, int]] = []
     for i in range(frame.shape[1]):
-        s = frame.iloc[:, i]
-        arr = s.array
-        try:
-            if isinstance(s.dtype, np.dtype):
-                ranges.append(_np_range(s.to_numpy()))
-            elif isinstance(arr, pd.arrays.ArrowExtensionArray):
-                chunked = arr.__arrow_array__()
-                for chunk in getattr(chunked, "chunks", [chunked]):
-                    ranges.extend((b.address, b.address + b.size)
-                                  for b in chunk.buffers() if b is not None and b.size)
-            elif isinstance(arr, pd.Categorical):
-                ranges.append(_np_range(arr.codes))
-            elif isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.FloatingArray,
-                                  pd.arrays.BooleanArray)):
-                ranges += [_np_range(arr._data), _np_range(arr._mask)]
-        except Exception:  # pragma: no cover - storage that cannot be inspected zero-copy
-            continue
+        # storage that cannot be inspected zero-copy is skipped
+        with contextlib.suppress(Exception):
+            ranges.extend(_column_ranges(frame.iloc[:, i]))
     return [r for r in ranges if r[1] > r[0]]
+
+
+def _column_ranges(s: pd.Series) -> list[tuple[int, int]]:
+    arr = s.array
+    if isinstance(s.dtype, np.dtype):
+        return [_np_range(s.to_numpy())]
+    if isinstance(arr, pd.arrays.ArrowExtensionArray):
+        chunked = arr.__arrow_array__()
+        return [(b.address, b.address + b.size)
+                for chunk in getattr(chunked, "chunks", [chunked])
+                for b in chunk.buffers() if b is not None and b.size]
+    if isinstance(arr, pd.Categorical):
+        return [_np_range(arr.codes)]
+    if isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.FloatingArray,
+                        pd.arrays.BooleanArray)):
+        return [_np_range(arr._data), _np_range(arr._mask)]
+    if isinstance(getattr(arr, "_ndarray", None), np.ndarray):  # e.g. python-backed strings
+        return [_np_range(arr._ndarray)]
+    return []
 
 
 def _np_range(a: np.ndarray) -> tuple[int, int]:

@@ -79,6 +79,12 @@ def plan_costs(
         for m in core.measures:
             items.append((ci, m, part))
         if core.selection is not None:
+            if kind is ApproxDP and budget.exact_delta == 0:
+                key = next(k for k in core.keys if k.public_domain is None)
+                raise UnsupportedQueryError(
+                    f"GROUP BY {key.sql}: its values are not public, so groups are released "
+                    f"through DP partition selection, which needs δ > 0: pass delta= with "
+                    f"epsilon= (e.g. delta=1e-6), or declare `public_values` for the key column.")
             if kind is not ApproxDP:
                 key = next(k for k in core.keys if k.public_domain is None)
                 raise UnsupportedQueryError(
@@ -102,7 +108,9 @@ def plan_costs(
     ]
     base = compose(specs, tables, kind).cost.weights()
     target = budget.weights()
-    factors = [Fraction(t) / Fraction(b) if b > 0 else Fraction(0) for t, b in zip(target, base)]
+    # b = 0: no record can affect any mechanism on this coordinate (e.g. every region is
+    # empty), so any share composes to 0; give each the whole budget there
+    factors = [Fraction(t) / Fraction(b) if b > 0 else Fraction(t) for t, b in zip(target, base)]
 
     planned: list[PlannedMeasure] = []
     for (ci, m, part), spec in zip(items, specs):
@@ -113,7 +121,7 @@ def plan_costs(
             if kind is ApproxDP:
                 share = ApproxDP(share.exact_epsilon, 0)
             if not _positive(share):
-                raise InternalError(f"zero budget share for {m.label}")
+                raise InternalError(f"zero budget share for {m.label}")  # pragma: no cover
             noise = noiselib.calibrate(m.sensitivity, share)
             cost = noise.cost(m.sensitivity, kind, **({"delta": 0} if kind is ApproxDP else {}))
             threshold = None

@@ -32,7 +32,7 @@ from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.assemble import assemble, noisy_frame
 from privplan.result import Result
-from privplan.rewrite.engine_sql import core_sql
+from privplan.rewrite.engine_sql import bounded_source, core_sql
 from privplan.sql.builder import build_plan
 from privplan.sql.parse import parse_statement
 from privplan.sql.plan import CorePlan
@@ -161,6 +161,7 @@ class Session:
         # -- run, noise, post-process ---------------------------------------------------------
         frames = [self._run_core(core, planned.for_core(i), stmt)
                   for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
+        # (the bounded copy of a user-level table is made only now, after the charge)
         df, intervals, accuracy = assemble(planned, frames)
         return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
@@ -234,6 +235,12 @@ class Session:
         return core_sql(core, types, [p.measure for p in planned])
 
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
+        if core.unit is not None and not core.prebounded:
+            # per-unit bounding is a deterministic function of the data and the policy, so the
+            # bounded rows are kept for the session and later queries read them directly
+            bounded = replace(core, table_sql=self.engine.materialize(
+                bounded_source(core).removeprefix("(").removesuffix(")")), prebounded=True)
+            stmt = self._engine_sql(bounded, planned)
         return noisy_frame(core, planned, self.engine.run(stmt))
 
 

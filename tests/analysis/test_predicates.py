@@ -223,9 +223,22 @@ def test_partly_unsupported_is_sound_and_noted(oracle: Oracle, predicate: str) -
 
 
 @pytest.mark.parametrize(
-    "predicate", ["f = CAST(2.5 AS DOUBLE) OR f > 2.5e0", "f < 2.5e0", "f = 0.1", "f <> 0.1"]
+    "predicate",
+    [
+        "f = CAST(2.5 AS DOUBLE) OR f > 2.5e0",
+        "f < 2.5e0",
+        "f = 0.1",
+        "f <> 0.1",
+        # IN / BETWEEN type all operands together: a DOUBLE makes DuckDB round the decimals.
+        "i IN (3.00000000000000000001, CAST(2 AS DOUBLE))",
+        "i NOT IN (3.00000000000000000001, 2.5e0)",
+        "i BETWEEN 3.00000000000000000001 AND 5e0",
+        "i NOT BETWEEN 1 AND 2.99999999999999999999e0",
+        "f IN (2.5, 1e0)",
+        "f NOT BETWEEN 0.5 AND 2.5e0",
+    ],
 )
-def test_widened_float_literals_are_sound(oracle: Oracle, predicate: str) -> None:
+def test_widened_literals_are_sound(oracle: Oracle, predicate: str) -> None:
     oracle.check(predicate, exact=False)
 
 
@@ -249,25 +262,30 @@ def test_like_note_text() -> None:
 
 # -- float literals: sound for DOUBLE, REAL and DECIMAL storage ------------------------------------
 
-FLOAT_VALUES = ["0.1", "0.099", "0.101", "0.3", "2.5", "0.001", "-0.1", "100"]
 # fmt: off
+FLOAT_VALUES = [
+    "0.1", "0.099", "0.101", "0.3", "2.5", "0.001", "-0.1", "100", "2.50000000000000000001",
+    "0.09999999999999999999", "0.30000000000000000001",
+]
 FLOAT_PREDICATES = [
     "x = 0.1", "x <> 0.1", "x < 0.1", "x <= 0.1", "x > 0.1", "x >= 0.1", "x = 0.1e0",
     "x < 0.1e0", "x >= 0.1e0", "x BETWEEN 0.1 AND 0.3", "x IN (0.1, 0.3)", "x NOT IN (0.1, 0.3)",
     "x = CAST(0.1 AS REAL)", "x >= 0.3 AND x <= 0.30000001", "x > 0.09999999999999999999",
     "x <= 0.1000000000000000000001", "x = 100", "x < 100.0", "x IS DISTINCT FROM 0.3",
     "x > 2.4999999999999999", "x < 2.5000000000000001",
+    "x IN (2.5, 1e0)", "x BETWEEN 0.3 AND 3e0", "x NOT IN (0.1, 2.5, 1e0)", "x = 2.5",
+    "x <> 2.5", "x BETWEEN 2.5 AND 2.5", "x > 0.30000000000000000001",
 ]
 # fmt: on
 
 
-@pytest.mark.parametrize("storage", ["DOUBLE", "REAL", "DECIMAL(18,3)"])
+@pytest.mark.parametrize("storage", ["DOUBLE", "REAL", "DECIMAL(18,3)", "DECIMAL(38,20)"])
 @pytest.mark.parametrize("predicate", FLOAT_PREDICATES)
 def test_float_literals_sound_for_every_storage(storage: str, predicate: str) -> None:
     con = duckdb.connect()
     con.execute(f"CREATE TABLE u (rid INTEGER, x {storage})")
     con.executemany(
-        "INSERT INTO u VALUES (?, CAST(? AS DECIMAL(18,3)))", list(enumerate(FLOAT_VALUES))
+        "INSERT INTO u VALUES (?, CAST(? AS DECIMAL(38,20)))", list(enumerate(FLOAT_VALUES))
     )
     con.execute("INSERT INTO u VALUES (99, NULL)")
     values = dict(con.execute("SELECT rid, x FROM u").fetchall())

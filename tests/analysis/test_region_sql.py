@@ -204,6 +204,7 @@ def rows_in(region: Region) -> set[int]:
     return out
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -219,6 +220,7 @@ def test_duckdb_reads_the_region(duck: Any, region: Region) -> None:
 RECORD = st.fixed_dictionaries({c: st.one_of(st.none(), VALUES[c]) for c in COLUMNS})
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(raw=raw_regions(list(COLUMNS)), records=st.lists(RECORD, max_size=40))
 def test_round_trip(raw: Region, records: list[dict[str, Any]]) -> None:

@@ -10,9 +10,12 @@ carry both sets, each an over-approximation (invariant 1):
   These are exact on exact inputs and monotone, so over-approximated inputs give
   over-approximated outputs.
 * A comparison ``column op constant`` is exact: NULL is in neither set; a NULL operand puts
-  every record in neither set. ``BETWEEN`` is ``>= AND <=``; ``IN (...)`` is an ``OR`` of ``=``.
+  every record in neither set. ``column BETWEEN c1 AND c2`` is ``>= AND <=``;
+  ``column IN (c1, ...)`` is an ``OR`` of ``=`` (so a NULL item makes it never FALSE). DuckDB
+  types IN / BETWEEN operands together, so numbers there are widened when a DOUBLE may round them.
 * Anything else (LIKE, function calls, arithmetic, two-column comparisons, subqueries, CASE,
   unknown columns, constants that do not fit the column's type) gets ``(full, full)`` and a note.
+* Regions are capped at :data:`MAX_BOXES` boxes; above, the per-column hull (sound, noted).
 
 Literal semantics follow DuckDB (checked against it in the tests). ``int`` and ``date`` columns
 are discrete, so their sets are normalised to closed integer / day intervals and emptiness is

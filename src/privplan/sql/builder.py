@@ -35,6 +35,7 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
     exp.StddevSamp: "stddev_samp",
 }
 _NUMERIC = ("int", "float")
+SQUARE_STEPS = 2**11  # (2^11)^2 * 2^40 rows = 2^62: the grid.check_no_overflow limit
 
 
 def build_plan(sql: str, statement: exp.Expression, policy: Policy,
@@ -426,6 +427,10 @@ class _CoreBuilder:
             lower, upper = col.require_bounds(label, self.table.name)
             res = Fraction(col.resolution) if col.resolution is not None else Fraction(
                 gridlib.default_resolution(lower, upper, col.type))
+            if kind == "sum_sq":
+                # squares need a coarser grid to stay exact in int64: |value| <= 2^11 steps
+                while max(abs(Fraction(lower)), abs(Fraction(upper))) / res > SQUARE_STEPS:
+                    res *= 10
             lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
             if kind == "sum_sq":
                 sq_lo = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)

@@ -97,6 +97,7 @@ class CorePlan:
     unit_level_columns: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     joins: list[Any] = field(default_factory=list)  # PublicJoin, see privplan.sql.joins
+    prebounded: bool = False  # table_sql already holds the per-unit bounded rows
 
     @property
     def grouped(self) -> bool:

@@ -1,0 +1,93 @@
+"""Overhead of user-level contribution bounding: DP query time / plain DuckDB time, same run.
+
+User-level privacy (privacy unit = patient, at most 10 visits kept per patient, chosen by a
+window over the patient's rows) adds a partitioned window pass to every engine statement. This
+script measures what that costs at 1M and 10M rows against the plain query on the same DuckDB
+file, and against the row-level DP query. Target: ratio <= 2.5 at 10M rows.
+
+    python benchmarks/user_level.py [--rows 1000000 10000000] [--repeat 3] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import duckdb
+
+import privplan as pp
+from privplan.demo.data import write_demo_database
+
+HERE = Path(__file__).resolve().parent
+POLICIES = HERE.parent / "src" / "privplan" / "demo"
+WORKLOADS = {
+    "grouped COUNT/SUM/AVG": "SELECT hospital, department, COUNT(*) AS n, "
+    "SUM(length_of_stay) AS s, AVG(cost) AS c FROM visits GROUP BY hospital, department",
+    "filtered SUM": "SELECT SUM(cost) AS s FROM visits WHERE age >= 65 AND insured",
+}
+
+
+def _db(rows: int) -> Path:
+    cache = HERE / ".data"
+    cache.mkdir(exist_ok=True)
+    path = cache / f"user_level_{rows}.duckdb"
+    if not path.exists():
+        write_demo_database(path, rows=rows)
+    return path
+
+
+def _time(fn, repeat: int) -> float:
+    fn()  # warm-up
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "user_level.json")
+    args = ap.parse_args()
+    results = []
+    print(f"{'rows':>11} {'workload':<24} {'plain s':>8} {'row-level':>10} {'user-level':>11} "
+          f"{'ratio user/plain':>17}")
+    for rows in args.rows:
+        db = _db(rows)
+        plain = duckdb.connect(str(db), read_only=True)
+        sessions = {
+            level: pp.connect(db, policy=pp.Policy.from_yaml(POLICIES / name),
+                              budget=pp.PureDP(1e9))
+            for level, name in (("row", "policy.yaml"), ("user", "policy_patients.yaml"))
+        }
+        for label, sql in WORKLOADS.items():
+            t_plain = _time(lambda: plain.execute(sql).df(), args.repeat)
+            t_row = _time(lambda: sessions["row"].sql(sql, epsilon=1.0), args.repeat)
+            t_user = _time(lambda: sessions["user"].sql(sql, epsilon=1.0), args.repeat)
+            ratio = t_user / t_plain
+            print(f"{rows:>11,} {label:<24} {t_plain:>8.3f} {t_row:>10.3f} {t_user:>11.3f} "
+                  f"{ratio:>17.2f}")
+            results.append({"rows": rows, "workload": label, "plain_s": t_plain,
+                            "row_level_s": t_row, "user_level_s": t_user,
+                            "ratio_user_over_plain": ratio,
+                            "ratio_row_over_plain": t_row / t_plain})
+        for s in sessions.values():
+            s.close()
+        plain.close()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(),
+                                                "platform": platform.platform()},
+                                    "results": results}, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

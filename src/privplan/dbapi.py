@@ -1,0 +1,626 @@
+"""A PEP 249 (DB-API 2.0) connection, so reporting pipelines can read DP answers like any SQL.
+
+>>> import privplan as pp, privplan.dbapi as dbapi                       # doctest: +SKIP
+>>> con = dbapi.connect("data.duckdb", policy="policy.yaml",            # doctest: +SKIP
+...                     budget=pp.PureDP(3), epsilon=0.5)
+>>> cur = con.cursor()                                                   # doctest: +SKIP
+>>> cur.execute("SELECT hospital, COUNT(*) AS n FROM visits WHERE age >= ? "
+...             "GROUP BY hospital", [65])                                # doctest: +SKIP
+>>> cur.fetchall(), cur.cost, con.remaining()                            # doctest: +SKIP
+>>> pandas.read_sql("SELECT COUNT(*) AS n FROM visits", con)             # doctest: +SKIP
+
+Every ``execute`` is one DP query of a :class:`privplan.Session`: planned, charged against the
+session budget (composed with the general composition theorem) and only then answered. The
+connection's ``epsilon=``/``delta=``/``rho=``/``mu=`` set each query's default budget (a pipeline
+such as ``pandas.read_sql`` cannot pass one); ``Cursor.execute(..., epsilon=...)`` overrides it for
+one query (the per-query parameters replace the defaults as a whole). A query in BigQuery's
+``SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...)`` syntax carries its own budget.
+
+Decisions, in DB-API terms:
+
+* ``paramstyle = "qmark"``: ``?`` placeholders with a sequence of values. As in ``sqlite3``, a
+  mapping of values with ``:name`` placeholders is accepted too. Placeholders are found with
+  sqlglot's tokenizer (so ``?`` inside a string literal or a comment is not one) and each value
+  is rendered as a SQL literal by sqlglot (``exp.convert``: strings quoted and escaped, dates as
+  ``CAST('…' AS DATE)``); the result is re-tokenized and checked to be exactly the original
+  tokens with each placeholder replaced by one literal, so a value can never become SQL.
+* ``commit()`` is a no-op: every answer is charged (durably, in the ledger) before it is
+  released, so there is nothing pending. ``rollback()`` raises :class:`NotSupportedError`: a
+  released answer cannot be un-spent.
+* ``executemany`` raises :class:`NotSupportedError`: every privplan query returns an answer,
+  and its budget is spent to release that answer; ``executemany`` discards result sets
+  (PEP 249 leaves it undefined for queries that return rows), so it would spend budget for
+  nothing. Call ``execute`` once per parameter set and fetch each answer.
+* Errors: privplan's errors are re-raised as the DB-API classes (see :func:`_translate`), with
+  the original as ``__cause__`` and as ``.privplan_error``.
+* ``threadsafety = 1``: threads may share the module, not connections (a session's ledger and
+  engine connection are not shared between threads).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+import time as _time
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pandas as pd
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from privplan import errors as _pe
+from privplan.session import Session, query_budget
+from privplan.sql.bigquery import apply_dp_clause
+
+__all__ = [
+    "BINARY", "BOOLEAN", "DATETIME", "NUMBER", "ROWID", "STRING",
+    "BudgetExceeded", "Connection", "Cursor", "DataError", "DatabaseError", "Error",
+    "IntegrityError", "InterfaceError", "InternalError", "NotSupportedError", "OperationalError",
+    "ProgrammingError", "Warning",
+    "Binary", "Date", "DateFromTicks", "Time", "TimeFromTicks", "Timestamp", "TimestampFromTicks",
+    "apilevel", "connect", "paramstyle", "threadsafety",
+]
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "qmark"
+
+
+# ------------------------------------------------------------------------------ exceptions
+
+
+class Warning(Exception):  # noqa: A001 - the name is PEP 249's
+    """Important warnings (PEP 249). privplan raises none today."""
+
+
+class Error(Exception):
+    """Base of every DB-API error. ``privplan_error`` is the privplan error it wraps, if any."""
+
+    privplan_error: _pe.PrivplanError | None = None
+
+
+class InterfaceError(Error):
+    """Misuse of the interface itself (not of the database)."""
+
+
+class DatabaseError(Error):
+    """Errors related to the database (privplan)."""
+
+
+class DataError(DatabaseError):
+    """A value cannot be processed (e.g. a NaN or infinite query parameter)."""
+
+
+class OperationalError(DatabaseError):
+    """Errors in the operation of the database: budget, ledger, engine."""
+
+
+class IntegrityError(DatabaseError):
+    """Relational integrity (unused: privplan never writes data)."""
+
+
+class InternalError(DatabaseError):
+    """privplan's own invariant was broken (a bug): wraps :class:`privplan.InternalError`."""
+
+
+class ProgrammingError(DatabaseError):
+    """The query or its use is wrong: parse errors, unsupported SQL, policy conflicts, bad
+    parameters, a closed cursor."""
+
+
+class NotSupportedError(DatabaseError):
+    """A DB-API method privplan cannot honour (rollback, executemany)."""
+
+
+class BudgetExceeded(OperationalError):
+    """Answering would exceed the session's privacy budget. Nothing was spent."""
+
+
+_MAPPING: tuple[tuple[type[_pe.PrivplanError], type[Error]], ...] = (
+    (_pe.ParseError, ProgrammingError),
+    (_pe.UnsupportedQueryError, ProgrammingError),
+    (_pe.PolicyError, ProgrammingError),
+    (_pe.BudgetExceededError, BudgetExceeded),
+    (_pe.LedgerError, OperationalError),
+    (_pe.ExecutionError, OperationalError),
+    (_pe.InternalError, InternalError),
+)
+
+
+def _translate(err: _pe.PrivplanError) -> Error:
+    """The DB-API error for a privplan error (``DatabaseError`` for any other PrivplanError)."""
+    cls: type[Error] = DatabaseError
+    for source, target in _MAPPING:
+        if isinstance(err, source):
+            cls = target
+            break
+    out = cls(str(err))
+    out.privplan_error = err
+    return out
+
+
+class _Translating:
+    """``with _Translating(): ...`` re-raises privplan (and engine) errors as DB-API errors."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: Any, ev: BaseException | None, tb: Any) -> bool:
+        if isinstance(ev, _pe.PrivplanError):
+            raise _translate(ev) from ev
+        if isinstance(ev, duckdb.Error):
+            # Not expected (the session wraps engine errors), but an engine message could quote
+            # private values, so it is withheld here as well (DESIGN.md invariant 5).
+            raise OperationalError(
+                f"the engine failed ({type(ev).__name__}); its message is withheld because it "
+                "could quote private values.") from None
+        return False
+
+
+# ------------------------------------------------------------------------- type objects
+
+
+class _TypeObject:
+    """A PEP 249 type object: compares equal to every type code it covers."""
+
+    def __init__(self, name: str, *codes: str) -> None:
+        self.name = name
+        self.codes = frozenset(codes)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _TypeObject):
+            return self is other
+        return isinstance(other, str) and other.upper() in self.codes
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"<dbapi type {self.name}>"
+
+
+STRING = _TypeObject("STRING", "VARCHAR")
+BINARY = _TypeObject("BINARY", "BLOB")
+NUMBER = _TypeObject("NUMBER", "BIGINT", "DOUBLE", "DECIMAL")
+DATETIME = _TypeObject("DATETIME", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE")
+ROWID = _TypeObject("ROWID")  # privplan never returns rows of a table
+BOOLEAN = _TypeObject("BOOLEAN", "BOOLEAN")  # an extension: PEP 249 has no boolean type object
+
+Date = _dt.date
+Time = _dt.time
+Timestamp = _dt.datetime
+
+
+def DateFromTicks(ticks: float) -> _dt.date:  # noqa: N802 - PEP 249 names
+    return Date(*_time.localtime(ticks)[:3])
+
+
+def TimeFromTicks(ticks: float) -> _dt.time:  # noqa: N802
+    return Time(*_time.localtime(ticks)[3:6])
+
+
+def TimestampFromTicks(ticks: float) -> _dt.datetime:  # noqa: N802
+    return Timestamp(*_time.localtime(ticks)[:6])
+
+
+def Binary(value: bytes | bytearray | memoryview) -> bytes:  # noqa: N802
+    return bytes(value)
+
+
+# ------------------------------------------------------------------------- parameters
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _tokens(sql: str) -> list[Token]:
+    try:
+        return list(DuckDB().tokenizer_class().tokenize(sql))
+    except TokenError as err:
+        raise ProgrammingError(f"could not read the SQL: {err}") from None
+
+
+def _literal(value: Any) -> str:
+    """``value`` as a SQL literal, rendered by sqlglot (never by formatting the raw value)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DataError(f"parameter {value!r} is not a finite number; SQL has no literal for it")
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise DataError(f"parameter {value!r} is not a finite number")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise NotSupportedError("binary parameters are not supported (no private column is "
+                                "binary): pass str, int, float, Decimal, bool, date or datetime")
+    if not isinstance(value, (type(None), bool, int, float, Decimal, str, _dt.date, _dt.time)):
+        raise ProgrammingError(
+            f"parameter of type {type(value).__name__} is not supported: pass None, bool, int, "
+            "float, Decimal, str, datetime.date, datetime.time or datetime.datetime")
+    if isinstance(value, str) and "\x00" in value:
+        raise DataError("string parameter contains a NUL character")
+    try:
+        text = exp.convert(value).sql(dialect="duckdb")
+    except Exception as err:  # sqlglot cannot render it
+        raise ProgrammingError(f"cannot use {value!r} as a parameter: {err}") from None
+    if text.startswith("-"):
+        text = f"({text})"  # so "x-?" cannot become "x--1" (a comment)
+    return text
+
+
+def _glues(ch: str) -> bool:
+    """Could ``ch`` merge with an adjacent literal into another token? (Then pad with a space.)"""
+    return ch.isalnum() or ch in "_-/*.:$@#?'\"`"
+
+
+def bind_parameters(sql: str, parameters: Sequence[Any] | Mapping[str, Any] | None) -> str:
+    """Substitute ``?`` (sequence) or ``:name`` (mapping) placeholders with SQL literals.
+
+    Positions come from sqlglot's tokenizer, literals from sqlglot; the result is checked to
+    tokenize as the original with each placeholder replaced by one literal.
+    """
+    if not isinstance(sql, str):
+        raise ProgrammingError(f"the operation must be a SQL string, got {type(sql).__name__}")
+    if parameters is None and "?" not in sql and ":" not in sql:
+        return sql
+    tokens = _tokens(sql)
+    qmarks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER]
+    dollars = [t for t in tokens if t.token_type == TokenType.PARAMETER]
+    if dollars and parameters is not None:
+        raise ProgrammingError("use ? placeholders (paramstyle qmark) or :name with a mapping; "
+                               "$-parameters are not supported")
+    if parameters is None:
+        if qmarks:
+            raise ProgrammingError(
+                f"the query has {len(qmarks)} ? placeholder(s) but no parameters were given")
+        return sql
+    slots: list[tuple[Token, Token, Any]] = []  # (first token, last token, value)
+    if isinstance(parameters, Mapping):
+        if qmarks:
+            raise ProgrammingError("parameters are a mapping but the query uses ? placeholders; "
+                                   "use :name placeholders with a mapping, or pass a sequence")
+        for a, b in zip(tokens, tokens[1:]):
+            if a.token_type == TokenType.COLON and b.start == a.end + 1 and \
+                    _NAME.fullmatch(b.text) and b.token_type != TokenType.IDENTIFIER:
+                if b.text not in parameters:
+                    raise ProgrammingError(f"no value given for the placeholder :{b.text}")
+                slots.append((a, b, parameters[b.text]))
+        if not slots and parameters:
+            raise ProgrammingError("parameters were given but the query has no :name placeholder")
+    else:
+        if isinstance(parameters, (str, bytes)) or not isinstance(parameters, Sequence):
+            raise ProgrammingError("parameters must be a sequence (for ? placeholders) or a "
+                                   f"mapping (for :name placeholders), got "
+                                   f"{type(parameters).__name__}")
+        if len(qmarks) != len(parameters):
+            raise ProgrammingError(f"the query has {len(qmarks)} ? placeholder(s) but "
+                                   f"{len(parameters)} parameter(s) were given")
+        slots = [(t, t, v) for t, v in zip(qmarks, parameters)]
+    out, pos, expected = [], 0, []
+    lit_tokens = {}
+    replaced = {id(a) for a, _, _ in slots} | {id(b) for _, b, _ in slots}
+    for a, b, value in slots:
+        lit = _literal(value)
+        left = " " if a.start > 0 and _glues(sql[a.start - 1]) else ""
+        right = " " if b.end + 1 < len(sql) and _glues(sql[b.end + 1]) else ""
+        out += [sql[pos:a.start], left, lit, right]
+        pos = b.end + 1
+        lit_tokens[id(a)] = [t.token_type for t in _tokens(lit)]
+    out.append(sql[pos:])
+    bound = "".join(out)
+    for t in tokens:  # the safety check: same tokens, each placeholder replaced by its literal
+        if id(t) in lit_tokens:
+            expected += lit_tokens[id(t)]
+        elif id(t) not in replaced:
+            expected.append(t.token_type)
+    if [t.token_type for t in _tokens(bound)] != expected:
+        raise InternalError("parameter substitution changed the query's structure; refused")
+    return bound
+
+
+# ------------------------------------------------------------------------- connection
+
+_BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
+
+
+def connect(
+    database: Any = ":memory:",
+    *,
+    policy: Any,
+    budget: Any,
+    ledger: Any = None,
+    epsilon: Any = None,
+    delta: Any = None,
+    rho: Any = None,
+    mu: Any = None,
+) -> Connection:
+    """Open a DB-API connection over a new :class:`privplan.Session`.
+
+    ``database``, ``policy``, ``budget`` (the session total) and ``ledger`` are as in
+    :func:`privplan.connect`; ``epsilon``/``delta``/``rho``/``mu`` set the default budget of each
+    query (optional: without them every ``execute`` must pass one).
+    """
+    with _Translating():
+        session = Session(database, policy=policy, budget=budget, ledger=ledger)
+    try:
+        return Connection(session, epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+    except BaseException:
+        session.close()
+        raise
+
+
+class Connection:
+    """A DB-API connection: a privplan session plus a default per-query budget."""
+
+    def __init__(self, session: Session, *, epsilon: Any = None, delta: Any = None,
+                 rho: Any = None, mu: Any = None, budget: Any = None) -> None:
+        self._session: Session | None = session
+        self._defaults = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
+                                            ("mu", mu), ("budget", budget)) if v is not None}
+        if self._defaults:
+            _resolve_budget(session, self._defaults)  # fail now, not at the first query
+        self._cursors: list[Cursor] = []
+
+    # -- PEP 249 -------------------------------------------------------------------------
+    def cursor(self) -> Cursor:
+        self._check_open()
+        cur = Cursor(self)
+        self._cursors.append(cur)
+        return cur
+
+    def close(self) -> None:
+        """Close the session (engine and ledger). Closing twice is allowed."""
+        if self._session is None:
+            return
+        for cur in self._cursors:
+            cur._closed = True
+        self._cursors.clear()
+        session, self._session = self._session, None
+        with _Translating():
+            session.close()
+
+    def commit(self) -> None:
+        """No-op: every answer was charged (durably) before it was released."""
+        self._check_open()
+
+    def rollback(self) -> None:
+        """Always :class:`NotSupportedError`: a released answer cannot be un-spent."""
+        self._check_open()
+        raise NotSupportedError(
+            "rollback is not possible: every answer is charged to the privacy budget before it "
+            "is released, and a released answer cannot be un-spent")
+
+    def __enter__(self) -> Connection:
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- extras --------------------------------------------------------------------------
+    @property
+    def session(self) -> Session:
+        """The underlying :class:`privplan.Session`."""
+        return self._check_open()
+
+    @property
+    def closed(self) -> bool:
+        return self._session is None
+
+    def spent(self) -> Any:
+        """The composed cost of everything released (by every cursor, and other sessions on the
+        same ledger)."""
+        with _Translating():
+            return self._check_open().spent()
+
+    def remaining(self) -> Any:
+        with _Translating():
+            return self._check_open().remaining()
+
+    # Error classes as attributes (an optional PEP 249 extension).
+    Warning = Warning
+    Error = Error
+    InterfaceError = InterfaceError
+    DatabaseError = DatabaseError
+    DataError = DataError
+    OperationalError = OperationalError
+    IntegrityError = IntegrityError
+    InternalError = InternalError
+    ProgrammingError = ProgrammingError
+    NotSupportedError = NotSupportedError
+
+    def _check_open(self) -> Session:
+        if self._session is None:
+            raise ProgrammingError("the connection is closed")
+        return self._session
+
+
+def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
+    """The budget value for ``kwargs`` in the session's privacy definition."""
+    try:
+        with _Translating():
+            return query_budget(session.kind, **kwargs)
+    except (ValueError, TypeError) as err:
+        raise ProgrammingError(f"invalid budget: {err}") from err
+
+
+# ------------------------------------------------------------------------------ cursor
+
+
+class Cursor:
+    """A DB-API cursor. Each ``execute`` is one charged DP query; rows are fully fetched."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.arraysize = 1
+        self._closed = False
+        self._rows: list[tuple[Any, ...]] | None = None
+        self._pos = 0
+        self._description: tuple[tuple[Any, ...], ...] | None = None
+        self.rowcount = -1
+        self.lastrowid = None
+        self.cost: Any = None
+        self.result: Any = None
+
+    @property
+    def description(self) -> tuple[tuple[Any, ...], ...] | None:
+        """One 7-tuple per result column: (name, type_code, None, None, None, None, None);
+        type codes compare equal to STRING/NUMBER/DATETIME/BOOLEAN. None before a query."""
+        return self._description
+
+    def execute(
+        self,
+        operation: str,
+        parameters: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        epsilon: Any = None,
+        delta: Any = None,
+        rho: Any = None,
+        mu: Any = None,
+        budget: Any = None,
+    ) -> Cursor:
+        """Answer one DP query, charging it first. Keyword budget parameters override the
+        connection's defaults for this query. Returns the cursor (an extension, for chaining)."""
+        session = self._check_open()
+        self._reset()
+        sql = bind_parameters(operation, parameters)
+        explicit = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
+                                      ("mu", mu), ("budget", budget)) if v is not None}
+        with _Translating():
+            sql, kwargs = apply_dp_clause(sql, session.policy, session.kind, explicit)
+        if not kwargs:
+            kwargs = dict(self.connection._defaults)
+        if not kwargs:
+            raise ProgrammingError(
+                "no privacy budget for this query: pass epsilon= (with delta= for (ε, δ)-DP), "
+                "rho=, mu= or budget= to execute(), set a default with "
+                "privplan.dbapi.connect(..., epsilon=...), or use BigQuery's SELECT WITH "
+                "DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) syntax")
+        value = _resolve_budget(session, kwargs)
+        with _Translating():
+            result = session.sql(sql, budget=value)
+        self.result = result
+        self.cost = result.cost
+        df = result.df
+        self._description = tuple(
+            (str(name), _type_code(df[name]), None, None, None, None, None) for name in df.columns)
+        self._rows = _rows(df)
+        self.rowcount = len(self._rows)
+        return self
+
+    def executemany(self, operation: str, seq_of_parameters: Any) -> None:
+        """Not supported: it would spend budget on answers it discards (see the module doc)."""
+        self._check_open()
+        raise NotSupportedError(
+            "executemany is not supported: each DP query spends budget to release its answer, "
+            "and executemany discards answers. Call execute() once per parameter set and fetch "
+            "each result")
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        rows = self._result_rows()
+        if self._pos >= len(rows):
+            return None
+        self._pos += 1
+        return rows[self._pos - 1]
+
+    def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
+        rows = self._result_rows()
+        n = self.arraysize if size is None else size
+        if not isinstance(n, int) or n < 0:
+            raise ProgrammingError(f"fetchmany size must be a non-negative int, got {n!r}")
+        out = rows[self._pos:self._pos + n]
+        self._pos += len(out)
+        return out
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows = self._result_rows()
+        out = rows[self._pos:]
+        self._pos = len(rows)
+        return out
+
+    def close(self) -> None:
+        self._closed = True
+        self._rows = None
+
+    def setinputsizes(self, sizes: Any) -> None:
+        """No-op (PEP 249)."""
+
+    def setoutputsize(self, size: Any, column: Any = None) -> None:
+        """No-op (PEP 249)."""
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return self
+
+    def __next__(self) -> tuple[Any, ...]:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    def __enter__(self) -> Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+    def _check_open(self) -> Session:
+        if self._closed:
+            raise ProgrammingError("the cursor is closed")
+        return self.connection._check_open()
+
+    def _reset(self) -> None:
+        self._rows, self._pos, self._description = None, 0, None
+        self.rowcount, self.cost, self.result = -1, None, None
+
+    def _result_rows(self) -> list[tuple[Any, ...]]:
+        self._check_open()
+        if self._rows is None:
+            raise ProgrammingError("no result to fetch: call execute() first")
+        return self._rows
+
+
+def _type_code(series: pd.Series) -> str:
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "BOOLEAN"
+    if pd.api.types.is_integer_dtype(dtype):
+        return "BIGINT"
+    if pd.api.types.is_float_dtype(dtype):
+        return "DOUBLE"
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return "TIMESTAMP WITH TIME ZONE"
+    if pd.api.types.is_datetime64_dtype(dtype):
+        return "TIMESTAMP"
+    if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
+        return "VARCHAR"
+    first = next((v for v in series if not _is_null(v)), None)
+    for kind, code in ((bool, "BOOLEAN"), (int, "BIGINT"), (float, "DOUBLE"),
+                       (Decimal, "DECIMAL"), (str, "VARCHAR"), (_dt.datetime, "TIMESTAMP"),
+                       (_dt.date, "DATE"), (_dt.time, "TIME"), (bytes, "BLOB")):
+        if isinstance(first, kind):
+            return code
+    return "VARCHAR" if first is None else type(first).__name__.upper()
+
+
+def _is_null(v: Any) -> bool:
+    if v is None or v is pd.NA or v is pd.NaT:
+        return True
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _python(v: Any) -> Any:
+    if _is_null(v):
+        return None
+    if isinstance(v, pd.Timestamp):
+        return v.to_pydatetime()
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
+        v = v.item()
+        return None if _is_null(v) else v
+    return v
+
+
+def _rows(df: pd.DataFrame) -> list[tuple[Any, ...]]:
+    columns = [[_python(v) for v in df[c].tolist()] for c in df.columns]
+    return list(zip(*columns)) if columns else [() for _ in range(len(df))]

@@ -1,0 +1,596 @@
+"""BigQuery's differential-privacy syntax, accepted as a thin layer over privplan's own SQL.
+
+BigQuery writes the privacy parameters into the query::
+
+    SELECT WITH DIFFERENTIAL_PRIVACY
+        OPTIONS(epsilon=1, delta=1e-5, max_groups_contributed=2, privacy_unit_column=patient_id)
+        hospital, COUNT(*) FROM visits GROUP BY hospital
+
+privplan reads such a query in two small steps before its normal parse:
+
+1. :func:`split_dp_clause` finds ``WITH DIFFERENTIAL_PRIVACY [OPTIONS(...)]`` (or the legacy
+   ``WITH ANONYMIZATION``) right after ``SELECT``, parses the options with sqlglot's tokenizer
+   (numbers, strings, identifiers, NULL; option names case-insensitive) and returns the SQL with
+   the clause cut out — every other byte unchanged — plus a :class:`DPOptions`.
+2. :func:`rewrite_dp_aggregates` maps BigQuery's aggregate spellings to privplan's:
+   ``ANON_COUNT``/``ANON_SUM``/``ANON_AVG`` become ``COUNT``/``SUM``/``AVG``; their
+   ``CLAMPED BETWEEN lo AND hi`` and the newer ``contribution_bounds_per_group => (lo, hi)``
+   argument are removed from the text and returned as :class:`ContributionBounds` to check.
+
+:func:`apply_dp_clause` then checks the options against the policy and turns them into the
+query's budget. **The policy stays authoritative** (DESIGN.md §2): options may restate it or ask
+for less than it allows, never weaken it —
+
+* ``privacy_unit_column`` must name the table's declared privacy unit (absent on a row-level
+  table). A different column would be a different privacy guarantee than the one privplan
+  enforces, so it is refused (PolicyError), in both directions.
+* ``max_groups_contributed`` may only be ≤ the policy's ``max_groups_per_unit``; privplan keeps
+  charging with the policy's value (never less). If the policy declares none for a table with a
+  privacy unit, the option is refused: a query cannot declare how many groups a person touches.
+  On a row-level table every unit (a row) is in exactly one group, so any value ≥ 1 holds.
+* Clamping bounds must be the policy's bounds. Wider bounds would widen the declared range
+  (PolicyError). Narrower bounds are refused too (UnsupportedQueryError): privplan clamps to the
+  policy's range and cannot yet apply tighter per-query clamps, so the answer would silently be
+  another statistic than BigQuery's. On a table with a privacy unit, BigQuery's bounds are on a
+  unit's *total* per group while privplan clamps each row, so explicit bounds are refused there.
+* BigQuery's ``AVG`` with a privacy unit is the average of per-unit averages; privplan's is the
+  row average, so ``AVG`` in a clause query over a table with a privacy unit is refused (on a
+  row-level table the two coincide).
+
+The budget: ``epsilon`` (and ``delta``) become the query's budget. In a pure-DP session a
+``delta`` is satisfied trivially — privplan's pure ε-DP answer is (ε, δ)-DP for every δ ≥ 0 — so the
+query is charged ``PureDP(epsilon)``. zCDP and Gaussian-DP sessions refuse (ε, δ) options: pass
+``rho=`` / ``mu=`` instead (a conversion would be valid but is not implemented).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Mapping, Sequence
+
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.errors import ParseError, PolicyError, UnsupportedQueryError
+from privplan.policy import Policy, TablePolicy
+from privplan.sql.parse import parse_statement
+
+__all__ = [
+    "KNOWN_OPTIONS",
+    "ContributionBounds",
+    "DPOptions",
+    "apply_dp_clause",
+    "check_dp_options",
+    "explain_bigquery",
+    "rewrite_dp_aggregates",
+    "split_dp_clause",
+]
+
+KNOWN_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column")
+_CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
+_QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_group",
+                    re.IGNORECASE)
+_ANON = {"ANON_COUNT": "COUNT", "ANON_SUM": "SUM", "ANON_AVG": "AVG"}
+_BOUNDED = ("COUNT", "SUM", "AVG")
+_BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
+
+
+@dataclass(frozen=True)
+class DPOptions:
+    """The options of one ``WITH DIFFERENTIAL_PRIVACY OPTIONS(...)`` clause (None = not given).
+
+    ``epsilon``/``delta`` are exact fractions; ``privacy_unit_column`` is the column name as
+    written (lower-cased, qualifier dropped); ``clause`` is the removed text.
+    """
+
+    epsilon: Fraction | None = None
+    delta: Fraction | None = None
+    max_groups_contributed: int | None = None
+    privacy_unit_column: str | None = None
+    clause: str = ""
+
+    def budget(self) -> PureDP | ApproxDP:
+        """``PureDP(epsilon)`` when delta is absent or 0, else ``ApproxDP(epsilon, delta)``."""
+        if self.epsilon is None:
+            raise PolicyError(
+                "the DIFFERENTIAL_PRIVACY clause sets no epsilon: write OPTIONS(epsilon=..., ...) "
+                "or pass the budget as an argument (epsilon=...).")
+        if not self.delta:
+            return PureDP(self.epsilon)
+        return ApproxDP(self.epsilon, self.delta)
+
+    def budget_for(self, kind: type) -> PureDP | ApproxDP:
+        """The budget as a value of the session's privacy definition ``kind``.
+
+        A pure-DP session charges ``PureDP(epsilon)`` even when ``delta`` > 0: the answer is then
+        ε-DP, which implies (ε, δ)-DP, so the query gets at least the guarantee it asked for. An
+        (ε, δ) session charges ``ApproxDP(epsilon, delta or 0)``.
+        """
+        value = self.budget()
+        if kind is PureDP:
+            return PureDP(value.epsilon)
+        if kind is ApproxDP:
+            return ApproxDP(self.epsilon, self.delta or 0)
+        name = {ZCDP: "zCDP (rho=)", GDP: "Gaussian DP (mu=)"}.get(kind, kind.__name__)
+        raise PolicyError(
+            f"this query's DIFFERENTIAL_PRIVACY options give an (ε, δ) budget but the session "
+            f"composes {name}; privplan composes one privacy definition per session. Remove "
+            f"epsilon/delta from OPTIONS and pass the budget as an argument instead.")
+
+
+@dataclass(frozen=True)
+class ContributionBounds:
+    """Explicit clamping bounds written in the query (``CLAMPED BETWEEN`` or
+    ``contribution_bounds_per_group``), removed from the SQL and checked against the policy."""
+
+    func: str             # COUNT, SUM or AVG (privplan's spelling)
+    argument: str         # the aggregate's argument as written ("*" for COUNT(*))
+    lower: Fraction
+    upper: Fraction
+    syntax: str           # the removed text, for messages
+
+
+# ---------------------------------------------------------------------------------- tokens
+
+
+def _tokens(sql: str) -> list[Token]:
+    try:
+        return list(DuckDB().tokenizer_class().tokenize(sql))
+    except TokenError as err:
+        raise ParseError(f"could not read the SQL: {err}") from None
+
+
+def _where(sql: str, offset: int) -> str:
+    line = sql.count("\n", 0, offset) + 1
+    col = offset - (sql.rfind("\n", 0, offset) + 1) + 1
+    text = sql.splitlines()[line - 1] if sql.splitlines() else sql
+    return f"\n  at line {line}, column {col}:\n    {text}\n    {' ' * (col - 1)}^"
+
+
+def _word(tok: Token) -> str:
+    """The upper-cased text of an unquoted word token (a name or keyword), else ''."""
+    if tok.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+        return ""
+    return tok.text.upper() if tok.text.isidentifier() else ""
+
+
+def _matching(tokens: list[Token], open_index: int) -> int:
+    depth = 0
+    for j in range(open_index, len(tokens)):
+        t = tokens[j].token_type
+        if t == TokenType.L_PAREN:
+            depth += 1
+        elif t == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ParseError("could not parse the SQL: a '(' is never closed")
+
+
+def _split_top(tokens: list[Token], lo: int, hi: int) -> list[list[Token]]:
+    """Tokens in [lo, hi) split on commas at depth 0."""
+    parts: list[list[Token]] = [[]]
+    depth = 0
+    for tok in tokens[lo:hi]:
+        if tok.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type == TokenType.R_PAREN:
+            depth -= 1
+        if tok.token_type == TokenType.COMMA and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(tok)
+    return parts
+
+
+def _number(toks: list[Token]) -> Fraction | None:
+    """A (signed) numeric literal, exactly; None if ``toks`` is not one."""
+    sign = 1
+    if toks and toks[0].token_type in (TokenType.DASH, TokenType.PLUS):
+        sign = -1 if toks[0].token_type == TokenType.DASH else 1
+        toks = toks[1:]
+    if len(toks) != 1 or toks[0].token_type != TokenType.NUMBER:
+        return None
+    try:
+        return sign * Fraction(toks[0].text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+# ---------------------------------------------------------------------------- the clause
+
+
+def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
+    """Cut ``WITH DIFFERENTIAL_PRIVACY [OPTIONS(...)]`` out of ``sql``.
+
+    Returns ``(sql_without_clause, options)``; ``(sql, None)`` when there is no clause. Only the
+    clause's own characters (from ``WITH`` to the closing parenthesis of ``OPTIONS``) are
+    removed; everything else is byte-identical. Raises :class:`UnsupportedQueryError` for an
+    unknown or repeated option, a clause not right after ``SELECT``, or more than one clause,
+    and :class:`ParseError` for malformed options.
+    """
+    if not isinstance(sql, str) or not _QUICK.search(sql):
+        return sql, None
+    tokens = _tokens(sql)
+    found: list[tuple[int, int]] = []  # (index of WITH, index of the clause's last token)
+    for i, tok in enumerate(tokens[:-1]):
+        nxt = tokens[i + 1]
+        if tok.token_type != TokenType.WITH or nxt.token_type not in (
+                TokenType.VAR, TokenType.IDENTIFIER) or nxt.text.upper() not in _CLAUSE_KEYWORDS:
+            continue
+        has_options = (i + 3 < len(tokens) and tokens[i + 2].text.upper() == "OPTIONS"
+                       and tokens[i + 3].token_type == TokenType.L_PAREN)
+        after_select = i > 0 and tokens[i - 1].token_type == TokenType.SELECT
+        if not after_select:
+            if has_options:
+                raise UnsupportedQueryError(
+                    f"WITH {nxt.text.upper()} must come right after SELECT (BigQuery syntax: "
+                    f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...) <select list> ...)."
+                    + _where(sql, tok.start))
+            continue  # e.g. a CTE named differential_privacy: not the clause
+        end = _matching(tokens, i + 3) if has_options else i + 1
+        found.append((i, end))
+    if not found:
+        return sql, None
+    if len(found) > 1:
+        second = tokens[found[1][0]]
+        raise UnsupportedQueryError(
+            "more than one DIFFERENTIAL_PRIVACY clause: in BigQuery each SELECT of a UNION ALL "
+            "carries its own budget, while privplan gives one budget to a whole query and splits "
+            "it over the branches. Send the branches as separate queries, or write one UNION ALL "
+            "without the clauses and pass epsilon= as an argument." + _where(sql, second.start))
+    i, end = found[0]
+    selects = [t for t in tokens if t.token_type == TokenType.SELECT]
+    if len(selects) > 1:
+        raise UnsupportedQueryError(
+            "a DIFFERENTIAL_PRIVACY clause in a query with several SELECTs: in BigQuery the "
+            "clause covers only its own SELECT, so the other branches would not be private "
+            "there, while privplan answers every branch privately with one budget. Send the "
+            "SELECT with the clause on its own, or drop the clause and pass epsilon= as an "
+            "argument." + _where(sql, tokens[i].start))
+    options = _parse_options(sql, tokens, i + 4, end) if end > i + 1 else {}
+    start, stop = tokens[i].start, tokens[end].end + 1
+    opts = DPOptions(clause=sql[start:stop], **options)
+    return sql[:start] + sql[stop:], opts
+
+
+def _parse_options(sql: str, tokens: list[Token], lo: int, hi: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if lo == hi:
+        return out
+    for part in _split_top(tokens, lo, hi):
+        if not part:
+            raise ParseError("could not parse OPTIONS(...): an empty option (two commas, or a "
+                             "trailing comma)." + _where(sql, tokens[lo].start))
+        if len(part) < 3 or part[1].token_type != TokenType.EQ or not _word(part[0]):
+            raise ParseError(
+                "could not parse OPTIONS(...): write name=value pairs separated by commas, "
+                "e.g. OPTIONS(epsilon=1, delta=1e-5)." + _where(sql, part[0].start))
+        name = part[0].text.lower()
+        if name not in KNOWN_OPTIONS:
+            raise UnsupportedQueryError(
+                f"unknown DIFFERENTIAL_PRIVACY option '{part[0].text}': privplan knows "
+                f"{', '.join(KNOWN_OPTIONS)}. Remove it, or set the equivalent in the policy "
+                "(which privplan always enforces)." + _where(sql, part[0].start))
+        if name in out:
+            raise UnsupportedQueryError(
+                f"option '{name}' is given twice; give it once." + _where(sql, part[0].start))
+        out[name] = _option_value(sql, name, part[2:])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _option_value(sql: str, name: str, toks: list[Token]) -> Any:
+    where = _where(sql, toks[0].start)
+    if len(toks) == 1 and toks[0].token_type == TokenType.NULL:
+        return None
+    if name == "privacy_unit_column":
+        return _identifier(sql, toks)
+    value = _number(toks)
+    if value is None and len(toks) == 1 and toks[0].token_type == TokenType.STRING:
+        try:  # a quoted number, e.g. epsilon='0.5'
+            value = Fraction(toks[0].text.strip())
+        except (ValueError, ZeroDivisionError):
+            value = None
+    if value is None:
+        raise UnsupportedQueryError(
+            f"option {name} must be a number, got {sql[toks[0].start:toks[-1].end + 1]!r}."
+            + where)
+    if name == "epsilon":
+        if value <= 0:
+            raise PolicyError(f"option epsilon must be positive, got {value}." + where)
+    elif name == "delta":
+        if not 0 <= value < 1:
+            raise PolicyError(f"option delta must be in [0, 1), got {value}." + where)
+    elif name == "max_groups_contributed":
+        if value.denominator != 1 or value < 1:
+            raise PolicyError(
+                f"option max_groups_contributed must be a positive integer, got {value}." + where)
+        return int(value)
+    return value
+
+
+def _identifier(sql: str, toks: list[Token]) -> str:
+    """A column name: ``patient_id``, ``"patient_id"``, `` `patient_id` ``, ``'patient_id'``
+    or qualified ``visits.patient_id`` (the qualifier is dropped)."""
+    parts: list[str] = []
+    expect_name = True
+    k = 0
+    while k < len(toks):
+        tok = toks[k]
+        if expect_name and tok.text == "`" and k + 2 < len(toks) and toks[k + 2].text == "`":
+            parts.append(toks[k + 1].text)
+            k += 3
+            expect_name = False
+            continue
+        if expect_name and (tok.token_type in (TokenType.VAR, TokenType.IDENTIFIER,
+                                               TokenType.STRING) or tok.text.isidentifier()):
+            parts.append(tok.text)
+            expect_name = False
+        elif not expect_name and tok.token_type == TokenType.DOT:
+            expect_name = True
+        else:
+            parts = []
+            break
+        k += 1
+    if not parts or expect_name:
+        raise UnsupportedQueryError(
+            "option privacy_unit_column must be a column name, got "
+            f"{sql[toks[0].start:toks[-1].end + 1]!r}." + _where(sql, toks[0].start))
+    return parts[-1].lower()
+
+
+# ---------------------------------------------------------------------- aggregate spellings
+
+
+def rewrite_dp_aggregates(sql: str) -> tuple[str, list[ContributionBounds]]:
+    """Map BigQuery's DP aggregate spellings to privplan's, returning the explicit bounds.
+
+    ``ANON_COUNT(x [CLAMPED BETWEEN lo AND hi])`` → ``COUNT(x)``, likewise ANON_SUM → SUM and
+    ANON_AVG → AVG; ``COUNT/SUM/AVG(x, contribution_bounds_per_group => (lo, hi))`` → ``...(x)``.
+    Other ``ANON_*`` functions are refused. Only the rewritten tokens change; the rest of the
+    text is byte-identical.
+    """
+    if not _QUICK.search(sql):
+        return sql, []
+    tokens = _tokens(sql)
+    edits: list[tuple[int, int, str]] = []  # (start, stop, replacement) on character offsets
+    bounds: list[ContributionBounds] = []
+    for i, tok in enumerate(tokens[:-1]):
+        if tokens[i + 1].token_type != TokenType.L_PAREN or tok.token_type != TokenType.VAR:
+            continue
+        if i > 0 and tokens[i - 1].token_type == TokenType.DOT:
+            continue  # schema.function: not BigQuery's aggregate
+        name = tok.text.upper()
+        if name.startswith("ANON_") and name not in _ANON:
+            raise UnsupportedQueryError(
+                f"{name} is not supported: privplan maps {', '.join(_ANON)} to "
+                f"{', '.join(_ANON.values())}. Use one of those (or plain COUNT/SUM/AVG)."
+                + _where(sql, tok.start))
+        func = _ANON.get(name, name)
+        if func not in _BOUNDED:
+            continue
+        close = _matching(tokens, i + 1)
+        args = _split_top(tokens, i + 2, close)
+        if name in _ANON:
+            edits.append((tok.start, tok.end + 1, func))
+        found = _clamped(sql, args[0]) if name in _ANON else None
+        if found is None and len(args) == 2 and args[1] and \
+                args[1][0].text.lower() == "contribution_bounds_per_group":
+            found = _contribution_bounds(sql, args[1])
+            cut_from = args[0][-1].end + 1 if args[0] else tokens[i + 1].end + 1
+            found = (found[0], found[1], cut_from)
+        elif found is None and len(args) > 1 and any(
+                a and a[0].text.lower() == "contribution_bounds_per_group" for a in args):
+            raise UnsupportedQueryError(
+                f"{func}(...) with several arguments: write {func}(column, "
+                "contribution_bounds_per_group => (lower, upper))." + _where(sql, tok.start))
+        if found is None:
+            continue
+        lo, hi, cut_from = found
+        stop = tokens[close].start
+        arg_toks = [t for t in args[0] if t.start < cut_from]
+        argument = sql[arg_toks[0].start:arg_toks[-1].end + 1] if arg_toks else ""
+        bounds.append(ContributionBounds(func=func, argument=argument, lower=lo, upper=hi,
+                                         syntax=sql[cut_from:stop].strip(" ,\t\r\n")))
+        edits.append((cut_from, stop, ""))
+    out = sql
+    for start, stop, text in sorted(edits, reverse=True):
+        out = out[:start] + text + out[stop:]
+    return out, bounds
+
+
+def _clamped(sql: str, arg: list[Token]) -> tuple[Fraction, Fraction, int] | None:
+    """``x CLAMPED BETWEEN lo AND hi`` at the end of an ANON_* argument."""
+    for k, tok in enumerate(arg):
+        if tok.text.upper() == "CLAMPED":
+            rest = arg[k + 1:]
+            if not rest or rest[0].token_type != TokenType.BETWEEN:
+                break
+            ands = [j for j, t in enumerate(rest) if t.token_type == TokenType.AND]
+            if len(ands) != 1:
+                break
+            lo, hi = _number(rest[1:ands[0]]), _number(rest[ands[0] + 1:])
+            if lo is None or hi is None:
+                break
+            cut = arg[k - 1].end + 1 if k else tok.start
+            return lo, hi, cut
+    else:
+        return None
+    raise UnsupportedQueryError(
+        "CLAMPED BETWEEN needs two numeric literals: CLAMPED BETWEEN <lower> AND <upper>."
+        + _where(sql, arg[0].start))
+
+
+def _contribution_bounds(sql: str, arg: list[Token]) -> tuple[Fraction, Fraction]:
+    ok = (len(arg) >= 4 and arg[1].token_type == TokenType.FARROW
+          and arg[2].token_type == TokenType.L_PAREN
+          and arg[-1].token_type == TokenType.R_PAREN)
+    if ok:
+        inner = _split_top(arg, 3, len(arg) - 1)
+        if len(inner) == 2:
+            lo, hi = _number(inner[0]), _number(inner[1])
+            if lo is not None and hi is not None:
+                return lo, hi
+    raise UnsupportedQueryError(
+        "contribution_bounds_per_group needs two numeric literals: "
+        "contribution_bounds_per_group => (<lower>, <upper>)." + _where(sql, arg[0].start))
+
+
+# ---------------------------------------------------------------------- policy checks
+
+
+def _private_tables(statement: exp.Expression, policy: Policy) -> list[TablePolicy]:
+    tables: dict[str, TablePolicy] = {}
+    for node in statement.find_all(exp.Table):
+        if not isinstance(node.this, exp.Identifier):
+            continue
+        full = f"{node.db}.{node.name}" if node.db else node.name
+        try:
+            t = policy.table(full)
+        except PolicyError:
+            continue  # the plan builder reports it with its location
+        if not t.public:
+            tables[t.name] = t
+    return list(tables.values())
+
+
+def check_dp_options(opts: DPOptions, policy: Policy, statement: exp.Expression,
+                     bounds: Sequence[ContributionBounds] = ()) -> None:
+    """Refuse options that contradict (would weaken) the policy; see the module docstring."""
+    for table in _private_tables(statement, policy):
+        _check_unit(opts, table)
+        _check_groups(opts, table)
+        for b in bounds:
+            _check_bounds(b, table)
+        if not table.is_row_level and any(True for _ in statement.find_all(exp.Avg)):
+            raise UnsupportedQueryError(
+                f"AVG in a DIFFERENTIAL_PRIVACY query over table '{table.name}' refused: in "
+                "BigQuery, AVG with a privacy unit is the average of per-unit averages, while "
+                "privplan's AVG is the average over rows, a different statistic. Ask for "
+                "SUM(x) and COUNT(x) (or AVG(x) without the clause, passing epsilon=) for the "
+                "row average.")
+
+
+def _check_unit(opts: DPOptions, table: TablePolicy) -> None:
+    asked = opts.privacy_unit_column
+    if table.is_row_level:
+        if asked is not None:
+            raise PolicyError(
+                f"privacy_unit_column={asked} does not match the policy: table '{table.name}' "
+                "is protected at row level (each row is one person). Protecting per "
+                f"'{asked}' is a different guarantee that privplan enforces only when the policy "
+                f"declares it: set `privacy_unit: {asked}` and `max_rows_per_unit:` for "
+                f"tables.{table.name}, or remove privacy_unit_column from OPTIONS.")
+        return
+    if asked is None:
+        raise PolicyError(
+            f"the DIFFERENTIAL_PRIVACY clause has no privacy_unit_column, which in BigQuery "
+            f"means each row is a privacy unit; the policy protects table '{table.name}' per "
+            f"'{table.privacy_unit}' (the policy is authoritative). Write "
+            f"privacy_unit_column={table.privacy_unit} in OPTIONS.")
+    if asked != table.privacy_unit.lower():
+        raise PolicyError(
+            f"privacy_unit_column={asked} does not match the policy: table '{table.name}' is "
+            f"protected per '{table.privacy_unit}'. A query cannot choose another privacy unit; "
+            f"write privacy_unit_column={table.privacy_unit}.")
+
+
+def _check_groups(opts: DPOptions, table: TablePolicy) -> None:
+    m = opts.max_groups_contributed
+    if m is None or table.is_row_level:
+        return  # a row is in exactly one group: any m >= 1 holds
+    declared = table.max_groups_per_unit
+    if declared is None:
+        raise PolicyError(
+            f"max_groups_contributed={m} cannot be set by a query: how many groups one "
+            f"'{table.privacy_unit}' may touch is part of the privacy policy, and table "
+            f"'{table.name}' declares none (privplan then charges as if a unit may touch every "
+            f"group). Declare `max_groups_per_unit: {m}` for tables.{table.name} in the policy "
+            "(privplan enforces it), or remove the option.")
+    if m > declared:
+        raise PolicyError(
+            f"max_groups_contributed={m} exceeds the policy's max_groups_per_unit={declared} for "
+            f"table '{table.name}': a query may not loosen the policy. Use a value <= {declared} "
+            "or remove the option.")
+
+
+def _check_bounds(b: ContributionBounds, table: TablePolicy) -> None:
+    what = f"{b.func}({b.argument}) with {b.syntax}"
+    if b.lower > b.upper:
+        raise UnsupportedQueryError(f"{what}: the lower bound is above the upper bound.")
+    if not table.is_row_level:
+        raise UnsupportedQueryError(
+            f"{what} refused on table '{table.name}': BigQuery bounds a privacy unit's total "
+            f"per group, while privplan clamps each row to the policy's bounds and keeps at "
+            f"most max_rows_per_unit={table.max_rows_per_unit} rows per unit, so the answer "
+            "would be another statistic. Remove the bounds; the policy's are applied.")
+    if b.func == "COUNT":
+        if not b.lower <= 1 <= b.upper:
+            raise UnsupportedQueryError(
+                f"{what} refused: each row adds exactly 1 to a count, so bounds that exclude 1 "
+                "would change the count. Remove the bounds.")
+        return
+    name = b.argument.strip().strip('"`').split(".")[-1].lower()
+    col = table.columns.get(name)
+    if col is None or not re.fullmatch(r"[\w.\"`]+", b.argument.strip()):
+        raise UnsupportedQueryError(
+            f"{what} refused: explicit bounds are checked against the policy's bounds of a "
+            f"column of '{table.name}', and '{b.argument}' is not one.")
+    if col.type not in ("int", "float"):
+        raise UnsupportedQueryError(
+            f"{what} refused: column '{name}' has type {col.type}; only numeric columns can be "
+            "summed or averaged.")
+    lower, upper = col.require_bounds(f"{b.func}({name})", table.name)
+    lo, hi = Fraction(str(lower)), Fraction(str(upper))
+    if b.lower < lo or b.upper > hi:
+        raise PolicyError(
+            f"{what} is wider than the policy's bounds [{lower}, {upper}] for column '{name}' "
+            f"of table '{table.name}': a query may not widen them. Write bounds "
+            f"{lower} and {upper}, or remove them (the policy's bounds are applied).")
+    if b.lower != lo or b.upper != hi:
+        raise UnsupportedQueryError(
+            f"{what} refused: privplan clamps '{name}' to the policy's bounds [{lower}, "
+            f"{upper}] and cannot yet apply tighter bounds per query, so the answer would not "
+            f"be the statistic you asked for. Write bounds {lower} and {upper}, or remove them.")
+
+
+# ---------------------------------------------------------------------- entry points
+
+
+def apply_dp_clause(sql: str, policy: Policy, kind: type,
+                    budget: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Accept BigQuery's DP syntax: ``(privplan_sql, budget_kwargs)`` for ``Session._plan``.
+
+    Without a clause, returns ``(sql, budget)`` unchanged. With one: strips it, rewrites the
+    aggregate spellings, checks the options against the policy, and — if the options set
+    epsilon — returns ``{"budget": <value of the session's kind>}``. Passing epsilon/delta both
+    in OPTIONS and as arguments is refused; a clause without epsilon leaves the budget to the
+    arguments.
+    """
+    given = {k: v for k, v in (budget or {}).items() if v is not None}
+    stripped, opts = split_dp_clause(sql)
+    if opts is None:
+        return sql, dict(budget or {})
+    stripped, bounds = rewrite_dp_aggregates(stripped)
+    check_dp_options(opts, policy, parse_statement(stripped), bounds)
+    if opts.epsilon is None:
+        if opts.delta is not None:
+            raise PolicyError("OPTIONS sets delta but not epsilon: set both in OPTIONS, or pass "
+                              "both as arguments.")
+        return stripped, given
+    if any(k in given for k in _BUDGET_KEYS):
+        raise PolicyError(
+            "the budget is given twice: in the query's OPTIONS(epsilon=...) and as an argument "
+            f"({', '.join(k for k in _BUDGET_KEYS if k in given)}=). Keep one.")
+    return stripped, {"budget": opts.budget_for(kind)}
+
+
+def explain_bigquery(sess: Any, sql: str) -> Any:
+    """``sess.explain`` for a BigQuery-syntax query, until ``Session`` reads the clause itself."""
+    stripped, budget = apply_dp_clause(sql, sess.policy, sess.kind, {})
+    return sess.explain(stripped, **budget)
