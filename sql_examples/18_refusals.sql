@@ -14,12 +14,13 @@ SELECT COUNT(*) AS n FROM visits;
 -- why: A DP query releases aggregates, never records; refused before anything is read.
 SELECT * FROM visits;
 
--- title: A join of private tables (here a self-join) is refused
+-- title: A join of row-level private tables (here a self-join) is refused
 -- budget: epsilon=1.0
--- expect-error: UnsupportedQueryError: two private tables
--- why: Joining visits with visits on patient_id turns one visit into as many output rows as the
---      patient has visits: the stability (and so the sensitivity) is unbounded. (A join with
---      the public hospitals table is a different matter.)
+-- expect-error: UnsupportedQueryError: JOIN of private tables
+-- why: In this policy a visit is the privacy unit, so nothing ties a row of one side to the
+--      same person on the other: joining visits with visits on patient_id turns one visit into
+--      as many output rows as the patient has visits, an unbounded stability. (Private tables
+--      that share a privacy-unit column may be joined on it; public tables may be joined.)
 SELECT COUNT(*) AS n FROM visits a JOIN visits b ON a.patient_id = b.patient_id;
 
 -- title: Subqueries are refused

@@ -138,10 +138,11 @@ def explain_planned(
     mechs = []
     for p in planned.measures:
         scale = float(p.measure.scale)
-        joins = planned.plan.cores[p.core].joins
+        core = planned.plan.cores[p.core]
+        right = core.private_join[1].name if core.private_join else None
 
-        def show(text: str) -> str:
-            return display(text, joins) if joins else text
+        def show(text: str, joins: list = core.joins, right: str | None = right) -> str:
+            return display(text, joins, right) if joins or right else text
 
         mechs.append(MechanismExplanation(
             id=p.spec.id, label=p.measure.label, table=p.spec.table,

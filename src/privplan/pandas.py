@@ -92,6 +92,7 @@ privplan's answers.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import difflib
 import secrets
@@ -997,3 +998,17 @@ class DPAccessor:
         """The data's budget minus :meth:`spent`."""
         return self._shared_state().remaining()
 
+
+def _unregister_at_exit() -> None:
+    """Remove ``df.dp`` when the interpreter exits.
+
+    DuckDB's bindings keep ``pandas.DataFrame`` alive from C++ until their module is torn down;
+    the accessor links ``DataFrame`` to this module (and through it to ``duckdb``), a cycle the
+    garbage collector cannot see, so nanobind would print "leaked instances" warnings at exit.
+    """
+    with contextlib.suppress(AttributeError):
+        delattr(pd.DataFrame, "dp")
+    pd.DataFrame._accessors.discard("dp")
+
+
+atexit.register(_unregister_at_exit)

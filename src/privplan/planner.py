@@ -73,7 +73,7 @@ def plan_costs(
     items: list[tuple[int, Measure, Partition | None]] = []
     tables: dict[str, TableModel] = {}
     for ci, core in enumerate(plan.cores):
-        tp = policy.table(core.table)
+        tp = core.table_policy if core.table_policy is not None else policy.table(core.table)
         tables[tp.name] = tp.table_model()
         part = _partition(core, tp)
         for m in core.measures:

@@ -28,6 +28,7 @@ from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.public_joins import resolve_public_joins
+from privplan.sql.joins import private_name
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.assemble import assemble, noisy_frame
@@ -190,8 +191,11 @@ class Session:
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns())
         for core in plan.cores:
-            core.table_sql = self.engine.table_sql(self.policy.table(core.table))
-            self._check_columns(core)
+            if core.private_join is not None:
+                core.table_sql = self._private_join_source(core)
+                self._ensure_table(core.table_policy)
+            else:
+                core.table_sql = self._typed_table(core.table_policy)
             if core.joins:
                 resolve_public_joins(core, self.engine)
         return plan_costs(plan, value, self.policy, query_id=self.ledger.next_query_id())
@@ -216,22 +220,48 @@ class Session:
     def _catch_up(self, txn: Any) -> None:
         """Admit entries committed since we last looked (by this or another process)."""
         for entry in txn.unseen():
+            for m in entry.mechanisms:
+                if m.table not in self._tables and "+" in m.table:
+                    self._ensure_table(self._joined_table(m.table))
             self.accountant.admit(list(entry.mechanisms))
 
-    def _check_columns(self, core: CorePlan) -> None:
-        if core.table not in self._column_types:
-            self._column_types[core.table] = self.engine.columns(core.table_sql)
-        actual = self._column_types[core.table]
-        table = self.policy.table(core.table)
+    def _typed_table(self, table: Any) -> str:
+        """The engine's name for a policy table, read in the policy's column types."""
+        table_sql = self.engine.table_sql(table)
+        if table.name not in self._column_types:
+            self._column_types[table.name] = self.engine.columns(table_sql)
+        actual = self._column_types[table.name]
         missing = [c for c in table.columns if c not in actual]
         if missing:
             raise PolicyError(
-                f"table '{core.table}' in the database has no column(s) {', '.join(missing)} "
+                f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
                 f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
-        core.table_sql = typed_source(core.table_sql, core.table, table.columns, actual)
+        return typed_source(table_sql, table.name, table.columns, actual)
+
+    def _private_join_source(self, core: CorePlan) -> str:
+        """Two private tables joined on their shared privacy unit (bounded afterwards)."""
+        left, right = core.private_join  # type: ignore[misc]
+        lsql, rsql = self._typed_table(left), self._typed_table(right)
+        items = ["__l.*"] + [
+            f'__r."{c}" AS "{private_name(c)}"' for c in right.columns if c != right.privacy_unit
+        ]
+        return (f"(SELECT {', '.join(items)} FROM {lsql} AS __l JOIN {rsql} AS __r "
+                f'ON __l."{left.privacy_unit}" = __r."{right.privacy_unit}")')
+
+    def _ensure_table(self, table: Any) -> None:
+        """Give the accountant the model of a virtual (joined) table the first time it is seen."""
+        if table.name not in self._tables:
+            self._tables[table.name] = table.table_model()
+            self.accountant.add_table(table.name, table.table_model())
+
+    def _joined_table(self, name: str) -> Any:
+        left, _, right = name.partition("+")
+        from privplan.sql.joins import _virtual_table
+
+        return _virtual_table(self.policy.table(left), self.policy.table(right))
 
     def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
-        types = {n: c.type for n, c in self.policy.table(core.table).columns.items()}
+        types = {n: c.type for n, c in core.table_policy.columns.items()}
         return core_sql(core, types, [p.measure for p in planned])
 
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:

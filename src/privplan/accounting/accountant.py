@@ -82,6 +82,13 @@ class Accountant:
         self._solvers, self._total = solvers, total
         return total
 
+    def add_table(self, name: str, model: TableModel) -> None:
+        """Register a table first seen after construction (e.g. two private tables joined on
+        their unit, accounted as a table of its own). A table's model never changes."""
+        if name in self._tables and self._tables[name] != model:
+            raise ValueError(f"table {name!r} already has another model")
+        self._tables[name] = model
+
     def mechanisms(self) -> tuple[MechanismSpec, ...]:
         """Every admitted mechanism, grouped by table in order of first admission."""
         return tuple(m for s in self._solvers.values() for m in s.mechanisms)

@@ -188,18 +188,18 @@ def _split_top(tokens: list[Token], lo: int, hi: int) -> list[list[Token]]:
     return parts
 
 
-def _number(toks: list[Token]) -> Fraction | None:
+_NUMERIC_LITERAL = re.compile(r"\s*([+-]?)\s*((?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*")
+
+
+def _number(sql: str, toks: list[Token]) -> Fraction | None:
     """A (signed) numeric literal, exactly; None if ``toks`` is not one."""
-    sign = 1
-    if toks and toks[0].token_type in (TokenType.DASH, TokenType.PLUS):
-        sign = -1 if toks[0].token_type == TokenType.DASH else 1
-        toks = toks[1:]
-    if len(toks) != 1 or toks[0].token_type != TokenType.NUMBER:
+    if not toks:
         return None
-    try:
-        return sign * Fraction(toks[0].text)
-    except (ValueError, ZeroDivisionError):
+    m = _NUMERIC_LITERAL.fullmatch(sql[toks[0].start:toks[-1].end + 1])
+    if m is None:
         return None
+    value = Fraction(m.group(2))
+    return -value if m.group(1) == "-" else value
 
 
 # ---------------------------------------------------------------------------- the clause
@@ -290,7 +290,7 @@ def _option_value(sql: str, name: str, toks: list[Token]) -> Any:
         return None
     if name == "privacy_unit_column":
         return _identifier(sql, toks)
-    value = _number(toks)
+    value = _number(sql, toks)
     if value is None and len(toks) == 1 and toks[0].token_type == TokenType.STRING:
         try:  # a quoted number, e.g. epsilon='0.5'
             value = Fraction(toks[0].text.strip())
@@ -414,7 +414,7 @@ def _clamped(sql: str, arg: list[Token]) -> tuple[Fraction, Fraction, int] | Non
             ands = [j for j, t in enumerate(rest) if t.token_type == TokenType.AND]
             if len(ands) != 1:
                 break
-            lo, hi = _number(rest[1:ands[0]]), _number(rest[ands[0] + 1:])
+            lo, hi = _number(sql, rest[1:ands[0]]), _number(sql, rest[ands[0] + 1:])
             if lo is None or hi is None:
                 break
             cut = arg[k - 1].end + 1 if k else tok.start
@@ -433,7 +433,7 @@ def _contribution_bounds(sql: str, arg: list[Token]) -> tuple[Fraction, Fraction
     if ok:
         inner = _split_top(arg, 3, len(arg) - 1)
         if len(inner) == 2:
-            lo, hi = _number(inner[0]), _number(inner[1])
+            lo, hi = _number(sql, inner[0]), _number(sql, inner[1])
             if lo is not None and hi is not None:
                 return lo, hi
     raise UnsupportedQueryError(

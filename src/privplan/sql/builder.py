@@ -19,7 +19,13 @@ from privplan.analysis.sets import ColumnSet
 from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.policy import Policy, TablePolicy
-from privplan.sql.joins import join_index, public_columns_of, resolve_joins
+from privplan.sql.joins import (
+    join_index,
+    private_join_target,
+    public_columns_of,
+    resolve_joins,
+    resolve_private_join,
+)
 from privplan.sql.locate import with_location
 from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
 from privplan.sql.validate import refuse, validate_statement
@@ -81,9 +87,6 @@ class _CoreBuilder:
     def build(self) -> CorePlan:
         s = self.select
         self.table, self.alias = self._resolve_table()
-        self.types = {name: c.type for name, c in self.table.columns.items()}
-        self.k = int(self.table.max_rows_per_unit)
-        self.unit = None if self.table.is_row_level else self.table.privacy_unit
         if s.args.get("distinct"):
             refuse(self.sql, s, "SELECT DISTINCT refused",
                    "it releases the raw distinct values of private columns.",
@@ -95,8 +98,20 @@ class _CoreBuilder:
             ):
                 refuse(self.sql, item, "SELECT * refused", "it returns private rows.",
                        "Select aggregates, e.g. SELECT COUNT(*) FROM t.")
-        self.joins = resolve_joins(self.sql, s, self.table, self.alias, self.policy,
-                                   self.public_columns)
+        right = private_join_target(s, self.policy)
+        self.private_join = None
+        if right is not None:
+            left = self.table
+            self.table = resolve_private_join(self.sql, s, left, self.alias, self.policy)
+            self.private_join = (left, right)
+            self.alias = None
+            self.joins: list = []
+        else:
+            self.joins = resolve_joins(self.sql, s, self.table, self.alias, self.policy,
+                                       self.public_columns)
+        self.types = {name: c.type for name, c in self.table.columns.items()}
+        self.k = int(self.table.max_rows_per_unit)
+        self.unit = None if self.table.is_row_level else self.table.privacy_unit
         self.select_aliases = {
             item.alias.lower(): item.this for item in s.expressions if isinstance(item, exp.Alias)
         }
@@ -142,6 +157,7 @@ class _CoreBuilder:
             max_groups_per_unit=self.table.max_groups_per_unit,
             unit_level_columns=tuple(sorted(self.table.unit_level_columns())),
             columns=tuple(self.table.columns), joins=self.joins,
+            table_policy=self.table, private_join=self.private_join,
         )
 
     # ------------------------------------------------------------------ FROM

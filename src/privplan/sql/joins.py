@@ -42,6 +42,16 @@ class PublicJoin:
     using: set[str] = field(default_factory=set)  # USING columns (read from the private side)
 
 
+class _PrivateJoin(Exception):
+    def __init__(self, index: int, table: Any) -> None:
+        self.index, self.table = index, table
+
+
+def private_name(column: str) -> str:
+    """The right-hand private table's columns in the joined virtual table."""
+    return f"__prv_{column}"
+
+
 def public_name(join: int, column: str) -> str:
     return f"__pub{join}_{column}"
 
@@ -50,10 +60,150 @@ def resolve_joins(
     sql: str, select: exp.Select, private: Any, private_alias: str | None, policy: Any,
     public_columns: Any = None,
 ) -> list[PublicJoin]:
-    """Validate the joins of ``select`` and rewrite its column references to the virtual table."""
+    """Validate the joins of ``select`` and rewrite its column references to the virtual table.
+
+    A join of two private tables is handled by :func:`resolve_private_join` (the caller checks
+    :func:`private_join_target` first)."""
     joins_ast = select.args.get("joins") or []
     if not joins_ast:
         return []
+    try:
+        return _resolve_public(sql, select, private, private_alias, policy, public_columns)
+    except _PrivateJoin as pj:  # pragma: no cover - callers route private joins first
+        refuse(sql, joins_ast[pj.index], "JOIN refused", "internal routing error.", "Report it.")
+        raise
+
+
+def private_join_target(select: exp.Select, policy: Any) -> Any | None:
+    """The private table joined by ``select`` (if any join targets a private table)."""
+    for node in select.args.get("joins") or []:
+        t = node.this
+        if isinstance(t, exp.Table):
+            try:
+                table = policy.table(f"{t.db}.{t.name}" if t.db else t.name)
+            except PolicyError:
+                continue
+            if not table.public:
+                return table
+    return None
+
+
+def resolve_private_join(
+    sql: str, select: exp.Select, left: Any, left_alias: str | None, policy: Any
+) -> Any:
+    """``left [INNER] JOIN right ON left.unit = right.unit`` of two private tables that share
+    the privacy unit → a virtual private table (a TablePolicy) whose rows are the joined pairs.
+
+    Why this is sound: a unit's joined rows depend only on that unit's rows in the two tables
+    (the join key *is* the unit), so adding or removing a unit changes only its own joined rows
+    — the joined table is a private table with the same unit. Bounding happens *after* the join
+    (at most k_left · k_right joined rows per unit, the most the two policies allow), and the
+    virtual table is accounted as a table of its own, added to the others (one person may be in
+    every private table).
+    """
+    joins_ast = select.args.get("joins") or []
+    node = joins_ast[0]
+    right_ast = node.this
+    right = private_join_target(select, policy)
+    if len(joins_ast) != 1:
+        refuse(sql, joins_ast[1], "several joins with a private table refused",
+               "only one join of two private tables is analysed.", "Join two tables.")
+    if left.is_row_level or right.is_row_level:
+        refuse(sql, node, f"JOIN of private tables '{left.name}' and '{right.name}' refused",
+               "joining private tables needs a shared privacy-unit column in both (row-level "
+               "tables have none, so one person's rows could be paired without bound).",
+               "Declare privacy_unit for both tables, or query them separately.")
+    if left.neighbourhood != right.neighbourhood:
+        refuse(sql, node, "JOIN of private tables with different neighbourhoods refused",
+               f"'{left.name}' is {left.neighbourhood}, '{right.name}' {right.neighbourhood}.",
+               "Use one neighbourhood for both tables.")
+    side = (node.args.get("side") or "").upper()
+    if side or (node.args.get("kind") or "").upper() not in ("", "INNER"):
+        refuse(sql, node, "outer JOIN of private tables refused",
+               "only inner joins on the privacy unit are analysed.", "Use JOIN ... ON.")
+    l_q = {left.name.lower(), (left_alias or left.name).lower()}
+    r_q = {right.name.lower(), (right_ast.alias or right.name).lower()}
+    on = node.args.get("on")
+    using = node.args.get("using")
+    ok = False
+    if using:
+        names = [i.name.lower() for i in using]
+        ok = names == [left.privacy_unit] and left.privacy_unit == right.privacy_unit
+    elif isinstance(on, exp.EQ) and all(isinstance(c, exp.Column) for c in (on.this,
+                                                                          on.expression)):
+        sides = {}
+        for c in (on.this, on.expression):
+            q = (c.table or "").lower()
+            sides["l" if q in l_q else "r" if q in r_q else "?"] = c.name.lower()
+        ok = sides.get("l") == left.privacy_unit and sides.get("r") == right.privacy_unit
+    if not ok:
+        refuse(sql, node, "JOIN of private tables refused",
+               f"two private tables may only be joined on their privacy units "
+               f"({left.name}.{left.privacy_unit} = {right.name}.{right.privacy_unit}), so that "
+               "a person's rows pair only with the same person's rows.",
+               f"Write JOIN {right.name} ON {left_alias or left.name}.{left.privacy_unit} = "
+               f"{right_ast.alias or right.name}.{right.privacy_unit}.")
+    for col in list(select.find_all(exp.Column)):
+        if isinstance(col.this, exp.Star) or _inside_join(col):
+            continue
+        name = col.name.lower()
+        q = (col.table or "").lower()
+        if q in r_q and not (q in l_q):
+            owner = "r"
+        elif q in l_q or not q:
+            owner = "l"
+            if not q and name in right.columns and name not in left.columns:
+                owner = "r"
+            elif not q and name in right.columns and name in left.columns \
+                    and name != left.privacy_unit:
+                refuse(sql, col, f"ambiguous column '{col.name}'",
+                       "both private tables have it.", "Qualify it with a table alias.")
+        else:
+            refuse(sql, col, f"unknown table qualifier '{col.table}'",
+                   "it names no table of the FROM clause.", "Use a table name or alias.")
+        if owner == "r" and name == right.privacy_unit:
+            owner = "l"  # the unit is the join key: equal on both sides
+        if owner == "r":
+            new = exp.column(private_name(name))
+            if col.parent is select and col in select.expressions:  # keep the output name
+                col.replace(exp.alias_(new, col.name))
+            else:
+                col.replace(new)
+        else:
+            col.set("table", None)
+    select.set("joins", None)
+    return _virtual_table(left, right)
+
+
+def _virtual_table(left: Any, right: Any) -> Any:
+    from dataclasses import replace as dc_replace
+
+    columns = dict(left.columns)
+    for name, col in right.columns.items():
+        if name == right.privacy_unit:
+            continue
+        # a table with one row per unit has every column constant per unit
+        unit_level = col.unit_level or right.max_rows_per_unit == 1
+        columns[private_name(name)] = dc_replace(col, name=private_name(name),
+                                                 unit_level=unit_level)
+    if left.max_rows_per_unit == 1:
+        columns = {n: (dc_replace(c, unit_level=True) if n in left.columns else c)
+                   for n, c in columns.items()}
+    groups = [g for g in (left.max_groups_per_unit, right.max_groups_per_unit) if g]
+    return type(left)(
+        name=f"{left.name}+{right.name}", columns=columns, public=False,
+        privacy_unit=left.privacy_unit, neighbourhood=left.neighbourhood,
+        max_rows_per_unit=left.max_rows_per_unit * right.max_rows_per_unit,
+        max_groups_per_unit=min(groups) if groups else None,
+        source=f"{left.name}+{right.name}",
+    )
+
+
+def _resolve_public(
+    sql: str, select: exp.Select, private: Any, private_alias: str | None, policy: Any,
+    public_columns: Any = None,
+) -> list[PublicJoin]:
+    joins_ast = select.args.get("joins") or []
     scope: dict[str, tuple[str, Any]] = {}  # qualifier -> ("private"|join index, table)
     for q in {private.name.lower(), (private_alias or private.name).lower()}:
         scope[q] = ("private", private)
@@ -68,10 +218,7 @@ def resolve_joins(
         except PolicyError as err:
             raise PolicyError(with_location(str(err), sql, target)) from None
         if not table.public:
-            refuse(sql, node, f"JOIN of two private tables ('{private.name}', '{table.name}') "
-                   "refused", "joining private tables multiplies one person's contribution in "
-                   "ways this version does not bound.",
-                   "Join a public table, or query each private table on its own.")
+            raise _PrivateJoin(j, table)
         side = (node.args.get("side") or "").upper()
         kind = (node.args.get("kind") or "").upper()
         if side not in ("", "LEFT") or kind not in ("", "INNER", "OUTER"):
@@ -184,11 +331,14 @@ def public_columns_of(node: exp.Expression) -> set[str]:
     return {c.name for c in node.find_all(exp.Column) if c.name.startswith("__pub")}
 
 
-def display(text: str, joins: list[PublicJoin]) -> str:
-    """Internal ``__pub<j>_<c>`` names shown as ``<alias>.<c>`` for people."""
+def display(text: str, joins: list[PublicJoin], right: str | None = None) -> str:
+    """Internal ``__pub<j>_<c>`` / ``__prv_<c>`` names shown as ``<table>.<c>`` for people."""
     aliases = {j.index: j.alias for j in joins}
-    return re.sub(r"__pub(\d+)_(\w+)",
+    text = re.sub(r"__pub(\d+)_(\w+)",
                   lambda m: f"{aliases.get(int(m.group(1)), 'public')}.{m.group(2)}", text)
+    if right is not None:
+        text = re.sub(r"__prv_(\w+)", lambda m: f"{right}.{m.group(1)}", text)
+    return text
 
 
 def join_index(public_column: str) -> int:

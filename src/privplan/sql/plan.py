@@ -98,6 +98,8 @@ class CorePlan:
     columns: tuple[str, ...] = ()
     joins: list[Any] = field(default_factory=list)  # PublicJoin, see privplan.sql.joins
     prebounded: bool = False  # table_sql already holds the per-unit bounded rows
+    table_policy: Any = None  # the TablePolicy queried (virtual for a private join)
+    private_join: tuple[Any, Any] | None = None  # (left, right) TablePolicy of a private join
 
     @property
     def grouped(self) -> bool:

@@ -1,0 +1,132 @@
+"""``privplan report plan|run`` and ``privplan audit verify``: argparse subcommand builders.
+
+Wire them into ``privplan.cli.build_parser`` with one call after the other subcommands::
+
+    from privplan.cli_report import add_report_commands
+    add_report_commands(sub)
+
+Each command's ``func`` returns the exit status; errors derive from ``PrivplanError`` and are
+printed by ``privplan.cli.main`` (status 2, or 3 for a budget refusal). ``audit verify`` returns
+0 when every check passes and 1 when one fails. ``python -m privplan.cli_report ...`` runs these
+commands alone (same error handling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+EXIT_OK = 0
+EXIT_AUDIT_FAILED = 1
+
+
+def cmd_report_plan(args: argparse.Namespace) -> int:
+    from privplan.report import ReportSpec, plan_report
+
+    spec = ReportSpec.load(args.spec, database=args.database, ledger=args.ledger)
+    plan = plan_report(spec, ledger=args.ledger)
+    print(plan.to_json() if args.json else plan)
+    return EXIT_OK
+
+
+def cmd_report_run(args: argparse.Namespace) -> int:
+    from privplan.report import ReportSpec, run_report
+
+    spec = ReportSpec.load(args.spec, database=args.database, ledger=args.ledger)
+    progress = False if args.no_progress else None
+    run = run_report(spec, args.out, ledger=args.ledger, progress=progress)
+    if args.json:
+        print(json.dumps({
+            "report": spec.name, "out": str(args.out), "audit": str(run.audit_path),
+            "ledger": str(run.ledger_path), "total": run.total.describe(),
+            "budget": spec.budget.describe(),
+            "results": {n: {fmt: str(p) for fmt, p in f.items()} for n, f in run.files.items()},
+        }, indent=2))
+    else:
+        plan = run.plan
+        print(f"Report '{spec.name}': {len(run.results)} queries answered; results in "
+              f"{args.out}/results/")
+        print(f"Report cost (composed): {plan.report_total.cost.describe()}; sequential "
+              f"composition would charge {plan.sequential.describe()}")
+        print(f"Ledger {run.ledger_path}: total {run.total.describe()} of "
+              f"{spec.budget.describe()}")
+        print(f"Audit: {run.audit_path} (check with: privplan audit verify {run.audit_path})")
+    return EXIT_OK
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    from privplan.audit import verify_audit
+
+    result = verify_audit(args.audit, ledger=args.ledger, check_files=not args.no_files,
+                          replan=not args.no_replan)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result)
+    return EXIT_OK if result.ok else EXIT_AUDIT_FAILED
+
+
+def add_report_commands(sub: Any) -> None:
+    """Add ``report`` (plan, run) and ``audit`` (verify) to an argparse subparsers object."""
+    report = sub.add_parser("report", help="plan or run a batch report (joint budget allocation)")
+    rsub = report.add_subparsers(dest="report_command", required=True)
+
+    plan = rsub.add_parser("plan", help="show the overlap structure, allocation, errors and "
+                                        "total of a report spec (spends nothing)")
+    plan.add_argument("spec", help="report spec (YAML)")
+    plan.add_argument("--database", default=None, help="override the spec's database")
+    plan.add_argument("--ledger", default=None,
+                      help="plan against this ledger's history (default: the spec's ledger if "
+                           "it exists, else none)")
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.set_defaults(func=cmd_report_plan)
+
+    run = rsub.add_parser("run", help="run a report: charge it, write results (Parquet, CSV) and "
+                                      "an audit file")
+    run.add_argument("spec", help="report spec (YAML)")
+    run.add_argument("--out", required=True, help="output directory (new, or without audit.json)")
+    run.add_argument("--database", default=None, help="override the spec's database")
+    run.add_argument("--ledger", default=None,
+                     help="ledger file (default: the spec's ledger, else OUT/ledger.sqlite)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    run.add_argument("--json", action="store_true", help="machine-readable summary")
+    run.set_defaults(func=cmd_report_run)
+
+    audit = sub.add_parser("audit", help="verify a report's audit file offline")
+    asub = audit.add_subparsers(dest="audit_command", required=True)
+    verify = asub.add_parser("verify", help="recompose the recorded mechanisms (no database) and "
+                                            "check totals, budget and result-file hashes")
+    verify.add_argument("audit", help="path to audit.json")
+    verify.add_argument("--ledger", default=None,
+                        help="also cross-check this ledger (default: the recorded one, if found)")
+    verify.add_argument("--no-files", action="store_true", help="skip the result-file hashes")
+    verify.add_argument("--no-replan", action="store_true",
+                        help="skip re-planning the queries from their SQL")
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    verify.set_defaults(func=cmd_audit_verify)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="privplan", description="privplan reports and audits")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_report_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the report/audit commands alone, with ``privplan.cli``'s error handling."""
+    from privplan.cli import EXIT_BUDGET, EXIT_USAGE
+    from privplan.errors import BudgetExceededError, PrivplanError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BudgetExceededError as err:
+        print(f"privplan: {err}", file=sys.stderr)
+        return EXIT_BUDGET
+    except PrivplanError as err:
+        print(f"privplan: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
