@@ -239,18 +239,18 @@ def test_same_plan_under_approx_dp(demo_db: Path) -> None:
 
 
 @pytest.mark.parametrize("bq,plain", [
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=0.5) department, COUNT(*) AS n, "
-     "SUM(length_of_stay) AS los FROM visits WHERE age >= 65 GROUP BY department",
-     "SELECT department, COUNT(*) AS n, SUM(length_of_stay) AS los FROM visits "
-     "WHERE age >= 65 GROUP BY department"),
-    ("SELECT WITH ANONYMIZATION OPTIONS(epsilon=0.5, delta=1e-5) hospital, "
-     "ANON_COUNT(*) AS n, ANON_SUM(cost CLAMPED BETWEEN 0 AND 20000) AS c, "
-     "ANON_AVG(age CLAMPED BETWEEN 0 AND 100) AS a FROM visits GROUP BY hospital",
-     "SELECT hospital, COUNT(*) AS n, SUM(cost) AS c, AVG(age) AS a FROM visits "
-     "GROUP BY hospital"),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=0.5, max_groups_contributed=1) sex, "
-     "AVG(age, contribution_bounds_per_group => (0, 100)) AS a, "
-     "COUNT(*, contribution_bounds_per_group => (0, 1)) AS n FROM visits GROUP BY sex",
+    (("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=0.5) department, COUNT(*) AS n, "
+      "SUM(length_of_stay) AS los FROM visits WHERE age >= 65 GROUP BY department"),
+     ("SELECT department, COUNT(*) AS n, SUM(length_of_stay) AS los FROM visits "
+      "WHERE age >= 65 GROUP BY department")),
+    (("SELECT WITH ANONYMIZATION OPTIONS(epsilon=0.5, delta=1e-5) hospital, "
+      "ANON_COUNT(*) AS n, ANON_SUM(cost CLAMPED BETWEEN 0 AND 20000) AS c, "
+      "ANON_AVG(age CLAMPED BETWEEN 0 AND 100) AS a FROM visits GROUP BY hospital"),
+     ("SELECT hospital, COUNT(*) AS n, SUM(cost) AS c, AVG(age) AS a FROM visits "
+      "GROUP BY hospital")),
+    (("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=0.5, max_groups_contributed=1) sex, "
+      "AVG(age, contribution_bounds_per_group => (0, 100)) AS a, "
+      "COUNT(*, contribution_bounds_per_group => (0, 1)) AS n FROM visits GROUP BY sex"),
      "SELECT sex, AVG(age) AS a, COUNT(*) AS n FROM visits GROUP BY sex"),
 ])
 def test_same_plan_row_level(row_sess: pp.Session, bq: str, plain: str) -> None:
@@ -354,9 +354,9 @@ def test_budget_given_twice_or_not_at_all(row_sess: pp.Session) -> None:
 
 
 def test_zcdp_session_refuses_epsilon_options(demo_db: Path) -> None:
-    with pp.connect(demo_db, policy=_policy(unit=False), budget=pp.ZCDP(1)) as s:
-        with pytest.raises(pp.PolicyError, match="zCDP"):
-            explain_bigquery(s, _q("epsilon=1"))
+    with (pp.connect(demo_db, policy=_policy(unit=False), budget=pp.ZCDP(1)) as s,
+          pytest.raises(pp.PolicyError, match="zCDP")):
+        explain_bigquery(s, _q("epsilon=1"))
 
 
 # ------------------------------------------------------------------------- once wired

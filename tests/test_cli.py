@@ -52,3 +52,20 @@ def test_errors_are_one_line_with_exit_codes(db: Path, capsys: pytest.CaptureFix
     assert err.startswith("privplan: UnsupportedQueryError: SELECT * refused")
     assert main(["query", "SELECT COUNT(*) FROM visits", *base, "--epsilon", "2"]) == EXIT_BUDGET
     assert "budget exceeded" in capsys.readouterr().err
+
+
+def test_budget_command_reads_a_ledger(db: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture) -> None:
+    ledger = str(tmp_path / "l.sqlite")
+    base = ["--database", str(db), "--policy", str(demo_policy_path()), "--ledger", ledger]
+    assert main(["query", "SELECT COUNT(*) FROM visits WHERE age < 18", *base,
+                 "--total", "2", "--epsilon", "0.5"]) == 0
+    # the ledger remembers its budget: no --total needed any more
+    assert main(["query", "SELECT COUNT(*) FROM visits WHERE age > 70", *base,
+                 "--epsilon", "0.5"]) == 0
+    capsys.readouterr()
+    assert main(["budget", "--ledger", ledger, "--policy", str(demo_policy_path()),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["spent"] == "ε=0.5" and out["remaining"] == "ε=1.5" and out["budget"] == "ε=2"
+    assert [q["added"] for q in out["queries"]] == ["ε=0.5", "ε=0"]

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import privplan as pp
-import privplan.dbapi as dbapi
+from privplan import dbapi
 from privplan.demo.data import DEPARTMENTS, demo_policy_path, write_demo_database
 from privplan.testing import noise_disabled
 
@@ -185,7 +185,8 @@ def test_budget_exceeded_is_operational_and_spends_nothing(con: dbapi.Connection
 
 def test_shared_ledger_between_connections(demo_db: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.sqlite"
-    kw = dict(policy=demo_policy_path(), budget=pp.PureDP(1), ledger=ledger, epsilon=0.75)
+    kw = {"policy": demo_policy_path(), "budget": pp.PureDP(1), "ledger": ledger,
+          "epsilon": 0.75}
     with dbapi.connect(demo_db, **kw) as c1, dbapi.connect(demo_db, **kw) as c2:
         c1.cursor().execute("SELECT COUNT(*) FROM visits")
         assert c2.spent() == pp.PureDP(0.75)
@@ -216,8 +217,8 @@ def test_no_budget_anywhere_is_a_programming_error(demo_db: Path) -> None:
             pp.PureDP(0.1)
 
 
-@pytest.mark.parametrize("kw", [dict(rho=0.1), dict(epsilon=-1), dict(epsilon="x"),
-                                dict(epsilon=0)])
+@pytest.mark.parametrize("kw", [{"rho": 0.1}, {"epsilon": -1}, {"epsilon": "x"},
+                                {"epsilon": 0}])
 def test_bad_default_budget_fails_at_connect(demo_db: Path, kw: dict) -> None:
     with pytest.raises(dbapi.ProgrammingError):
         dbapi.connect(demo_db, policy=demo_policy_path(), budget=pp.PureDP(1), **kw)

@@ -1,4 +1,4 @@
-"""The ``privplan`` command: ``demo``, ``query``, ``explain``.
+"""The ``privplan`` command: ``demo``, ``query``, ``explain``, ``budget``.
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
 exits with status 3.
@@ -43,15 +43,54 @@ def _query_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def _open(args: argparse.Namespace) -> Any:
     from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+    from privplan.ledger import SQLiteLedger
     from privplan.session import connect
 
     kind = type(_budget(args))
-    total = args.total if args.total is not None else None
-    if total is None:
-        raise PrivplanError("--total is required: the session's whole privacy budget")
-    budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total), GDP: lambda: GDP(total),
-              ApproxDP: lambda: ApproxDP(total, args.total_delta or args.delta)}[kind]()
-    return connect(args.database, policy=args.policy, budget=budget)
+    total = args.total
+    ledger = SQLiteLedger(args.ledger) if args.ledger else None
+    if total is None and ledger is not None and ledger.stored_budget() is not None:
+        budget = ledger.stored_budget()
+    elif total is None:
+        raise PrivplanError("--total is required (the session's whole privacy budget), unless "
+                            "--ledger names an existing ledger, which remembers its budget")
+    else:
+        budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
+                  GDP: lambda: GDP(total),
+                  ApproxDP: lambda: ApproxDP(total, args.total_delta or args.delta)}[kind]()
+    return connect(args.database, policy=args.policy, budget=budget, ledger=ledger)
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    """Spent, remaining and the per-query table of a durable ledger."""
+    from privplan.ledger import SQLiteLedger
+    from privplan.session import connect
+
+    if not Path(args.ledger).exists():
+        raise PrivplanError(f"no ledger at '{args.ledger}'")
+    ledger = SQLiteLedger(args.ledger)
+    budget = ledger.stored_budget()
+    if budget is None:
+        raise PrivplanError(f"ledger '{args.ledger}' has no budget yet (never used)")
+    with connect(args.database or ":memory:", policy=args.policy, budget=budget,
+                 ledger=ledger) as sess:
+        entries = sess.ledger.entries()
+        total = sess.accountant.total
+        if args.json:
+            print(json.dumps({
+                "budget": budget.describe(), "spent": sess.spent().describe(),
+                "remaining": sess.remaining().describe(), "why": total.witness_detail,
+                "queries": [{"id": e.query_id, "added": e.marginal.describe(),
+                             "total_after": e.total_after.describe(), "sql": e.sql,
+                             "time": e.time} for e in entries]}, indent=2))
+            return 0
+        print(f"budget {budget.describe()}; spent {sess.spent().describe()}; "
+              f"remaining {sess.remaining().describe()}")
+        print(f"why: {total.witness_detail}")
+        for e in entries:
+            print(f"  {e.query_id:>5}  +{e.marginal.describe():<14} -> "
+                  f"{e.total_after.describe():<14} {' '.join(e.sql.split())[:80]}")
+    return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -93,12 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows", type=int, default=200_000, help="visits to generate")
     demo.set_defaults(func=cmd_demo)
 
+    budget = sub.add_parser("budget", help="spent, remaining and per-query table of a ledger")
+    budget.add_argument("--ledger", required=True, help="SQLite ledger file")
+    budget.add_argument("--policy", required=True, help="policy YAML file")
+    budget.add_argument("--database", default=None, help="DuckDB file (optional)")
+    budget.add_argument("--json", action="store_true", help="machine-readable output")
+    budget.set_defaults(func=cmd_budget)
+
     for name, func, helptext in (("query", cmd_query, "answer one SQL query with DP"),
                                  ("explain", cmd_explain, "show plan, costs and accuracy")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("sql", help="the SQL query")
         p.add_argument("--database", required=True, help="DuckDB file")
         p.add_argument("--policy", required=True, help="policy YAML file")
+        p.add_argument("--ledger", default=None, help="durable SQLite ledger (shared budget)")
         p.add_argument("--total", type=float, default=None,
                        help="the session's total budget (same definition as the query's)")
         p.add_argument("--total-delta", type=float, default=None)

@@ -44,8 +44,9 @@ import math
 import re
 import time as _time
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import pairwise
 from decimal import Decimal
-from typing import Any
+from typing import Any, Self
 
 import duckdb
 import pandas as pd
@@ -59,12 +60,37 @@ from privplan.session import Session, query_budget
 from privplan.sql.bigquery import apply_dp_clause
 
 __all__ = [
-    "BINARY", "BOOLEAN", "DATETIME", "NUMBER", "ROWID", "STRING",
-    "BudgetExceeded", "Connection", "Cursor", "DataError", "DatabaseError", "Error",
-    "IntegrityError", "InterfaceError", "InternalError", "NotSupportedError", "OperationalError",
-    "ProgrammingError", "Warning",
-    "Binary", "Date", "DateFromTicks", "Time", "TimeFromTicks", "Timestamp", "TimestampFromTicks",
-    "apilevel", "connect", "paramstyle", "threadsafety",
+    "BINARY",
+    "BOOLEAN",
+    "DATETIME",
+    "NUMBER",
+    "ROWID",
+    "STRING",
+    "Binary",
+    "BudgetExceeded",
+    "Connection",
+    "Cursor",
+    "DataError",
+    "DatabaseError",
+    "Date",
+    "DateFromTicks",
+    "Error",
+    "IntegrityError",
+    "InterfaceError",
+    "InternalError",
+    "NotSupportedError",
+    "OperationalError",
+    "ProgrammingError",
+    "Time",
+    "TimeFromTicks",
+    "Timestamp",
+    "TimestampFromTicks",
+    "Warning",
+    "apilevel",
+    "bind_parameters",
+    "connect",
+    "paramstyle",
+    "threadsafety",
 ]
 
 apilevel = "2.0"
@@ -75,7 +101,7 @@ paramstyle = "qmark"
 # ------------------------------------------------------------------------------ exceptions
 
 
-class Warning(Exception):  # noqa: A001 - the name is PEP 249's
+class Warning(Exception):  # the name is PEP 249's (it shadows the builtin here)
     """Important warnings (PEP 249). privplan raises none today."""
 
 
@@ -151,7 +177,7 @@ class _Translating:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, et: Any, ev: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, et: object, ev: BaseException | None, tb: object) -> bool:
         if isinstance(ev, _pe.PrivplanError):
             raise _translate(ev) from ev
         if isinstance(ev, duckdb.Error):
@@ -197,19 +223,19 @@ Time = _dt.time
 Timestamp = _dt.datetime
 
 
-def DateFromTicks(ticks: float) -> _dt.date:  # noqa: N802 - PEP 249 names
+def DateFromTicks(ticks: float) -> _dt.date:
     return Date(*_time.localtime(ticks)[:3])
 
 
-def TimeFromTicks(ticks: float) -> _dt.time:  # noqa: N802
+def TimeFromTicks(ticks: float) -> _dt.time:
     return Time(*_time.localtime(ticks)[3:6])
 
 
-def TimestampFromTicks(ticks: float) -> _dt.datetime:  # noqa: N802
+def TimestampFromTicks(ticks: float) -> _dt.datetime:
     return Timestamp(*_time.localtime(ticks)[:6])
 
 
-def Binary(value: bytes | bytearray | memoryview) -> bytes:  # noqa: N802
+def Binary(value: bytes | bytearray | memoryview) -> bytes:
     return bytes(value)
 
 
@@ -240,10 +266,7 @@ def _literal(value: Any) -> str:
             "float, Decimal, str, datetime.date, datetime.time or datetime.datetime")
     if isinstance(value, str) and "\x00" in value:
         raise DataError("string parameter contains a NUL character")
-    try:
-        text = exp.convert(value).sql(dialect="duckdb")
-    except Exception as err:  # sqlglot cannot render it
-        raise ProgrammingError(f"cannot use {value!r} as a parameter: {err}") from None
+    text = exp.convert(value).sql(dialect="duckdb")
     if text.startswith("-"):
         text = f"({text})"  # so "x-?" cannot become "x--1" (a comment)
     return text
@@ -280,7 +303,7 @@ def bind_parameters(sql: str, parameters: Sequence[Any] | Mapping[str, Any] | No
         if qmarks:
             raise ProgrammingError("parameters are a mapping but the query uses ? placeholders; "
                                    "use :name placeholders with a mapping, or pass a sequence")
-        for a, b in zip(tokens, tokens[1:]):
+        for a, b in pairwise(tokens):
             if a.token_type == TokenType.COLON and b.start == a.end + 1 and \
                     _NAME.fullmatch(b.text) and b.token_type != TokenType.IDENTIFIER:
                 if b.text not in parameters:
@@ -391,7 +414,7 @@ class Connection:
             "rollback is not possible: every answer is charged to the privacy budget before it "
             "is released, and a released answer cannot be un-spent")
 
-    def __enter__(self) -> Connection:
+    def __enter__(self) -> Self:
         self._check_open()
         return self
 
@@ -558,7 +581,7 @@ class Cursor:
             raise StopIteration
         return row
 
-    def __enter__(self) -> Cursor:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -177,6 +177,12 @@ class SQLiteLedger:
                         "or a new ledger file.")
 
     # -- reading ------------------------------------------------------------------------------
+    def stored_budget(self) -> Any | None:
+        """The budget this ledger was first opened with (None for a new ledger)."""
+        with self._lock:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'budget'").fetchone()
+        return decode_cost(json.loads(row[0])) if row else None
+
     def entries(self) -> tuple[LedgerEntry, ...]:
         with self._lock:
             rows = self._fetch(0)

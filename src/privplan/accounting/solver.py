@@ -758,6 +758,51 @@ def _runs(
     return starts + lo_box, ends + lo_box, prof[starts]
 
 
+_GRID_LIMIT = 1 << 21  # cells of one 2-D sweep
+
+
+def _child_maxima(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    w: np.ndarray,
+    c: int,
+    starts: np.ndarray,
+    c2: int,
+    lo_box: np.ndarray,
+    hi_box: np.ndarray,
+) -> np.ndarray:
+    """For runs of column c (given by sorted-or-not starts), the 1-D maximum on column c2.
+
+    A 2-D sweep (difference grid over run x atom) of the rows: each child's max on c2 is a
+    valid bound for it (a cell weighs no more than its run on c2). Falls back to +inf (no
+    tightening) when the grid would be too large.
+    """
+    order = np.argsort(starts)
+    s_sorted = starts[order]
+    n_runs = len(starts)
+    size = int(hi_box[c2] - lo_box[c2] + 1)
+    if (n_runs + 1) * (size + 1) > _GRID_LIMIT:
+        return np.full(n_runs, np.inf)
+    r_lo = np.searchsorted(s_sorted, lo[:, c], side="left")
+    r_hi = np.searchsorted(s_sorted, hi[:, c], side="right")  # exclusive
+    keep = r_lo < r_hi
+    r_lo, r_hi, ww = r_lo[keep], r_hi[keep], w[keep]
+    a_lo = lo[keep, c2] - lo_box[c2]
+    a_hi = hi[keep, c2] - lo_box[c2] + 1  # exclusive
+    width = size + 1
+    grid = np.bincount(r_lo * width + a_lo, ww, minlength=(n_runs + 1) * width)
+    grid -= np.bincount(r_lo * width + a_hi, ww, minlength=(n_runs + 1) * width)
+    grid -= np.bincount(r_hi * width + a_lo, ww, minlength=(n_runs + 1) * width)
+    grid += np.bincount(r_hi * width + a_hi, ww, minlength=(n_runs + 1) * width)
+    grid = grid.reshape(n_runs + 1, width)
+    np.cumsum(grid, axis=0, out=grid)
+    np.cumsum(grid, axis=1, out=grid)
+    maxima = grid[:n_runs, :size].max(axis=1)
+    out = np.empty(n_runs)
+    out[order] = maxima
+    return out
+
+
 def _rep(lo_box: np.ndarray, hi_box: np.ndarray) -> Cell:
     """One atom per column of a box, preferring an open (many-valued) atom where there is one."""
     return tuple(
@@ -821,9 +866,18 @@ def _bb(
         return bound
     st, en, va = _runs(lp[:, c], hp[:, c], prof, int(lo_box[c]), int(hi_box[c]))
     va = va + cert
+    last = len(cols) == 1
+    if not last:  # tighten every child's bound at once: its 1-D maxima on the other columns
+        alive = np.flatnonzero(va >= thr())
+        if alive.size > 4:
+            for c2 in cols:
+                if c2 != c:
+                    va[alive] = np.minimum(
+                        va[alive],
+                        cert + _child_maxima(lp, hp, wp, c, st[alive], c2, lo_box, hi_box),
+                    )
     order = np.argsort(-va, kind="stable").tolist()
     opened = _NEG_INF
-    last = len(cols) == 1
     lc, hc = lo[:, c], hi[:, c]
     for r in order:
         v = float(va[r])
@@ -1081,6 +1135,15 @@ class _PairTable:
         self.best = max(self.best, value)
         self.cands.append((value, a, b))
 
+    def _pinned(self, x: Cell, hx: np.ndarray) -> dict[tuple[int, ...], list[int]]:
+        """GROUP BYs x hits whose key atoms x pins, by key columns."""
+        out: dict[tuple[int, ...], list[int]] = {}
+        for i in np.flatnonzero(hx & (self.inst.part == 1)).tolist():
+            keys = self.inst.mechs[i].keys
+            if all(x[k] % 2 == 0 for k in keys):
+                out.setdefault(keys, []).append(i)
+        return out
+
     def add(self, v: float, x: Cell, *, keep: bool, pair: bool) -> None:
         inst, sc = self.inst, self.sc
         # each evaluation scans the kept cells: charge the budget for that work
@@ -1102,12 +1165,9 @@ class _PairTable:
             plain = np.flatnonzero(hx & (inst.part == 0))
             if plain.size:
                 shared += hits[:, plain].astype(np.float64) @ self.wf[plain]
-            for i in np.flatnonzero(hx & (inst.part == 1)).tolist():
-                keys = inst.mechs[i].keys
-                if all(x[k] % 2 == 0 for k in keys):
-                    same = hits[:, i] & np.all(cells[:, keys] == np.array([x[k] for k in keys]),
-                                               axis=1)
-                    shared += same * self.wf[i]
+            for keys, ids in self._pinned(x, hx).items():
+                same = np.all(cells[:, keys] == np.array([x[k] for k in keys]), axis=1)
+                shared += same * (hits[:, ids].astype(np.float64) @ self.wf[ids])
             vals = v + ws - shared
             if vals.size:
                 r = int(np.argmax(vals))
