@@ -44,8 +44,8 @@ import math
 import re
 import time as _time
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import pairwise
 from decimal import Decimal
+from itertools import pairwise
 from typing import Any, Self
 
 import duckdb

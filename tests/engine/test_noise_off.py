@@ -85,3 +85,24 @@ def test_noise_is_added_by_default(session: pp.Session) -> None:
                     epsilon=0.1).df
     assert not a["n"].equals(b["n"]), "two noisy answers should (almost surely) differ"
     assert isinstance(a, pd.DataFrame)
+
+
+def test_nulls_stay_out_of_sums_with_a_nonzero_lower_bound() -> None:
+    """Regression: a clamp must keep NULL as NULL (DuckDB's GREATEST(NULL, 5) is 5), or NULL rows
+    would count toward SUM — outside the region the accountant was told (an under-charge)."""
+    policy = pp.Policy.from_dict({"tables": {"t": {"columns": {
+        "x": {"type": "int", "lower": 5, "upper": 100},
+        "y": {"type": "float", "lower": -3.5, "upper": 7.25}}}}})
+    df = pd.DataFrame({"x": [None, None, 10, 2, 500], "y": [None, 1.0, None, -10.0, 3.333]},
+                      dtype="float64").astype({"x": "Int64"})
+    sess = pp.connect(":memory:", policy=policy, budget=pp.PureDP(10))
+    sess.register("t", df)
+    with noise_disabled():
+        res = sess.sql("SELECT SUM(x) AS sx, AVG(x) AS ax, SUM(y) AS sy, VAR_POP(y) AS vy, "
+                       "COUNT(*) FILTER (WHERE x IS NULL) AS nulls FROM t", epsilon=1).df
+    assert res["sx"].iloc[0] == 10 + 5 + 100
+    assert res["ax"].iloc[0] == pytest.approx(115 / 3)
+    assert res["sy"].iloc[0] == pytest.approx(1.0 - 3.5 + 3.333, abs=1e-6)
+    ys = np.array([1.0, -3.5, 3.333])
+    assert res["vy"].iloc[0] == pytest.approx(ys.var(), abs=0.05)
+    assert res["nulls"].iloc[0] == 2

@@ -337,66 +337,98 @@ def _rows(regions: Sequence[Region], axes: Mapping[str, _Axis]
     return lo, hi, np.array(owner, dtype=np.int64), wide
 
 
-def _maximal_masks(lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, sizes: np.ndarray,
-                   limit: int) -> list[int] | None:
-    """Maximal sets (bit masks over owners) of boxes sharing a cell; None past ``limit`` nodes.
+def _bitset(flags: np.ndarray) -> int:
+    """A boolean vector as a Python int (bit i = flags[i])."""
+    if not flags.any():
+        return 0
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
-    Depth-first: split the current box on one column at every end point of the boxes that are
-    partial there, keep in each piece the boxes covering it; a box every remaining row covers is
-    a cell. A piece whose owners are a subset of a maximal set already found cannot add one.
+
+def _dominant(values: Sequence[int]) -> list[int]:
+    """The values (bit sets) that are not strict subsets of another one, deduplicated."""
+    uniq = sorted(set(values), key=lambda v: -v.bit_count())
+    kept: list[int] = []
+    for v in uniq:
+        if not any(v & ~k == 0 for k in kept):
+            kept.append(v)
+    return kept
+
+
+def _maximal_masks(lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, sizes: np.ndarray,
+                   limit: int) -> tuple[list[int], bool]:
+    """Maximal sets (bit masks over owners) of boxes sharing a cell, and whether exact.
+
+    Per column, every atom has a *coverage class*: the set of boxes containing it. A cell is one
+    atom per column and the boxes holding it are the AND of its classes. Replacing a class by a
+    superset class of the same column can only add boxes, so the maximal cells are among the
+    products of the classes that are maximal within their column: those products are searched
+    depth first (AND of bit sets, empty prefixes cut). If there are more than ``limit`` products,
+    the column with most classes is *merged* (its constraints are ignored: every region grows
+    to the whole column, which can only over-charge) until there are few enough; the result is
+    then a conservative superset and ``exact`` is False.
     """
     n_rows, d = lo.shape
     if n_rows == 0:
-        return []
-    found: list[int] = []
-    stack: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [
-        (np.arange(n_rows), np.zeros(d, dtype=np.int64), sizes - 1)]
-    nodes = 0
-    while stack:
-        idx, blo, bhi = stack.pop()
-        nodes += 1
-        if nodes > limit:
-            return None
-        mask = 0
-        for o in np.unique(owner[idx]).tolist():
-            mask |= 1 << o
-        if any(mask & ~f == 0 for f in found):
+        return [], True
+    classes: list[list[int]] = []
+    for c in range(d):
+        atoms = np.arange(int(sizes[c]))[:, None]
+        cover = (atoms >= lo[None, :, c]) & (atoms <= hi[None, :, c])
+        classes.append(_dominant([_bitset(row) for row in cover]))
+    exact = True
+    while math.prod(len(k) for k in classes) > limit:
+        c = max(range(d), key=lambda i: len(classes[i]))
+        merged = 0
+        for v in classes[c]:
+            merged |= v
+        classes[c] = [merged]
+        exact = False
+    order = sorted(range(d), key=lambda i: len(classes[i]))
+    seq = [classes[c] for c in order if classes[c] != [(1 << n_rows) - 1]]
+    leaves: set[int] = set()
+
+    def dfs(level: int, acc: int) -> None:
+        if level == len(seq):
+            leaves.add(acc)
+            return
+        for v in seq[level]:
+            nxt = acc & v
+            if nxt:
+                dfs(level + 1, nxt)
+
+    dfs(0, (1 << n_rows) - 1)
+    one_row_each = len(set(owner.tolist())) == n_rows and bool(np.all(owner == np.arange(n_rows)))
+    masks: set[int] = set()
+    for rows in leaves:
+        if one_row_each:
+            masks.add(rows)
             continue
-        lo_i, hi_i = lo[idx], hi[idx]
-        partial = (lo_i > blo) | (hi_i < bhi)
-        cols = np.flatnonzero(partial.any(axis=0)).tolist()
-        if not cols:
-            found = [f for f in found if f & ~mask]
-            found.append(mask)
+        m = 0
+        for r in _bits(rows):
+            m |= 1 << int(owner[r])
+        masks.add(m)
+    return _dominant_np(list(masks)), exact
+
+
+def _dominant_np(masks: list[int]) -> list[int]:
+    """Maximal masks (vectorised for many masks)."""
+    if len(masks) <= 64:
+        return _dominant(masks)
+    width = max(m.bit_length() for m in masks)
+    nbytes = (width + 7) // 8
+    M = np.unpackbits(np.frombuffer(b"".join(m.to_bytes(nbytes, "little") for m in masks),
+                                    dtype=np.uint8).reshape(len(masks), nbytes),
+                      axis=1, bitorder="little")[:, :width].astype(bool)
+    order = np.argsort(-M.sum(axis=1), kind="stable")
+    kept: list[int] = []
+    kept_rows = np.zeros((0, width), dtype=bool)
+    for i in order.tolist():
+        row = M[i]
+        if len(kept_rows) and np.any(np.all(kept_rows[:, row], axis=1)):
             continue
-        best: tuple[int, np.ndarray] | None = None
-        for c in cols:
-            lc, hc = lo_i[:, c], hi_i[:, c]
-            cuts = np.unique(np.concatenate((lc[lc > blo[c]], hc[hc < bhi[c]] + 1)))
-            if best is None or len(cuts) < len(best[1]):
-                best = (c, cuts)
-        assert best is not None
-        c, cuts = best
-        starts = np.concatenate(([blo[c]], cuts))
-        ends = np.concatenate((cuts - 1, [bhi[c]]))
-        lc, hc = lo_i[:, c], hi_i[:, c]
-        children = []
-        seen: set[bytes] = set()
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            sel = (lc <= s) & (hc >= s)
-            if not sel.any():
-                continue
-            key = sel.tobytes()
-            if key in seen:
-                continue
-            seen.add(key)
-            nlo, nhi = blo.copy(), bhi.copy()
-            nlo[c], nhi[c] = s, e
-            children.append((int(sel.sum()), idx[sel], nlo, nhi))
-        children.sort(key=lambda t: t[0])  # the largest is popped first: it prunes the rest
-        for _, i2, a, b in children:
-            stack.append((i2, a, b))
-    return found
+        kept.append(masks[i])
+        kept_rows = np.vstack((kept_rows, row[None, :]))
+    return kept
 
 
 def _bits(mask: int) -> list[int]:
@@ -440,14 +472,14 @@ def co_affected_sets(
     axes = _axes(regions, only)
     lo, hi, owner, wide = _rows(regions, axes)
     sizes = np.array([axes[c].size for c in sorted(axes)], dtype=np.int64)
-    masks = _maximal_masks(lo, hi, owner, sizes, limit)
+    masks, complete = _maximal_masks(lo, hi, owner, sizes, limit)
     mult = [_multiplicity(m, model) for m in mechanisms]
     part = [m.partition is not None for m in mechanisms]
-    exact = k == 1 and not replace_nb and not wide and masks is not None
+    exact = k == 1 and not replace_nb and not wide and complete
     base = "record" if k == 1 else "unit"
     present = sorted(set(owner.tolist()))
-    if masks is None or (replace_nb and len(masks) * (len(masks) + 1) // 2 > _MAX_PAIRS):
-        every = {i: mult[i] * (2 if replace_nb and (part[i] or k > 1) else 1) for i in present}
+    if replace_nb and len(masks) * (len(masks) + 1) // 2 > _MAX_PAIRS:
+        every = {i: mult[i] * (2 if part[i] or k > 1 else 1) for i in present}
         return ([Event(table, every, "everything")] if every else []), False
     singles = [_bits(m) for m in masks]
     if not replace_nb:
@@ -470,6 +502,57 @@ def co_affected_sets(
 
 
 @dataclass
+class _Table:
+    """One table's mechanisms (the demands' first, then the history's) and their events."""
+
+    name: str
+    model: TableModel
+    specs: list[MechanismSpec]
+    owners: list[int | None]  # the demand each mechanism belongs to (None: history)
+    events: list[Event]
+    exact: bool
+
+
+def _arrangement(demands: Sequence[Demand], history: Sequence[MechanismSpec],
+                 tables: Mapping[str, TableModel], limit: int) -> tuple[list[_Table], list[str]]:
+    by_table: dict[str, tuple[list[MechanismSpec], list[int | None]]] = {}
+    for q, d in enumerate(demands):
+        for m in d.mechanisms:
+            specs, owners = by_table.setdefault(m.table, ([], []))
+            specs.append(m)
+            owners.append(q)
+    for m in history:
+        specs, owners = by_table.setdefault(m.table, ([], []))
+        specs.append(m)
+        owners.append(None)
+    out, notes = [], []
+    for name, (specs, owners) in by_table.items():
+        if name not in tables:
+            raise PolicyError(f"table {name!r} has no neighbourhood/unit model in the policy")
+        tm = tables[name]
+        events, exact = co_affected_sets(specs, tm, limit=limit)
+        if not exact:
+            if events and events[0].kind == "everything":
+                notes.append(f"{name}: too many cells to pair up under replace; every query on "
+                             "it is first treated as overlapping every other, then the budgets "
+                             "are scaled to the exact composed cost")
+            elif tm.neighbourhood == "replace":
+                notes.append(f"{name}: replace neighbourhood: pairs of cells, conservative where "
+                             "two records must share a group (budgets then scaled to the exact "
+                             "composed cost)")
+            elif tm.unit.max_rows > 1:
+                notes.append(f"{name}: units of up to {tm.unit.max_rows} rows: cells of the "
+                             "unit-level columns, conservative (budgets then scaled to the exact "
+                             "composed cost)")
+            else:
+                notes.append(f"{name}: the region arrangement has too many cells; some columns' "
+                             "constraints were ignored, so more queries count as overlapping "
+                             "than do (budgets then scaled to the exact composed cost)")
+        out.append(_Table(name, tm, specs, owners, events, exact))
+    return out, notes
+
+
+@dataclass
 class _Model:
     """Constraint rows per table: Σ_q A[r, q] x_q + h[r] <= t_table, Σ t <= 1 (normalised)."""
 
@@ -477,98 +560,117 @@ class _Model:
     A: list[np.ndarray]  # per table: (rows, n)
     h: list[np.ndarray]  # per table: (rows,)
     events: list[list[Event]]
-    owners: list[list[int | None]]  # per table: owner query of each mechanism (None: history)
     exact: bool
-    notes: list[str]
 
 
 def _prune(A: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Drop duplicate and dominated rows (another row is >= everywhere); returns kept indices."""
+    """Drop duplicate rows, and dominated rows (another row is >= everywhere) when there are
+    not too many to compare; returns the kept indices (in order)."""
     if len(A) <= 1:
         return A, h, np.arange(len(A))
     M = np.hstack((A, h[:, None]))
-    order = np.argsort(-M.sum(axis=1), kind="stable")
-    kept: list[int] = []
-    for r in order.tolist():
-        if kept:
-            K = M[kept]
-            if np.any(np.all(K >= M[r] - 1e-15, axis=1)):
+    _, first = np.unique(M, axis=0, return_index=True)
+    idx = np.sort(first)
+    if len(idx) <= 1500:
+        order = idx[np.argsort(-M[idx].sum(axis=1), kind="stable")]
+        kept: list[int] = []
+        K = np.zeros((0, M.shape[1]))
+        for r in order.tolist():
+            if len(K) and np.any(np.all(K >= M[r] - 1e-15, axis=1)):
                 continue
-        kept.append(r)
-    idx = np.array(sorted(kept))
+            kept.append(r)
+            K = np.vstack((K, M[r][None, :]))
+        idx = np.array(sorted(kept))
     return A[idx], h[idx], idx
 
 
-def _unit_weights(d: Demand, j: int) -> list[Fraction]:
+def _unit_weight(d: Demand, m: MechanismSpec, j: int) -> Fraction:
+    """Mechanism m's weight j per unit of its query's budget weight j."""
     ref = Fraction(d.reference.weights()[j])
-    if ref <= 0:
-        return [Fraction(0) for _ in d.mechanisms]
-    return [Fraction(m.cost.weights()[j]) / ref for m in d.mechanisms]
+    return Fraction(m.cost.weights()[j]) / ref if ref > 0 else Fraction(0)
 
 
-def _build_model(demands: Sequence[Demand], history: Sequence[MechanismSpec],
-                 tables: Mapping[str, TableModel], kind: type, budget_w: Fraction, j: int,
-                 limit: int, *, prune: bool = True) -> _Model:
+def _build_model(arr: Sequence[_Table], demands: Sequence[Demand], kind: type,
+                 budget_w: Fraction, j: int, *, prune: bool = True) -> _Model:
+    """The linear model of coordinate j (fractions of the budget's weight ``budget_w``)."""
     n = len(demands)
-    by_table: dict[str, list[tuple[MechanismSpec, int | None, Fraction]]] = {}
-    for q, d in enumerate(demands):
-        for m, u in zip(d.mechanisms, _unit_weights(d, j)):
-            by_table.setdefault(m.table, []).append((m, q, u))
-    for m in history:
-        by_table.setdefault(m.table, []).append((m, None, Fraction(m.cost.weights()[j])))
-    model = _Model([], [], [], [], [], True, [])
-    for name, items in by_table.items():
-        if name not in tables:
-            raise PolicyError(f"table {name!r} has no neighbourhood/unit model in the policy")
-        tm = tables[name]
-        specs = [m for m, _, _ in items]
-        events, exact = co_affected_sets(specs, tm, limit=limit)
-        if not exact:
-            model.exact = False
-            if events and events[0].kind == "everything":
-                model.notes.append(
-                    f"{name}: the region arrangement is too large to enumerate; every query on it "
-                    "is treated as overlapping every other (sequential composition)")
-            elif tm.neighbourhood == "replace":
-                model.notes.append(f"{name}: replace neighbourhood: pairs of cells, conservative "
-                                   "where two records must share a group")
-            else:
-                model.notes.append(f"{name}: units of up to {tm.unit.max_rows} rows: cells of the "
-                                   "unit-level columns, conservative")
-        # caps: what each query (and the history) costs alone on this table
-        caps = np.zeros(n)
-        for q in sorted({q for _, q, _ in items if q is not None}):
-            own = [m for m, o, _ in items if o == q]
-            w = Fraction(compose(own, {name: tm}, kind).cost.weights()[j])
-            ref = Fraction(demands[q].reference.weights()[j])
-            caps[q] = float(w / ref) if ref > 0 else 0.0
-        hist = [m for m, o, _ in items if o is None]
-        h_cap = (float(Fraction(compose(hist, {name: tm}, kind).cost.weights()[j]) / budget_w)
-                 if hist else 0.0)
-        rows_a, rows_h = [], []
-        for ev in events:
-            raw = np.zeros(n)
-            hv = Fraction(0)
+    model = _Model([], [], [], [], all(t.exact for t in arr))
+    for t in arr:
+        units = [_unit_weight(demands[q], m, j) if q is not None
+                 else Fraction(m.cost.weights()[j]) for m, q in zip(t.specs, t.owners)]
+        raw_rows = np.zeros((len(t.events), n))
+        hist = np.zeros(len(t.events))
+        for r, ev in enumerate(t.events):
             for i, v in ev.mechanisms.items():
-                _, q, u = items[i]
+                q = t.owners[i]
                 if q is None:
-                    hv += v * u
+                    hist[r] += float(v * units[i])
                 else:
-                    raw[q] += float(v * u)
-            rows_a.append(np.minimum(raw, caps))
-            rows_h.append(min(h_cap, float(hv / budget_w)))
-        A = np.array(rows_a).reshape(len(rows_a), n)
-        h = np.array(rows_h, dtype=float)
+                    raw_rows[r, q] += float(v * units[i])
+        hist /= float(budget_w)
+        # caps: a change never costs a query more than the query alone can cost
+        if t.exact:
+            caps = raw_rows.max(axis=0) if len(raw_rows) else np.zeros(n)
+            h_cap = float(hist.max()) if len(hist) else 0.0
+        else:
+            caps = np.zeros(n)
+            for q in sorted({q for q in t.owners if q is not None}):
+                own = [m for m, o in zip(t.specs, t.owners) if o == q]
+                w = Fraction(compose(own, {t.name: t.model}, kind).cost.weights()[j])
+                ref = Fraction(demands[q].reference.weights()[j])
+                caps[q] = float(w / ref) if ref > 0 else 0.0
+            hs = [m for m, o in zip(t.specs, t.owners) if o is None]
+            h_cap = (float(Fraction(compose(hs, {t.name: t.model}, kind).cost.weights()[j])
+                           / budget_w) if hs else 0.0)
+        A = np.minimum(raw_rows, caps[None, :])
+        h = np.minimum(hist, h_cap)
         if prune:
             A, h, kept = _prune(A, h)
         else:
             kept = np.arange(len(A))
-        model.tables.append(name)
+        model.tables.append(t.name)
         model.A.append(A)
         model.h.append(h)
-        model.events.append([events[i] for i in kept.tolist()])
-        model.owners.append([q for _, q, _ in items])
+        model.events.append([t.events[i] for i in kept.tolist()])
     return model
+
+
+_EXACT_RULE = ("general composition theorem: max over the cells of the region arrangement of the "
+               "sum of the mechanisms one record affects (CSF'24 Thm IV.11; a GROUP BY pays one "
+               "group, Thm IV.12)")
+
+
+def _exact_total(arr: Sequence[_Table], costs: Sequence[Sequence[Any]], kind: type
+                 ) -> Composition:
+    """The composed cost from exact events (add/remove, one row per unit): per table the max
+    over cells of the summed weights, per coordinate; tables add. ``costs[t][i]`` is the cost of
+    mechanism i of table t."""
+    q = len(kind.zero().weights())
+    totals = [Fraction(0)] * q
+    witness: list[str] = []
+    for t, cs in zip(arr, costs):
+        if not t.events:
+            continue
+        ws = [c.weights() for c in cs]
+        approx = np.array([[sum(float(ws[i][j]) * v for i, v in ev.mechanisms.items())
+                            for j in range(q)] for ev in t.events])
+        for j in range(q):
+            col = approx[:, j]
+            top = float(col.max())
+            best, arg = Fraction(0), -1
+            for r in np.flatnonzero(col >= top - 1e-9 * max(top, 1e-300)).tolist():
+                val = sum((Fraction(ws[i][j]) * v for i, v in t.events[r].mechanisms.items()),
+                          Fraction(0))
+                if val > best or arg < 0:
+                    best, arg = val, r
+            totals[j] += best
+            if j == 0 and arg >= 0:
+                witness += [t.specs[i].id for i in t.events[arg].mechanisms]
+    if not witness and not any(totals):
+        return Composition(kind.zero(), (), "nothing released", True, "no mechanisms")
+    rule = _EXACT_RULE + ("; summed over tables" if len(arr) > 1 else "")
+    return Composition(kind.from_weights(tuple(totals)), tuple(witness),
+                       f"the worst cell affects {len(witness)} mechanism(s)", True, rule)
 
 
 # ============================================================================== structure

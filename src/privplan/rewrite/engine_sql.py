@@ -36,24 +36,31 @@ def measure_column(m: Measure) -> str:
     return f"__{m.id}"
 
 
-def _grid_value(m: Measure, column_type: str) -> str:
-    """The value on the integer grid, clamped to [lo, hi] (grid units).
+def _clamp(value: str, lo: int, hi: int) -> str:
+    """Clamp that keeps NULL as NULL (DuckDB's GREATEST/LEAST skip NULL arguments, which would
+    turn a NULL into ``lo`` and make NULL rows count toward a SUM outside its region). NaN sorts
+    above every number in DuckDB, so it clamps to ``hi``."""
+    return f"CASE WHEN {value} < {lo} THEN {lo} WHEN {value} > {hi} THEN {hi} ELSE {value} END"
 
-    Floats are scaled, clamped *as doubles* (so huge values, infinities and NaN — which DuckDB
-    orders last — cannot overflow the cast) and then cast, which rounds to the nearest integer;
-    the result lies in [lo, hi] because both ends are integers.
+
+def _grid_value(m: Measure, column_type: str) -> str:
+    """The value on the integer grid, clamped to [lo, hi] (grid units); NULL stays NULL.
+
+    Floats are scaled, clamped *as doubles* (so huge values and infinities cannot overflow the
+    cast) and then cast, which rounds to the nearest integer; the result lies in [lo, hi]
+    because both ends are integers.
     """
     col = exp.column(m.column).sql(dialect="duckdb")  # type: ignore[arg-type]
     res = m.resolution
     if column_type == "int" and res == 1:
-        return f"LEAST(GREATEST({col}, {m.lo}), {m.hi})"
+        return _clamp(col, m.lo, m.hi)
     if res.numerator == 1:
         scaled = f"{col} * {res.denominator}"
     elif res.denominator == 1:
         scaled = f"{col} / {res.numerator}"
     else:
         scaled = f"{col} * {res.denominator} / {res.numerator}"
-    return f"CAST(LEAST(GREATEST({scaled}, {m.lo}), {m.hi}) AS BIGINT)"
+    return f"CAST({_clamp(scaled, m.lo, m.hi)} AS BIGINT)"
 
 
 def _condition(m: Measure) -> str | None:

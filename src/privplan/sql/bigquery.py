@@ -46,9 +46,9 @@ query is charged ``PureDP(epsilon)``. zCDP and Gaussian-DP sessions refuse (ε, 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
