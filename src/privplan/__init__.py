@@ -20,6 +20,8 @@ from privplan.policy import Policy
 from privplan.result import Result
 from privplan.session import Session, connect
 
+import privplan.pandas  # noqa: E402,F401  (registers the DataFrame accessor df.dp)
+
 __all__ = [
     "ApproxDP",
     "BudgetExceededError",

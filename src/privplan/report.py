@@ -66,6 +66,7 @@ from privplan.accounting.allocation import (
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP, as_fraction
 from privplan.accounting.solver import Composition, compose
 from privplan.errors import BudgetExceededError, InternalError, PolicyError, PrivplanError
+from privplan.explain import explain_planned
 from privplan.mechanisms.accuracy import interval_halfwidth
 from privplan.planner import PlannedQuery
 from privplan.policy import Policy
@@ -450,7 +451,7 @@ class PlannedReportQuery:
     def targets_met(self) -> bool | None:
         if not self.targets:
             return None
-        return all(std <= tgt * (1 + 1e-9) for std, tgt in self.targets.values())
+        return all(std <= tgt * (1 + 1e-6) for std, tgt in self.targets.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -625,7 +626,9 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
     for q in spec.queries:
         ref = _plan_query(sess, q, spec.budget)
         errors = _targets(q, column_errors(ref))
-        kappa = max(((s / t) ** 2 for s, t in errors.values()), default=1.0)
+        kappa = 1.0
+        if errors:
+            kappa = _required_fraction(sess, q, spec.budget, errors) ** (2 * p)
         targets_ref.append(errors)
         demands.append(Demand(name=q.name, mechanisms=tuple(m.spec for m in ref.measures),
                               reference=spec.budget, weight=q.weight, kappa=kappa,
@@ -642,7 +645,7 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
         specs = [replace(m.spec, id=f"{q.name}:{m.spec.id}")
                  for q, pq in zip(spec.queries, planned) for m in pq.measures]
         projected = sess.accountant.preview(specs)
-        basic = compose(specs, tables, kind)
+        basic = compose(specs, tables, kind) if history else projected
         if spec.composition == "advanced":
             assert alloc.delta_prime is not None
             report_total = advanced_total(specs, tables, alloc.delta_prime)
@@ -667,7 +670,7 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
         frac = float(Fraction(b.weights()[0]) / w_total)
         by_col = {e.column.lower(): e for e in errors}
         targets = {c: ((by_col[c].std or 0.0), t) for c, (_, t) in ref_targets.items()}
-        expl = sess.explain(q.sql, budget=b)
+        expl = explain_planned(pq, sess.accountant.total, sess.accountant.total, spec.budget)
         queries.append(PlannedReportQuery(
             query=q, budget=b, fraction=frac,
             relative_variance=(max((s / t) ** 2 for s, t in targets.values()) if targets
@@ -683,12 +686,44 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
 
 
 def _scaled(b: Any, factor: Fraction) -> Any:
-    kind = type(b)
-    if kind is GDP:
-        from privplan.accounting.allocation import round_down
+    """``b`` with its additive weights (ε, δ; ρ; μ²) multiplied by ``factor`` (rounded down)."""
+    from privplan.accounting.allocation import round_down
+    from privplan.accounting.definitions import sqrt_fraction
 
-        return GDP(round_down(b.exact_mu * factor))
-    return kind.from_weights(tuple(w * factor for w in b.weights()))
+    if type(b) is GDP:
+        return GDP(round_down(sqrt_fraction(b.weights()[0] * factor, round_up=False)))
+    return type(b).from_weights(tuple(w * factor for w in b.weights()))
+
+
+def _required_fraction(sess: Any, q: ReportQuery, budget: Any,
+                       targets: Mapping[str, tuple[float, float]]) -> float:
+    """The smallest fraction f of the budget's weight at which every target column's noise std
+    (of the real, discrete noise) is at most its target; a small margin is added for rounding."""
+    def met(f: float) -> bool:
+        pq = _plan_query(sess, q, _scaled(budget, Fraction(f)))
+        stds = {e.column.lower(): e.std for e in column_errors(pq)}
+        return all((stds.get(c) or 0.0) <= t for c, (_, t) in targets.items())
+
+    if not met(1.0):
+        worst = max(targets.items(), key=lambda kv: kv[1][0] / kv[1][1])
+        raise BudgetExceededError(
+            f"report query `{q.name}`: its target error {worst[1][1]:g} on '{worst[0]}' cannot be "
+            f"met even with the whole budget {budget.describe()} (noise std {worst[1][0]:.4g}). "
+            "Loosen the target or raise the budget.")
+    p = noise_exponent(type(budget))
+    guess = max(max((s / t) ** (1 / p) for s, t in targets.values()), 1e-12)
+    lo, hi = guess / 2, 1.0
+    if met(lo):
+        return min(1.0, lo * (1 + 1e-6))
+    for _ in range(40):
+        if hi / lo < 1 + 1e-7:
+            break
+        mid = math.sqrt(lo * hi)
+        if met(mid):
+            hi = mid
+        else:
+            lo = mid
+    return min(1.0, hi * (1 + 1e-6))
 
 
 # ============================================================================== running

@@ -676,7 +676,8 @@ def _exact_total(arr: Sequence[_Table], costs: Sequence[Sequence[Any]], kind: ty
 # ============================================================================== structure
 
 
-def _structure(demands: Sequence[Demand], model: _Model) -> Structure:
+def _structure(demands: Sequence[Demand], model: _Model, model_notes: Sequence[str]
+               ) -> Structure:
     names = [d.name for d in demands]
     n = len(names)
     groups: list[frozenset[int]] = []
@@ -726,7 +727,7 @@ def _structure(demands: Sequence[Demand], model: _Model) -> Structure:
     for i in range(n):
         comps.setdefault(find(i), []).append(names[i])
     if not model.exact:
-        notes.append("the overlap structure is conservative (" + "; ".join(model.notes) + ")")
+        notes.append("the overlap structure is conservative (" + "; ".join(model_notes) + ")")
     return Structure(
         names=tuple(names),
         groups=tuple(tuple(names[i] for i in sorted(g)) for g in maximal),
@@ -1000,27 +1001,24 @@ def advanced_total(
                        "; ".join(details), all_exact, rule)
 
 
-def _advanced_quads(model: _Model, demands: Sequence[Demand], budget: ApproxDP,
-                    delta_prime: Fraction) -> list[tuple[np.ndarray, float]]:
-    """Per event, Σ_q s_q x_q² <= r² with s_q = Σ v_i u_i² (ε per unit budget, normalised)."""
+def _advanced_quads(model: _Model, arr: Sequence[_Table], demands: Sequence[Demand],
+                    budget: ApproxDP, delta_prime: Fraction) -> list[tuple[np.ndarray, float]]:
+    """Per event, Σ_q s_q x_q² <= r² with s_q = Σ v_i u_i² (ε per unit budget), the advanced
+    branch ½EΣε² + sqrt(2 ln(1/δ') Σε²) <= E written in the fractions x (ε_i = x_q E u_i)."""
     n = len(demands)
     E = float(budget.exact_epsilon)
     L = -math.log(float(delta_prime))
     r = (-math.sqrt(2 * L) + math.sqrt(2 * L + 2 * E)) / E  # ½E r² + sqrt(2L) r = 1
-    units = [_unit_weights(d, 0) for d in demands]
-    index: dict[str, list[tuple[int, int]]] = {}
-    for q, d in enumerate(demands):
-        for k, m in enumerate(d.mechanisms):
-            index.setdefault(m.table, []).append((q, k))
     quads = []
-    for t, events in zip(model.tables, model.events):
-        items = index.get(t, [])
+    for t, events in zip(arr, model.events):
+        units = [float(_unit_weight(demands[q], m, 0)) if q is not None else 0.0
+                 for m, q in zip(t.specs, t.owners)]
         for ev in events:
             s = np.zeros(n)
             for i, v in ev.mechanisms.items():
-                if i < len(items):
-                    q, k = items[i]
-                    s[q] += v * float(units[q][k]) ** 2
+                q = t.owners[i]
+                if q is not None:
+                    s[q] += v * units[i] ** 2
             quads.append((s, r * r))
     return quads
 
@@ -1063,14 +1061,18 @@ def allocate(
         if type(d.reference) is not kind:
             raise TypeError(f"query {d.name!r} was planned with {type(d.reference).__name__}, "
                             f"the report budget is {kind.__name__}")
-        if d.weight <= 0 or not math.isfinite(d.weight):
+        if not d.reference.weights()[0] > 0:
+            raise PolicyError(f"query {d.name!r}: its reference budget must be positive")
+        if not (d.weight > 0 and math.isfinite(d.weight)):
             raise PolicyError(f"query {d.name!r}: weight must be a positive number")
     n = len(demands)
     p = noise_exponent(kind)
     budget_w = Fraction(budget.weights()[0])
     if budget_w <= 0:
         raise PolicyError("the report budget must be positive")
-    notes: list[str] = []
+    history = list(history)
+    arr, notes = _arrangement(demands, history, tables, cell_limit)
+    exact = all(t.exact for t in arr)
 
     # -- δ for partition selection ------------------------------------------------------------
     dprime: Fraction | None = None
@@ -1081,7 +1083,7 @@ def allocate(
         if composition == "advanced":
             dprime = (Fraction(delta_prime) if delta_prime is not None
                       else (total_delta / 2 if any(needs) else total_delta))
-            if not 0 < dprime < 1 or dprime > total_delta:
+            if not (0 < dprime < 1 and dprime <= total_delta):
                 raise PolicyError("advanced composition needs 0 < δ' <= the report's δ "
                                   f"(got δ' = {float(dprime):.3g}, δ = {float(total_delta):.3g})")
         if any(needs):
@@ -1091,11 +1093,9 @@ def allocate(
                 raise PolicyError(
                     f"queries {', '.join(bad)} release groups through partition selection, which "
                     "needs δ > 0; the report's budget leaves none. Give a larger delta.")
-            dmodel = _build_model(demands, history, tables, kind, total_delta or Fraction(1), 1,
-                                  cell_limit)
+            dmodel = _build_model(arr, demands, kind, total_delta, 1)
             sel = np.array([1.0 if nd else 0.0 for nd in needs])
-            y = _feasible_scale(dmodel, sel) if total_delta > 0 else 0.0
-            y = min(y * float(avail / total_delta), 1.0)
+            y = min(_feasible_scale(dmodel, sel) * float(avail / total_delta), 1.0)
             for q in range(n):
                 if needs[q]:
                     deltas[q] = round_down(y * float(total_delta))
@@ -1105,30 +1105,25 @@ def allocate(
                             "ledger has no δ left")
 
     # -- the linear model and the structure ----------------------------------------------------
-    model = _build_model(demands, history, tables, kind, budget_w, 0, cell_limit,
-                         prune=composition == "basic")
-    structure = _structure(demands, model)
-    notes.extend(model.notes)
+    model = _build_model(arr, demands, kind, budget_w, 0, prune=composition == "basic")
+    structure = _structure(demands, model, notes)
 
     # -- targets (hard) and weights ------------------------------------------------------------
     kappa = np.array([max(float(d.kappa), 0.0) for d in demands])
     u = np.array([float(d.weight) for d in demands]) * np.where(kappa > 0, kappa, 1.0)
-    lb = np.array([min(float(d.kappa) ** (1 / (2 * p)), 1.0 + 1e-9) if d.required else 0.0
-                   for d in demands])
-    if np.any(lb > 1.0):
-        bad = [d.name for d, b in zip(demands, lb) if b > 1.0]
+    lb = np.array([float(d.kappa) ** (1 / (2 * p)) if d.required else 0.0 for d in demands])
+    if np.any(lb > 1.0 + 1e-12):
+        bad = [d.name for d, b in zip(demands, lb) if b > 1.0 + 1e-12]
         raise BudgetExceededError(
             f"the target error of {', '.join(bad)} cannot be met even with the whole budget "
             f"{budget.describe()}: loosen the target or raise the budget")
     lb = np.minimum(lb, 1.0)
 
-    quad = None
-    if composition == "advanced":
-        assert dprime is not None
-        quad = _advanced_quads(model, demands, budget, dprime)
     try:
         x = _optimise(model, u, p, lb, objective)
-        if quad is not None:
+        if composition == "advanced":
+            assert dprime is not None
+            quad = _advanced_quads(model, arr, demands, budget, dprime)
             x_adv = _optimise(_empty_like(model), u, p, lb, objective, quad)
             x = _better_advanced(model, quad, u, p, lb, objective, x, x_adv)
     except _Infeasible:
@@ -1139,42 +1134,69 @@ def allocate(
             "(with what the ledger already holds). Loosen a target or raise the budget.") from None
 
     # -- fit: exact budgets, composed with the history, scaled to the budget -------------------
-    fit_budgets, composed = _fit(demands, tables, kind, budget, history, x, deltas, model.exact,
-                                 composition, dprime, lb)
+    def evaluate(budgets: Sequence[Any], rule: str) -> Composition:
+        if rule == "advanced":
+            assert dprime is not None
+            return advanced_total(_modelled(demands, budgets), tables, dprime)
+        if exact:
+            return _exact_total(arr, _table_costs(arr, demands, budgets), kind)
+        return compose(history + _modelled(demands, budgets), tables, kind)
+
+    fit_budgets, composed = _fit(evaluate, kind, budget, x, deltas, exact, composition, history)
     w_alloc = np.array([float(Fraction(b.weights()[0]) / budget_w) for b in fit_budgets])
-    basic = compose(list(history) + _modelled(demands, fit_budgets), tables, kind)
+    basic = composed if composition == "basic" else evaluate(fit_budgets, "basic")
     sequential = _sum(fit_budgets, kind)
 
     # -- baselines ------------------------------------------------------------------------------
     eq = np.full(n, 1.0 / n)
     eq_budgets = _budget_values(kind, budget, eq, deltas)
-    eq_comp = compose(list(history) + _modelled(demands, eq_budgets), tables, kind).cost
     equal = Baseline("equal split (sequential composition)", tuple(eq.tolist()), tuple(eq_budgets),
-                     _objective(eq, u, p, objective), eq_comp, _sum(eq_budgets, kind))
+                     _objective(eq, u, p, objective), evaluate(eq_budgets, "basic").cost,
+                     _sum(eq_budgets, kind))
     t_uni = _feasible_scale(model, np.ones(n))
     uni = np.minimum(np.ones(n) * t_uni, 1.0)
     uni_budgets = _budget_values(kind, budget, uni, deltas)
-    uni_comp = compose(list(history) + _modelled(demands, uni_budgets), tables, kind).cost
-    uniform = Baseline("uniform (largest equal budget under the general theorem)",
+    uniform = Baseline("uniform (largest equal budget under the general theorem, by the model)",
                        tuple(uni.tolist()), tuple(uni_budgets), _objective(uni, u, p, objective),
-                       uni_comp, _sum(uni_budgets, kind))
+                       evaluate(uni_budgets, "basic").cost, _sum(uni_budgets, kind))
 
-    rel = tuple((kappa_q if kappa_q > 0 else 1.0) * max(xq, _TINY) ** (-2 * p)
-                for kappa_q, xq in zip(kappa.tolist(), w_alloc.tolist()))
+    rel = tuple((kq if kq > 0 else 1.0) * max(xq, _TINY) ** (-2 * p)
+                for kq, xq in zip(kappa.tolist(), w_alloc.tolist()))
     return Allocation(
         kind=kind, budget=budget, objective=objective, composition=composition,
         names=tuple(names), fractions=tuple(w_alloc.tolist()), budgets=tuple(fit_budgets),
         relative_variance=rel, objective_value=_objective(w_alloc, u, p, objective),
         composed=composed, basic=basic, sequential=sequential, equal_split=equal,
-        uniform=uniform, structure=structure, model_exact=model.exact, delta_prime=dprime,
+        uniform=uniform, structure=structure, model_exact=exact, delta_prime=dprime,
         notes=tuple(notes))
+
+
+def _table_costs(arr: Sequence[_Table], demands: Sequence[Demand], budgets: Sequence[Any]
+                 ) -> list[list[Any]]:
+    """Per table, the cost of each mechanism at the budgets (history: as charged)."""
+    factors = []
+    for d, b in zip(demands, budgets):
+        ref = d.reference.weights()
+        factors.append([Fraction(t) / Fraction(r) if r > 0 else Fraction(0)
+                        for t, r in zip(b.weights(), ref)])
+    out = []
+    for t in arr:
+        costs = []
+        for m, q in zip(t.specs, t.owners):
+            if q is None:
+                costs.append(m.cost)
+            else:
+                costs.append(type(m.cost).from_weights(
+                    tuple(Fraction(w) * f for w, f in zip(m.cost.weights(), factors[q]))))
+        out.append(costs)
+    return out
 
 
 def _empty_like(model: _Model) -> _Model:
     """The model without linear cells (only Σ t <= 1 remains): for the advanced-only problem."""
     n = model.A[0].shape[1] if model.A else 0
     return _Model(model.tables, [np.zeros((0, n)) for _ in model.A],
-                  [np.zeros(0) for _ in model.h], model.events, model.owners, model.exact, [])
+                  [np.zeros(0) for _ in model.h], model.events, model.exact)
 
 
 def _better_advanced(model: _Model, quad: list[tuple[np.ndarray, float]], u: np.ndarray, p: float,
@@ -1193,7 +1215,7 @@ def _better_advanced(model: _Model, quad: list[tuple[np.ndarray, float]], u: np.
         lin_keep: list[tuple[int, int]] = []
         quad_keep = []
         for k, (ti, r) in enumerate(rows):
-            lin = float(model.A[ti][r] @ x)
+            lin = float(model.A[ti][r] @ x + model.h[ti][r])
             s, r2 = quad[k]
             adv = math.sqrt(float(s @ (x ** 2)) / r2) if r2 > 0 else math.inf
             if lin <= adv:
@@ -1201,9 +1223,11 @@ def _better_advanced(model: _Model, quad: list[tuple[np.ndarray, float]], u: np.
             else:
                 quad_keep.append(quad[k])
         sub = _Model(model.tables,
-                     [model.A[ti][[r for t2, r in lin_keep if t2 == ti]] for ti in range(len(model.A))],
-                     [model.h[ti][[r for t2, r in lin_keep if t2 == ti]] for ti in range(len(model.h))],
-                     model.events, model.owners, model.exact, [])
+                     [model.A[ti][[r for t2, r in lin_keep if t2 == ti]]
+                      for ti in range(len(model.A))],
+                     [model.h[ti][[r for t2, r in lin_keep if t2 == ti]]
+                      for ti in range(len(model.h))],
+                     model.events, model.exact)
         try:
             x_new = _optimise(sub, u, p, lb, objective, quad_keep or None)
         except _Infeasible:
@@ -1214,31 +1238,49 @@ def _better_advanced(model: _Model, quad: list[tuple[np.ndarray, float]], u: np.
     return x
 
 
-def _fit(demands: Sequence[Demand], tables: Mapping[str, TableModel], kind: type, budget: Any,
-         history: Sequence[MechanismSpec], x: np.ndarray, deltas: Sequence[Fraction],
-         exact: bool, composition: str, dprime: Fraction | None, lb: np.ndarray
+def _fit(evaluate: Any, kind: type, budget: Any, x: np.ndarray, deltas: Sequence[Fraction],
+         exact: bool, composition: str, history: Sequence[MechanismSpec]
          ) -> tuple[list[Any], Composition]:
     """Exact budgets for fractions t·x, with t as large as the composed cost allows (never above
-    the budget): down if rounding pushed over, up by bisection when the model was conservative."""
+    the budget): down if rounding pushed over, up when the model was conservative (the cost is
+    homogeneous in the budgets without history: one step; otherwise a short bisection)."""
+    dl = list(deltas)
 
-    def total(t: float, dl: Sequence[Fraction]) -> tuple[list[Any], Composition]:
+    def total(t: float) -> tuple[list[Any], Composition]:
         budgets = _budget_values(kind, budget, np.minimum(x * t, 1.0), dl)
-        specs = list(history) + _modelled(demands, budgets)
-        if composition == "advanced":
-            assert dprime is not None
-            return budgets, advanced_total(specs, tables, dprime)
-        return budgets, compose(specs, tables, kind)
+        return budgets, evaluate(budgets, composition)
 
-    def fits(c: Composition) -> bool:
-        return bool(c.cost <= budget)
+    def ratio(c: Composition) -> float:
+        got, cap = Fraction(c.cost.weights()[0]), Fraction(budget.weights()[0])
+        return float(got / cap)
 
     t = 1.0
-    dl = list(deltas)
-    budgets, comp = total(t, dl)
+    budgets, comp = total(t)
+    t_hi = 1.0 / max(float(x.max()), _TINY)
+    grow = (not exact or composition == "advanced") and ratio(comp) < 1 - 1e-7 and t_hi > 1 + 1e-9
+    if grow:
+        if not history and composition == "basic":
+            t2 = min(t_hi, t / max(ratio(comp), 1e-12))
+            b2, c2 = total(t2)
+            if c2.cost <= budget:
+                t, budgets, comp = t2, b2, c2
+        else:
+            lo, hi = t, t_hi
+            b2, c2 = total(hi)
+            if c2.cost <= budget:
+                t, budgets, comp = hi, b2, c2
+            else:
+                for _ in range(12):
+                    mid = (lo + hi) / 2
+                    b2, c2 = total(mid)
+                    if c2.cost <= budget:
+                        lo, t, budgets, comp = mid, mid, b2, c2
+                    else:
+                        hi = mid
     shrink = 1e-9
     for _ in range(80):
-        if fits(comp):
-            break
+        if comp.cost <= budget:
+            return budgets, comp
         got, cap = comp.cost.weights(), budget.weights()
         if got[0] > cap[0]:
             t = t / float(Fraction(got[0]) / Fraction(cap[0])) * (1 - shrink)
@@ -1246,25 +1288,5 @@ def _fit(demands: Sequence[Demand], tables: Mapping[str, TableModel], kind: type
             f = Fraction(cap[1]) / Fraction(got[1]) * Fraction(1 - shrink)
             dl = [round_down(d * f) for d in dl]
         shrink *= 2
-        budgets, comp = total(t, dl)
-    else:
-        raise InternalError("allocation: the composed cost could not be fitted to the budget")
-    if not exact or composition == "advanced":
-        t_hi = 1.0 / max(float(x.max()), _TINY)
-        if t_hi > t * (1 + 1e-9):
-            _, c_hi = total(t_hi, dl)
-            if fits(c_hi):
-                t = t_hi
-                budgets, comp = total(t, dl)
-            else:
-                lo, hi = t, t_hi
-                for _ in range(40):
-                    if hi - lo <= 1e-7 * lo:
-                        break
-                    mid = (lo + hi) / 2
-                    b_mid, c_mid = total(mid, dl)
-                    if fits(c_mid):
-                        lo, budgets, comp = mid, b_mid, c_mid
-                    else:
-                        hi = mid
-    return budgets, comp
+        budgets, comp = total(t)
+    raise InternalError("allocation: the composed cost could not be fitted to the budget")
