@@ -5,7 +5,6 @@ same plan as its plain form."""
 
 from __future__ import annotations
 
-import inspect
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
-from privplan.session import Session
 from privplan.sql.bigquery import (
     KNOWN_OPTIONS,
     DPOptions,
@@ -362,12 +360,6 @@ def test_zcdp_session_refuses_epsilon_options(demo_db: Path) -> None:
 # ------------------------------------------------------------------------- once wired
 
 
-def _session_reads_the_clause() -> bool:
-    return "apply_dp_clause" in inspect.getsource(Session._plan)
-
-
-@pytest.mark.skipif(not _session_reads_the_clause(),
-                    reason="Session does not call apply_dp_clause yet (patch in the report)")
 def test_session_sql_accepts_bigquery_syntax(unit_sess: pp.Session) -> None:
     _same_plan(unit_sess.explain(EXAMPLE), unit_sess.explain(PLAIN, epsilon=1))
     res = unit_sess.sql(EXAMPLE)

@@ -34,6 +34,7 @@ from privplan.policy import Policy
 from privplan.assemble import assemble, noisy_frame
 from privplan.result import Result
 from privplan.rewrite.engine_sql import bounded_source, core_sql
+from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.parse import parse_statement
 from privplan.sql.plan import CorePlan
@@ -188,6 +189,9 @@ class Session:
 
     # -- internals -------------------------------------------------------------------------
     def _plan(self, sql: str, budget: Mapping[str, Any]) -> PlannedQuery:
+        # BigQuery's SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...): cut out, checked against the
+        # policy (which always wins), and its epsilon/delta become the budget
+        sql, budget = apply_dp_clause(sql, self.policy, self.kind, budget)
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns())
         for core in plan.cores:
