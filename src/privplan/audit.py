@@ -34,10 +34,11 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from privplan.accounting.allocation import advanced_total
 from privplan.accounting.definitions import ApproxDP
@@ -149,10 +150,10 @@ def build_audit(*, spec: Any, plan: Any, charged: Sequence[tuple[Any, Any, Any]]
             "mechanisms": mechs,
             "accuracy": {c: {"std": a.std, "halfwidth_95": a.halfwidth, "method": a.method}
                          for c, a in res.accuracy.items()},
-            "rows": int(len(res.df)), "files": file_rec,
+            "rows": len(res.df), "files": file_rec,
         })
     kind = type(spec.budget)
-    report_basic = compose(report_specs, tables, kind)
+    report_basic = _recompose(report_specs, tables, kind)
     composition: dict[str, Any] = {"method": spec.composition}
     if spec.composition == "advanced":
         dp = plan.allocation.delta_prime
@@ -162,6 +163,7 @@ def build_audit(*, spec: Any, plan: Any, charged: Sequence[tuple[Any, Any, Any]]
             "total": _cost(adv.cost), "rule": adv.rule, "exact": adv.exact,
             "witness": list(adv.witness), "witness_detail": adv.witness_detail,
             "basic_total": _cost(report_basic.cost), "basic_rule": report_basic.rule,
+            "basic_exact": report_basic.exact,
             "ledger_total": _cost(total.cost),
             "within_budget": bool(adv.cost <= spec.budget),
             "scope": "the report's mechanisms (the ledger was new)",
@@ -171,13 +173,14 @@ def build_audit(*, spec: Any, plan: Any, charged: Sequence[tuple[Any, Any, Any]]
             "total": _cost(total.cost), "rule": total.rule, "exact": total.exact,
             "witness": list(total.witness), "witness_detail": total.witness_detail,
             "report_total": _cost(report_basic.cost), "report_rule": report_basic.rule,
+            "report_exact": report_basic.exact,
             "within_budget": bool(total.cost <= spec.budget),
             "scope": "the ledger's history and the report's mechanisms",
         })
     alloc = plan.allocation
     doc: dict[str, Any] = {
         "format": FORMAT,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "privplan_version": __version__,
         "complete": complete,
         "report": {"name": spec.name, "spec": spec.source, "spec_sha256": spec.sha256,
@@ -204,6 +207,20 @@ def build_audit(*, spec: Any, plan: Any, charged: Sequence[tuple[Any, Any, Any]]
     }
     doc["sha256"] = canonical_hash(json.loads(json.dumps(doc, default=str)))
     return doc
+
+
+_LIMITS = (1_000_000, 10_000_000)  # search nodes for recomposition: exact whenever feasible
+
+
+def _recompose(specs: Sequence[Any], tables: Mapping[str, TableModel], kind: type) -> Any:
+    """compose() with a large search allowance (a batch check can afford it), larger again if
+    the first answer is only a proven bound."""
+    c = None
+    for limit in _LIMITS:
+        c = compose(list(specs), tables, kind, exact_limit=limit)
+        if c.exact:
+            break
+    return c
 
 
 def _under(path: Path, base: Path) -> bool:
@@ -314,7 +331,7 @@ def verify_audit(path: str | Path, *, ledger: str | Path | None = None, check_fi
     except (KeyError, TypeError, ValueError, ArithmeticError) as err:
         add("decode", False, f"the audit cannot be decoded: {type(err).__name__}: {err}")
         return out
-    except Exception as err:  # LedgerError from the codec
+    except Exception as err:  # noqa: BLE001 - a verifier reports whatever fails (LedgerError...)
         add("decode", False, f"the audit cannot be decoded: {err}")
         return out
     n_mech = sum(len(m) for _, _, m in queries)
@@ -331,7 +348,7 @@ def verify_audit(path: str | Path, *, ledger: str | Path | None = None, check_fi
 
             policy = Policy.from_dict(doc["policy"])
             models = {t.name: t.table_model() for t in policy.private_tables()}
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - reported as a failed check
             add("tables", False, f"the recorded policy does not load: {err}")
             policy, models = None, None
         if models is not None:
@@ -374,7 +391,7 @@ def verify_audit(path: str | Path, *, ledger: str | Path | None = None, check_fi
     report = [m for _, _, ms in queries for _, m in ms]
     try:
         _check_total(doc, comp, history, report, tables, kind, budget, claimed_total, add)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - reported as a failed check
         add("total", False, f"recomposition failed: {type(err).__name__}: {err}")
 
     # -- files -----------------------------------------------------------------------------------
@@ -384,7 +401,7 @@ def verify_audit(path: str | Path, *, ledger: str | Path | None = None, check_fi
         for q, _, _ in queries:
             if not q.get("files") and doc.get("complete"):
                 wrong.append(f"{q['name']}: no result file listed")
-            for fmt, rec in q.get("files", {}).items():
+            for rec in q.get("files", {}).values():
                 n += 1
                 fp = base / rec["path"]
                 if not fp.exists():
@@ -453,7 +470,7 @@ def _check_replan(queries: Sequence[tuple[Any, Any, Any]], policy: Any, add: Any
                 skipped.append(q["name"])
                 continue
             pq = plan_costs(plan, qb, policy, query_id=q["query_id"])
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - reported as a failed check
             wrong.append(f"{q['name']}: cannot be re-planned ({type(err).__name__}: {err})")
             continue
         n += 1
@@ -471,10 +488,26 @@ def _check_replan(queries: Sequence[tuple[Any, Any, Any]], policy: Any, add: Any
     add("replan", not wrong, detail)
 
 
+def _agrees(recomposed: Any, claimed: Any, claimed_exact: bool, what: str,
+            problems: list[str], notes: list[str]) -> None:
+    """An exact recomposition must equal the claim (or lie below a claim that was itself only a
+    proven bound); a recomposition that is only a bound proves nothing about equality."""
+    if recomposed.exact:
+        if recomposed.cost == claimed or (not claimed_exact and recomposed.cost <= claimed):
+            return
+        problems.append(f"recomposed {what} {recomposed.cost.describe()} != claimed "
+                        f"{claimed.describe()}")
+    else:
+        notes.append(f"{what}: the solver's search limit was reached; its proven bound "
+                     f"{recomposed.cost.describe()}")
+
+
 def _check_total(doc: Mapping[str, Any], comp: Mapping[str, Any], history: list[Any],
                  report: list[Any], tables: Mapping[str, TableModel], kind: type, budget: Any,
                  claimed: Any, add: Any) -> None:
     method = comp.get("method", "basic")
+    problems: list[str] = []
+    notes: list[str] = []
     if method == "advanced":
         if history:
             add("total", False, "advanced composition is only valid on a new ledger, but the "
@@ -482,39 +515,31 @@ def _check_total(doc: Mapping[str, Any], comp: Mapping[str, Any], history: list[
             return
         dp = Fraction(comp["delta_prime"])
         adv = advanced_total(report, tables, dp)
-        basic = compose(report, tables, kind)
-        claimed_basic = decode_cost(comp["basic_total"]["encoded"])
-        problems = []
         if adv.cost != claimed:
             problems.append(f"recomposed (advanced) {adv.cost.describe()} != claimed "
                             f"{claimed.describe()}")
-        if basic.cost != claimed_basic:
-            problems.append(f"recomposed (sums) {basic.cost.describe()} != claimed "
-                            f"{claimed_basic.describe()}")
-        if not claimed <= budget:
-            problems.append(f"claimed total {claimed.describe()} exceeds the budget "
-                            f"{budget.describe()}")
-        add("total", not problems, "; ".join(problems) or
-            f"recomposed offline: {adv.cost.describe()} [{adv.rule}] within {budget.describe()}")
-        return
-    total = compose(history + report, tables, kind)
-    problems = []
-    if total.cost != claimed:
-        problems.append(f"recomposed total {total.cost.describe()} != claimed "
-                        f"{claimed.describe()}")
-    if "report_total" in comp:
-        own = compose(report, tables, kind).cost
-        if own != decode_cost(comp["report_total"]["encoded"]):
-            problems.append(f"recomposed report total {own.describe()} != claimed "
-                            f"{decode_cost(comp['report_total']['encoded']).describe()}")
+        _agrees(_recompose(report, tables, kind), decode_cost(comp["basic_total"]["encoded"]),
+                bool(comp.get("basic_exact", True)), "total with sums", problems, notes)
+        total = adv
+    else:
+        total = _recompose(history + report, tables, kind)
+        _agrees(total, claimed, bool(comp.get("exact", True)), "total", problems, notes)
+        if "report_total" in comp:
+            _agrees(_recompose(report, tables, kind),
+                    decode_cost(comp["report_total"]["encoded"]),
+                    bool(comp.get("report_exact", True)), "report total", problems, notes)
     if not claimed <= budget:
         problems.append(f"claimed total {claimed.describe()} exceeds the budget "
                         f"{budget.describe()}")
-    if bool(comp.get("within_budget")) != bool(total.cost <= budget):
+    if not total.cost <= budget:
+        problems.append(f"recomposed total {total.cost.describe()} exceeds the budget "
+                        f"{budget.describe()}")
+    if bool(comp.get("within_budget")) != bool(claimed <= budget):
         problems.append("`within_budget` is wrong")
+    how = "advanced_total" if method == "advanced" else "compose"
     add("total", not problems, "; ".join(problems) or
-        f"recomposed offline with compose: {total.cost.describe()} [{total.rule}] within "
-        f"{budget.describe()}")
+        f"recomposed offline with {how}: {total.cost.describe()} [{total.rule}] within "
+        f"{budget.describe()}" + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def _check_ledger(lpath: Path, doc: Mapping[str, Any], add: Any) -> None:
@@ -526,7 +551,7 @@ def _check_ledger(lpath: Path, doc: Mapping[str, Any], add: Any) -> None:
             entries = {e.query_id: e for e in led.entries()}
         finally:
             led.close()
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - reported as a failed check
         add("ledger", False, f"cannot read the ledger '{lpath}': {err}")
         return
     wrong = []

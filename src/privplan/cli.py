@@ -1,4 +1,5 @@
-"""The ``privplan`` command: ``demo``, ``query``, ``explain``, ``budget``.
+"""The ``privplan`` command: ``demo``, ``query``, ``explain``, ``budget``, ``report plan``,
+``report run``, ``audit verify``.
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
 exits with status 3.
@@ -152,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_budget_args(p, "the query's ε")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)
+    from privplan.cli_report import add_report_commands
+
+    add_report_commands(sub)
     return parser
 
 

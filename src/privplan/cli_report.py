@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_AUDIT_FAILED = 1
@@ -50,8 +51,13 @@ def cmd_report_run(args: argparse.Namespace) -> int:
               f"{args.out}/results/")
         print(f"Report cost (composed): {plan.report_total.cost.describe()}; sequential "
               f"composition would charge {plan.sequential.describe()}")
-        print(f"Ledger {run.ledger_path}: total {run.total.describe()} of "
-              f"{spec.budget.describe()}")
+        if spec.composition == "advanced":
+            print(f"Ledger {run.ledger_path}: summed total {run.total.describe()} (its budget); "
+                  f"advanced total {plan.report_total.cost.describe()} of "
+                  f"{spec.budget.describe()}")
+        else:
+            print(f"Ledger {run.ledger_path}: total {run.total.describe()} of "
+                  f"{spec.budget.describe()}")
         print(f"Audit: {run.audit_path} (check with: privplan audit verify {run.audit_path})")
     return EXIT_OK
 

@@ -13,10 +13,13 @@ never costs q more than q alone can cost: that is what the planner calibrated to
 sets of co-affected mechanisms matter (coefficients grow with the set), so one linear constraint
 per cell of the region arrangement is enough:
 
-* add/remove, one row per unit: the cells of the arrangement of all regions (coordinate
-  compression of every column a region constrains, then a search that splits boxes column by
-  column and keeps the maximal hit sets — :func:`co_affected_sets`). Exact (the same cells the
-  solver searches), so the linear model *is* the composed cost.
+* add/remove, one row per unit: the cells of the arrangement of all regions. Every column a
+  region constrains is cut into atoms (NULL, each end point, the open gaps between them, as the
+  solver does); each atom's *coverage class* is the set of region boxes containing it; a cell is
+  one atom per column and holds the AND of its classes. Only classes maximal within their column
+  can form a maximal cell, so the maximal cells are found among products of those
+  (:func:`co_affected_sets`). Exact — the linear model *is* the composed cost, which is then
+  computed from the cells in exact fractions (no solver call needed).
 * replace: a change moves a record between two cells, so the events are pairs of maximal cells
   (a GROUP BY holding both pays two groups); conservative where the solver knows the two records
   must share a group key (the cap above mostly repairs that).
@@ -24,7 +27,8 @@ per cell of the region arrangement is enough:
   mechanism meeting that cell, a GROUP BY min(m, k) times. Conservative.
 * several private tables: table maxima add (one person may be in every table): an epigraph
   variable per table.
-* beyond ``cell_limit`` search nodes: one event with every mechanism (sequential composition).
+* more than ``cell_limit`` products: the column with most classes is merged (its constraints are
+  ignored, so regions only grow) until few enough remain — conservative, never optimistic.
 
 Variance: a query's noise std scales as 1/b (Laplace, pure DP / the ε of (ε, δ)) or 1/sqrt(b)
 (Gaussian, ρ; for μ-GDP in the weight μ²). With κ_q the query's relative variance at the whole
@@ -40,10 +44,13 @@ Targets are hard: b_q ≥ B κ_q^{1/2p}; if the constraints cannot hold, BudgetE
 how much budget they need. The optimum is never worse than the best *uniform* allocation (it is
 kept as a safety net), and so never worse than the equal split B/n of sequential composition.
 
-Fitting: the fractions are turned into exact budgets (rounded down), the modelled mechanisms are
-composed with :func:`~privplan.accounting.solver.compose` (with the ledger's history) and the
-budgets are scaled to fit (down if rounding pushed over; up by bisection when the linear model
-was conservative). The caller must still verify with its real accountant (report.py does).
+Fitting: the fractions are turned into exact budgets (rounded down to 5 significant digits,
+which keeps the charged costs on a small-denominator grid the solver composes exactly), composed
+with the ledger's history — from the cells when they are exact, else with
+:func:`~privplan.accounting.solver.compose` — and scaled to fit: down if rounding pushed over, up
+when a conservative model left budget unused (the cost is homogeneous in the budgets without a
+history: one step; else a short bisection). The caller must still verify with its real
+accountant (report.py simulates the session's admissions).
 
 (ε, δ) reports (:class:`ApproxDP`): counts and sums use Laplace noise, so ε is allocated as above;
 δ is only needed by partition selection and is split evenly over the queries that select
@@ -99,12 +106,15 @@ Objective = Literal["max", "weighted_sum"]
 CompositionRule = Literal["basic", "advanced"]
 
 DEFAULT_CELL_LIMIT = 50_000
-"""Search nodes per table before the arrangement falls back to "everything overlaps"."""
+"""Products of coverage classes searched per table before columns are merged (conservatively)."""
 
 _MAX_ROWS_PER_BOX = 4096  # a box's IN-lists multiply out to at most this many rows (else its hull)
 _MAX_PAIRS = 200_000  # replace: pairs of maximal cells considered before falling back
-_DIGITS = 9  # significant digits of an allocated budget (rounded down)
+_DIGITS = 5  # significant digits of an allocated budget (rounded down). Few digits keep the
+# charged costs on a common small-denominator grid: a share k/(10^d·S) calibrates to noise
+# without rounding (k < 2^19) and the solver then composes in exact integers (its fast path).
 _TINY = 1e-12
+_MIN_FRACTION = 1e-6  # a query allotted less than this share of the budget: the ledger is spent
 
 
 # ============================================================================== inputs / outputs
@@ -298,7 +308,7 @@ def _axes(regions: Sequence[Region], only: frozenset[str] | None) -> dict[str, _
     axes = {}
     for col, vals in values.items():
         try:
-            if any(v != v for v in vals):  # NaN
+            if any(isinstance(v, float) and math.isnan(v) for v in vals):
                 continue
             axes[col] = _Axis(sorted(vals))
         except TypeError:
@@ -869,10 +879,7 @@ def _optimise(model: _Model, u: np.ndarray, p: float, lb: np.ndarray, objective:
     n = len(u)
     c = np.power(u, 1 / (2 * p))
     c = c / c.max()
-    try:
-        x_max, s = _lp_max(model, c, lb)
-    except _Infeasible:
-        raise
+    x_max, s = _lp_max(model, c, lb)  # raises _Infeasible when the targets cannot hold
     if quad:
         x_max = x_max * _quad_ok(quad, x_max)
     lb2 = lb.copy()
@@ -1133,6 +1140,14 @@ def allocate(
             f"{budget.describe()}: they need about {lam:.3g} times as much "
             "(with what the ledger already holds). Loosen a target or raise the budget.") from None
 
+    starved = [d.name for d, xq in zip(demands, x) if xq < _MIN_FRACTION]
+    if starved:
+        raise BudgetExceededError(
+            f"no budget is left for {', '.join(starved[:5])}"
+            + (f" and {len(starved) - 5} more" if len(starved) > 5 else "")
+            + f": what the ledger already holds uses up the budget {budget.describe()} for every "
+            "record these queries read. Use a new ledger (a new period) or a larger budget.")
+
     # -- fit: exact budgets, composed with the history, scaled to the budget -------------------
     def evaluate(budgets: Sequence[Any], rule: str) -> Composition:
         if rule == "advanced":
@@ -1148,9 +1163,13 @@ def allocate(
     sequential = _sum(fit_budgets, kind)
 
     # -- baselines ------------------------------------------------------------------------------
-    eq = np.full(n, 1.0 / n)
+    # what the history already holds (its composed weight) is not available to the equal split
+    spent = (float(Fraction(evaluate([kind.zero()] * n, "basic").cost.weights()[0]) / budget_w)
+             if history else 0.0)
+    eq = np.full(n, max(1.0 - spent, 0.0) / n)
     eq_budgets = _budget_values(kind, budget, eq, deltas)
-    equal = Baseline("equal split (sequential composition)", tuple(eq.tolist()), tuple(eq_budgets),
+    equal = Baseline("equal split of what is left (sequential composition)", tuple(eq.tolist()),
+                     tuple(eq_budgets),
                      _objective(eq, u, p, objective), evaluate(eq_budgets, "basic").cost,
                      _sum(eq_budgets, kind))
     t_uni = _feasible_scale(model, np.ones(n))

@@ -68,7 +68,7 @@ from privplan.errors import InternalError, PolicyError
 
 __all__ = ["DEFAULT_EXACT_LIMIT", "Composition", "TableSolver", "compose"]
 
-DEFAULT_EXACT_LIMIT = 20_000
+DEFAULT_EXACT_LIMIT = 10_000
 """Branch-and-bound nodes one composition may explore before it settles for a proven bound."""
 
 _EXACT_INT_LIMIT = 2**50  # scaled integer weights below this add exactly in float64
@@ -245,12 +245,16 @@ class TableSolver:
         incremental = bool(old.mechs) and not rebuilt
         domains = _disjoint(new_rows) if incremental else [inst.full_box_tuple()]
         single, pair = [], []
+
+        def moved(b: _Best) -> _Best:
+            return _Best(b.value, b.exact, tuple(inst.remap(c) for c in b.cells), b.bound_note)
+
         for j in range(self._q):
-            prev = self._single[j] if incremental else None
+            prev = moved(self._single[j]) if incremental else None
             s = _max_cell(inst, j, domains, prev, budget)
             single.append(s)
             if self.model.neighbourhood == "replace":
-                prev_p = self._pair[j] if incremental else None
+                prev_p = moved(self._pair[j]) if incremental else None
                 pair.append(
                     _max_pair(inst, j, domains if incremental else None, s, prev_p, budget)
                 )
@@ -515,6 +519,7 @@ class _Instance:
     row_mech: np.ndarray
     scales: tuple[_Scale, ...]
     wf: np.ndarray  # (mechanisms, coordinates) search weights
+    cell_maps: tuple[tuple[np.ndarray | None, ...], int]  # from the instance this extended
     widened: bool
     notes: tuple[str, ...]
 
@@ -531,7 +536,18 @@ class _Instance:
         inst.scales = tuple(_Scale(1, 0, 0.0) for _ in range(q))
         inst.wf = np.zeros((0, q), dtype=np.float64)
         inst.widened, inst.notes = False, ()
+        inst.cell_maps = ((), 0)
         return inst
+
+    def remap(self, cell: Cell) -> Cell:
+        """A cell of the instance this one extended, in this one's atoms (same old hits).
+
+        Old columns map through the atom maps of the extension; new columns, which no old
+        region constrains, get their first open atom.
+        """
+        maps, added = self.cell_maps
+        moved = tuple(int(m[a]) if m is not None else a for a, m in zip(cell, maps))
+        return moved + (1,) * added
 
     @property
     def sizes(self) -> np.ndarray:
@@ -588,6 +604,7 @@ class _Instance:
         columns = list(self.columns)
         axes = list(self.axes)
         lo, hi = self.lo.copy(), self.hi.copy()
+        cell_maps: list[np.ndarray | None] = [None] * len(columns)
         for col, vals in new_values.items():
             if col in self.col_index:
                 c = self.col_index[col]
@@ -599,6 +616,7 @@ class _Instance:
                     axes[c], map_lo, map_hi = merged
                     lo[:, c] = map_lo[lo[:, c]]
                     hi[:, c] = map_hi[hi[:, c]]
+                    cell_maps[c] = map_lo  # an old gap's first new atom is a gap too
             else:
                 try:
                     axis = _Axis(_sorted_values(vals))
@@ -614,6 +632,7 @@ class _Instance:
         inst.col_index = {c: i for i, c in enumerate(columns)}
         inst.axes = tuple(axes)
         inst.poisoned = poisoned
+        inst.cell_maps = (tuple(cell_maps), len(columns) - len(self.columns))
         notes = list(self.notes)
         widened = self.widened
         new_rows: list[Cell2] = []
@@ -888,7 +907,7 @@ def _bb(
         if last:
             leaf(v, lo2, hi2)
             continue
-        if budget.left <= 0:
+        if not budget.take():  # every call costs: most are pruned after their sweeps
             opened = max(opened, v)
             break
         m = (lc <= st[r]) & (hc >= st[r])
@@ -998,6 +1017,15 @@ def _max_pair(
         prev = _Best(Fraction(0), True)
     if not inst.mechs or not inst.wf[:, j].any():
         return prev
+    # V(a, b) <= w(a) + w(b) - F <= 2 W* - F: a bound that holds whatever is searched
+    cap = 2 * single.value - sum(
+        (inst.mechs[i].wx[j] for i in np.flatnonzero((inst.part == 0) & inst.full).tolist()),
+        Fraction(0),
+    )
+    cap_note = "the search limit was reached; bounded by twice the heaviest record"
+    if prev.value >= cap:  # already at the cap (totals never decrease): nothing to search
+        return _Best(cap, prev.exact and prev.value == cap and single.exact, prev.cells,
+                     prev.bound_note or cap_note)
     wf = inst.wf[:, j]
     w_star = sc.to_float(single.value) + (0.0 if sc.denom is not None else sc.tol)
     plain_full = float(wf[(inst.part == 0) & inst.full].sum())
@@ -1063,7 +1091,10 @@ def _max_pair(
             out = _Best(value, prev.exact and single.exact, (a, b), prev.bound_note)
     if not single.exact and out.exact:
         out = _Best(out.value, False, out.cells, single.bound_note)
-    return _with_open(out, sc, opened)
+    out = _with_open(out, sc, opened)
+    if cap < out.value:
+        out = _Best(cap, False, out.cells, cap_note)
+    return out
 
 
 class _PairTable:
@@ -1147,9 +1178,12 @@ class _PairTable:
     def add(self, v: float, x: Cell, *, keep: bool, pair: bool) -> None:
         inst, sc = self.inst, self.sc
         # each evaluation scans the kept cells: charge the budget for that work
-        if not self.budget.take() or (self.size > 256 and not self.budget.take()):
+        cost = 1 + self.size // 128
+        if self.budget.left < cost:
+            self.budget.left = 0
             self.opened = max(self.opened, v + self.w_star - self.plain_full)
             return
+        self.budget.left -= cost
         hx = inst.hit_mask(x)
         if keep:  # x's own cell holds a second record: (x, x) is a pair, and x joins the table
             self._append(x, v, hx)

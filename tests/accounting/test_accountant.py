@@ -1,0 +1,158 @@
+"""The incremental accountant: after every admission its total equals ``compose`` from scratch.
+
+The solver itself is checked against brute force (test_solver_bruteforce.py); here random
+sessions exercise what only the incremental path does: new values that re-cut old atoms, new
+columns, switching from exact-integer to tolerance arithmetic, a column turning unorderable
+(full rebuild), several tables, preview without side effects.
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from privplan.accounting.accountant import Accountant
+from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.model import MechanismSpec, Partition, TableModel, UnitModel
+from privplan.accounting.solver import compose
+from privplan.analysis.regions import Box, Region
+from privplan.analysis.sets import ColumnSet, Interval
+from privplan.errors import PolicyError
+
+TABLES = {
+    "rows": TableModel("add_remove"),
+    "pairs": TableModel("replace"),
+    "units": TableModel("add_remove", UnitModel(2, frozenset({"u"}))),
+}
+VALUES = {"a": list(range(0, 40, 3)), "b": ["x", "y", "z", "w"], "u": [1, 2, 3], "c": [0.5, 1.5]}
+
+
+@st.composite
+def column_set(draw: st.DrawFn, col: str) -> ColumnSet:
+    vals = VALUES[col]
+    kind = draw(st.sampled_from(["points", "range", "not", "null"]))
+    if kind == "points":
+        return ColumnSet.points(draw(st.lists(st.sampled_from(vals), min_size=1, max_size=3)))
+    if kind == "range":
+        lo, hi = sorted(draw(st.lists(st.sampled_from(vals), min_size=2, max_size=2)))
+        return ColumnSet.of([Interval(lo, hi, draw(st.booleans()), draw(st.booleans()))])
+    if kind == "not":
+        return ColumnSet.points([draw(st.sampled_from(vals))], null=True).complement()
+    return ColumnSet.only_null()
+
+
+@st.composite
+def mechanism(draw: st.DrawFn, i: int, kind: type, tables: list[str]) -> MechanismSpec:
+    cols = draw(st.lists(st.sampled_from(sorted(VALUES)), max_size=3, unique=True))
+    boxes = [Box.of({c: draw(column_set(c)) for c in cols})]
+    if draw(st.integers(0, 4)) == 0:
+        boxes.append(Box.of({"b": draw(column_set("b"))}))
+    region = Region.of(boxes)
+    if region.is_empty():
+        region = Region.full()
+    awkward = draw(st.integers(0, 9)) == 0
+    num = (
+        Fraction(draw(st.integers(1, 10**9)), 100000007)
+        if awkward
+        else Fraction(draw(st.integers(1, 8)), 8)
+    )
+    cost = ApproxDP(num, Fraction(draw(st.integers(0, 3)), 10**6)) if kind is ApproxDP else kind(num)
+    part = draw(st.sampled_from([None, None, Partition(("b",), ("b",)), Partition(("e",), None),
+                                 Partition(("u",), ("u",), 1)]))
+    return MechanismSpec(f"m{i}", draw(st.sampled_from(tables)), region, cost, part)
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> tuple[type, list[list[MechanismSpec]]]:
+    kind = draw(st.sampled_from([PureDP, ApproxDP, ZCDP, GDP]))
+    tables = draw(st.lists(st.sampled_from(sorted(TABLES)), min_size=1, max_size=3, unique=True))
+    batches, i = [], 0
+    for _ in range(draw(st.integers(1, 6))):
+        batch = []
+        for _ in range(draw(st.integers(1, 3))):
+            batch.append(draw(mechanism(i, kind, tables)))
+            i += 1
+        batches.append(batch)
+    return kind, batches
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions())
+def test_incremental_total_equals_compose_from_scratch(session) -> None:
+    kind, batches = session
+    acc = Accountant(TABLES, kind)
+    admitted: list[MechanismSpec] = []
+    for batch in batches:
+        before = acc.total
+        preview = acc.preview(batch)
+        assert acc.total == before  # preview changes nothing
+        total = acc.admit(batch)
+        admitted += batch
+        scratch = compose(admitted, TABLES, kind)
+        assert total.cost == scratch.cost, (total, scratch)
+        assert total.exact == scratch.exact
+        assert preview.cost == total.cost
+        assert before.cost <= total.cost  # totals never decrease
+        assert set(total.witness) <= {m.id for m in admitted}
+    assert acc.mechanisms() and set(acc.mechanisms()) == set(admitted)
+
+
+def test_a_column_turning_unorderable_rebuilds_conservatively() -> None:
+    acc = Accountant({"t": TableModel()}, PureDP)
+    acc.admit([MechanismSpec("a", "t", Region.column("x", ColumnSet.points([1])), PureDP(1))])
+    acc.admit([MechanismSpec("b", "t", Region.column("x", ColumnSet.points([2])), PureDP(1))])
+    assert acc.total.cost == PureDP(1) and acc.total.exact
+    # 'one' cannot be ordered with ints: x's constraints are dropped, regions grow to full
+    out = acc.admit([MechanismSpec("c", "t", Region.column("x", ColumnSet.points(["one"])),
+                                   PureDP(1))])
+    assert out.cost == PureDP(3) and not out.exact
+    assert out == compose(list(acc.mechanisms()), {"t": TableModel()}, PureDP)
+
+
+def test_disjoint_queries_over_a_session_cost_the_max() -> None:
+    # The headline case, one query at a time: WHERE grp = 'g0' ... 'g199', 0.5 each.
+    acc = Accountant({"t": TableModel()}, PureDP)
+    for g in range(200):
+        region = Region.column("grp", ColumnSet.points([f"g{g:03d}"]))
+        acc.admit([MechanismSpec(f"q{g}", "t", region, PureDP(0.5))])
+    assert acc.total.cost == PureDP(0.5) and acc.total.exact
+    rep = Accountant({"t": TableModel("replace")}, PureDP)
+    for g in range(50):
+        region = Region.column("grp", ColumnSet.points([f"g{g:03d}"]))
+        rep.admit([MechanismSpec(f"q{g}", "t", region, PureDP(0.5))])
+    assert rep.total.cost == PureDP(1) and rep.total.exact
+
+
+def test_long_random_session_matches_compose() -> None:
+    rng = random.Random(3)
+    acc = Accountant(TABLES, PureDP)
+    admitted = []
+    for i in range(120):
+        lo = rng.randrange(0, 100)
+        region = Region.box(
+            a=ColumnSet.interval(lo, lo + rng.randrange(1, 30)),
+            b=ColumnSet.points([rng.choice("pqrst")]),
+        )
+        part = Partition(("b",), ("b",)) if rng.random() < 0.2 else None
+        m = MechanismSpec(f"q{i}", rng.choice(["rows", "pairs"]), region,
+                          PureDP(Fraction(rng.randrange(1, 5), 4)), part)
+        acc.admit([m])
+        admitted.append(m)
+        if i % 20 == 19:
+            assert acc.total.cost == compose(admitted, TABLES, PureDP).cost
+
+
+def test_errors_leave_the_accountant_unchanged() -> None:
+    acc = Accountant({"t": TableModel()}, PureDP)
+    acc.admit([MechanismSpec("a", "t", Region.full(), PureDP(1))])
+    with pytest.raises(TypeError):
+        acc.admit([MechanismSpec("b", "t", Region.full(), ZCDP(1))])
+    with pytest.raises(PolicyError):
+        acc.preview([MechanismSpec("b", "nope", Region.full(), PureDP(1))])
+    assert acc.total.cost == PureDP(1) and len(acc.mechanisms()) == 1
+    assert Accountant({}, GDP).total.cost == GDP.zero()

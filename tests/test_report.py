@@ -1,0 +1,346 @@
+"""Batch reports (privplan.report, privplan.cli_report): spec, plan, run, outputs, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from privplan.accounting.definitions import ZCDP, ApproxDP, PureDP
+from privplan.accounting.solver import compose
+from privplan.audit import verify_audit
+from privplan.cli import EXIT_BUDGET, EXIT_USAGE
+from privplan.cli_report import EXIT_AUDIT_FAILED, add_report_commands, main
+from privplan.demo.data import demo_policy_path, write_demo_database
+from privplan.errors import BudgetExceededError, PolicyError
+from privplan.report import (
+    ReportSpec,
+    _Progress,
+    column_errors,
+    open_session,
+    plan_report,
+    run_report,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "reports"
+PUMS = ROOT / "benchmarks" / "data"
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_database(tmp_path_factory.mktemp("db") / "demo.duckdb", rows=20_000)
+
+
+def workspace(tmp: Path, demo_db: Path, *fixtures: str) -> Path:
+    """A directory with the fixture specs, the demo policy and the demo database."""
+    for f in fixtures:
+        shutil.copy(FIXTURES / f, tmp / f)
+    shutil.copy(demo_policy_path(), tmp / "policy.yaml")
+    (tmp / "demo.duckdb").symlink_to(demo_db)
+    return tmp
+
+
+# ============================================================================== spec
+
+
+def test_spec_loads_with_paths_relative_to_the_file(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = ReportSpec.load(ws / "demo_small.yaml")
+    assert spec.name == "small"
+    assert spec.database == str(ws.resolve() / "demo.duckdb")
+    assert spec.budget == PureDP(1)
+    assert [q.name for q in spec.queries] == ["kids", "adults", "seniors", "by_hospital",
+                                              "insured"]
+    assert spec.query("seniors").weight == 2.0
+    assert spec.query("insured").target_error == 20.0
+    assert spec.outputs == ("parquet", "csv") and spec.sha256
+    assert ReportSpec.load(ws / "demo_small.yaml", database="x.duckdb").database == "x.duckdb"
+
+
+def test_spec_mapping_form_and_budgets() -> None:
+    spec = ReportSpec.from_dict({
+        "database": ":memory:", "policy": {"tables": {"t": {"privacy_unit": "row",
+                                                            "columns": {"x": {"type": "int"}}}}},
+        "budget": {"epsilon": "0.5", "delta": "1e-6"},
+        "queries": {"a": "SELECT COUNT(*) FROM t", "b": {"sql": "SELECT COUNT(*) FROM t",
+                                                        "target_error": {"N": 3}}}})
+    assert spec.budget == ApproxDP("0.5", "1e-6")
+    assert [q.name for q in spec.queries] == ["a", "b"]
+    assert spec.queries[1].target_error == {"n": 3.0}
+    assert ReportSpec.from_dict({**_minimal(), "budget": {"rho": 0.1}}).budget == ZCDP("0.1")
+
+
+def _minimal() -> dict:
+    return {"database": ":memory:", "policy": "p.yaml", "budget": {"epsilon": 1},
+            "queries": [{"name": "a", "sql": "SELECT COUNT(*) FROM t"}]}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"budjet": 1}, "did you mean `budget`"),
+    ({"budget": {"epsilon": 1, "rho": 1}}, "takes epsilon"),
+    ({"budget": {"epsilon": 0}}, "positive"),
+    ({"budget": 1.0}, "is a mapping"),
+    ({"objective": "min"}, "objective"),
+    ({"composition": "advanced"}, "needs an \\(ε, δ\\) budget"),
+    ({"queries": []}, "empty"),
+    ({"queries": [{"name": "a b", "sql": "x"}]}, "letters, digits"),
+    ({"queries": [{"name": "a", "sql": "x"}, {"name": "A", "sql": "y"}]}, "named twice"),
+    ({"queries": [{"name": "a", "sql": "x", "weight": 0}]}, "weight"),
+    ({"queries": [{"name": "a", "sql": "x", "target_error": -1}]}, "positive"),
+    ({"queries": [{"name": "a", "sqll": "x"}]}, "did you mean `sql`"),
+    ({"outputs": ["xlsx"]}, "outputs"),
+])
+def test_spec_errors_say_what_is_wrong(change: dict, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        ReportSpec.from_dict({**_minimal(), **change})
+
+
+def test_missing_spec_file_is_a_policy_error(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="cannot read"):
+        ReportSpec.load(tmp_path / "nope.yaml")
+
+
+# ============================================================================== plan
+
+
+def test_plan_shows_structure_allocation_errors_and_total(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    plan = plan_report(ReportSpec.load(ws / "demo_small.yaml"))
+    s = plan.allocation.structure
+    assert ("kids", "adults") in s.disjoint and ("kids", "seniors") in s.disjoint
+    assert ("adults", "seniors") in s.disjoint
+    assert ("kids", "by_hospital") in s.overlapping and ("seniors", "insured") in s.overlapping
+    assert set(s.groups) == {("kids", "by_hospital", "insured"),
+                             ("adults", "by_hospital", "insured"),
+                             ("seniors", "by_hospital", "insured")}
+    by = {q.query.name: q for q in plan.queries}
+    # the three disjoint age bands share the same cells with the two global queries only
+    total = plan.report_total.cost
+    assert total <= PureDP(1) and total.epsilon == pytest.approx(1, abs=1e-4)
+    assert plan.sequential.epsilon > 1.5  # what sequential composition would charge
+    # expected errors per output column, as the result will report them
+    cols = {e.column: e for e in by["adults"].errors}
+    assert cols["n"].std > 0 and cols["total_cost"].halfwidth_95 > cols["total_cost"].std
+    assert {e.column for e in by["by_hospital"].errors} == {"n", "mean_cost"}
+    assert by["insured"].targets_met is True
+    assert by["insured"].errors[0].std <= 20.0
+    # each age band shares its cell with the two global queries only, so the three bands get
+    # the same budget; the seniors' weight 2 pulls budget away from the global queries
+    assert by["seniors"].budget == by["kids"].budget == by["adults"].budget
+    light = plan_report(ReportSpec.from_dict(
+        {**yaml.safe_load((ws / "demo_small.yaml").read_text()),
+         "queries": [{**q.query.to_dict(), "weight": 1.0} for q in plan.queries]}, base_dir=ws))
+    assert by["seniors"].budget > light.queries[2].budget
+    assert by["by_hospital"].budget < light.queries[3].budget
+    text = str(plan)
+    for part in ("Overlap structure", "Allocation and expected errors", "95% ±",
+                 "Sequential composition would charge", "disjoint"):
+        assert part in text
+    data = json.loads(plan.to_json())
+    assert data["within_budget"] is True and len(data["queries"]) == 5
+    assert data["structure"]["disjoint_pairs"]
+
+
+def test_optimised_allocation_beats_the_equal_split(tmp_path: Path, demo_db: Path) -> None:
+    """Acceptance: disjoint and overlapping queries; lower objective at no higher cost."""
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    with open_session(ReportSpec.load(ws / "demo_small.yaml")) as sess:
+        plan = plan_report(ReportSpec.load(ws / "demo_small.yaml"), session=sess)
+        tables = {t.name: t.table_model() for t in sess.policy.private_tables()}
+    a = plan.allocation
+    assert a.structure.disjoint and a.structure.overlapping
+    assert a.objective_value < a.equal_split.objective_value
+    assert plan.report_total.cost <= PureDP(1)
+    assert a.equal_split.composed <= PureDP(1) and a.equal_split.sequential <= PureDP(1)
+    # the real planned mechanisms, composed by the solver, are within the budget
+    assert compose(plan.specs(), tables, PureDP).cost <= PureDP(1)
+
+
+def test_unreachable_target_is_refused(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db)
+    spec = ReportSpec.from_dict({
+        "database": "demo.duckdb", "policy": "policy.yaml", "budget": {"epsilon": 0.1},
+        "queries": [{"name": "a", "sql": "SELECT COUNT(*) AS n FROM visits",
+                     "target_error": 1}]}, base_dir=ws)
+    with pytest.raises(BudgetExceededError, match="cannot be met even with the whole budget"):
+        plan_report(spec)
+
+
+def test_bad_query_names_the_query(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db)
+    spec = ReportSpec.from_dict({
+        "database": "demo.duckdb", "policy": "policy.yaml", "budget": {"epsilon": 1},
+        "queries": [{"name": "bad", "sql": "SELECT * FROM visits"}]}, base_dir=ws)
+    with pytest.raises(Exception, match="report query `bad`"):
+        plan_report(spec)
+
+
+# ============================================================================== run
+
+
+def test_fifty_query_report_end_to_end(tmp_path: Path, demo_db: Path) -> None:
+    """Acceptance: a 50-query report over the demo data runs, and its audit verifies."""
+    ws = workspace(tmp_path, demo_db, "demo_monthly_50.yaml")
+    spec = ReportSpec.load(ws / "demo_monthly_50.yaml")
+    assert len(spec.queries) == 50
+    t0 = time.perf_counter()
+    run = run_report(spec, ws / "out", progress=False)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 60, elapsed
+    assert run.ledger_path == ws / "out" / "ledger.sqlite" and run.ledger_path.exists()
+    assert run.total <= PureDP(1)
+    assert run.plan.sequential.epsilon > 2 * run.total.epsilon  # disjointness pays off
+    for q in spec.queries:
+        pq = pd.read_parquet(run.files[q.name]["parquet"])
+        csv = pd.read_csv(run.files[q.name]["csv"])
+        assert len(pq) == len(csv) == len(run.results[q.name].df) >= 1
+        assert list(pq.columns) == list(run.results[q.name].df.columns)
+    # the expected errors of the plan are those the results report
+    for pq in run.plan.queries:
+        acc = run.results[pq.query.name].accuracy
+        for e in pq.errors:
+            assert acc[e.column].std == e.std
+    audit = json.loads(run.audit_path.read_text())
+    assert audit["complete"] and len(audit["queries"]) == 50
+    assert audit["composition"]["within_budget"] is True
+    result = verify_audit(run.audit_path)
+    assert result.ok, str(result)
+    assert {c.name for c in result.checks} >= {"integrity", "regions", "noise", "replan",
+                                               "total", "files", "ledger"}
+
+
+def test_run_refuses_a_directory_with_a_report(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = ReportSpec.load(ws / "demo_small.yaml")
+    run_report(spec, ws / "out", progress=False)
+    with pytest.raises(PolicyError, match="already holds a report"):
+        run_report(spec, ws / "out", progress=False)
+
+
+def test_shared_ledger_history_is_charged_against(tmp_path: Path, demo_db: Path) -> None:
+    import privplan as pp
+
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    ledger = ws / "shared.sqlite"
+    with pp.connect(ws / "demo.duckdb", policy=ws / "policy.yaml", budget=pp.PureDP(1),
+                    ledger=ledger) as sess:
+        sess.sql("SELECT COUNT(*) FROM visits WHERE age < 18", epsilon=0.5)
+    spec = ReportSpec.load(ws / "demo_small.yaml", ledger=str(ledger))
+    plan = plan_report(spec)
+    assert plan.total_before == PureDP("0.5")
+    kids = next(q for q in plan.queries if q.query.name == "kids")
+    assert kids.budget.epsilon < 0.5 + 1e-9  # the children's cell holds 0.5 already
+    run = run_report(spec, ws / "out", progress=False)
+    assert run.total <= PureDP(1)
+    assert verify_audit(run.audit_path).ok
+    with pytest.raises(BudgetExceededError):  # the next period needs a new ledger
+        plan_report(spec)
+
+
+def test_pums_report_with_smartnoise_metadata(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "pums_quarterly.yaml", tmp_path)
+    for f in ("PUMS.csv", "PUMS.yaml"):
+        shutil.copy(PUMS / f, tmp_path)
+    spec = ReportSpec.load(tmp_path / "pums_quarterly.yaml")
+    run = run_report(spec, tmp_path / "out", progress=False)
+    by = {q.query.name: q for q in run.plan.queries}
+    # max objective, zCDP: young (weight 3) gets 3 times a race query's ρ; the races are disjoint
+    assert by["young"].budget.rho == pytest.approx(3 * by["race_1"].budget.rho, rel=1e-6)
+    assert ("race_1", "race_2") in run.plan.allocation.structure.disjoint
+    assert run.total == ZCDP("0.5") or run.total <= ZCDP("0.5")
+    assert verify_audit(run.audit_path).ok
+
+
+def test_advanced_composition_report(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_advanced.yaml")
+    spec = ReportSpec.load(ws / "demo_advanced.yaml")
+    run = run_report(spec, ws / "out", progress=False)
+    plan = run.plan
+    assert plan.report_total.cost <= spec.budget
+    assert "advanced composition" in plan.report_total.rule
+    # the ledger sums (its budget is that figure); the audit claims the advanced total
+    assert run.total == plan.basic_total.cost
+    audit = json.loads(run.audit_path.read_text())
+    assert audit["composition"]["method"] == "advanced"
+    assert verify_audit(run.audit_path).ok
+    by = {q.query.name: q for q in plan.queries}
+    assert by["by_age_90s"].budget.delta > 0 and by["stay_0"].budget.delta == 0
+    with pytest.raises(PolicyError, match="new ledger"):
+        run_report(spec, ws / "out2", ledger=ws / "out" / "ledger.sqlite", progress=False)
+
+
+# ============================================================================== CLI, progress
+
+
+def test_cli_plan_run_and_verify(tmp_path: Path, demo_db: Path,
+                                 capsys: pytest.CaptureFixture) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = str(ws / "demo_small.yaml")
+    assert main(["report", "plan", spec]) == 0
+    assert "Allocation and expected errors" in capsys.readouterr().out
+    assert main(["report", "plan", spec, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["report"] == "small"
+    out = ws / "out"
+    assert main(["report", "run", spec, "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert Path(summary["audit"]).exists() and set(summary["results"]) >= {"kids", "insured"}
+    assert main(["audit", "verify", str(out / "audit.json")]) == 0
+    assert "VERIFIED" in capsys.readouterr().out
+    (out / "results" / "kids.csv").write_text("n\n0\n")
+    assert main(["audit", "verify", str(out / "audit.json")]) == EXIT_AUDIT_FAILED
+    assert "FAILED" in capsys.readouterr().out
+    assert main(["report", "plan", str(ws / "nope.yaml")]) == EXIT_USAGE
+    assert main(["report", "run", spec, "--out", str(ws / "o2"),
+                 "--ledger", str(out / "ledger.sqlite")]) == EXIT_BUDGET
+    assert "budget" in capsys.readouterr().err  # the ledger is spent
+
+
+def test_add_report_commands_wires_into_a_parser() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="privplan")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_report_commands(sub)
+    args = parser.parse_args(["report", "run", "s.yaml", "--out", "d", "--no-progress"])
+    assert args.func.__name__ == "cmd_report_run" and args.no_progress
+    args = parser.parse_args(["audit", "verify", "a.json", "--no-files"])
+    assert args.func.__name__ == "cmd_audit_verify" and args.no_files
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    quiet = io.StringIO()
+    bar = _Progress(3, stream=quiet)
+    bar.update(1, "x")
+    bar.close()
+    assert quiet.getvalue() == ""
+    tty = Tty()
+    bar = _Progress(4, stream=tty)
+    bar.update(2, "half")
+    bar.close()
+    assert "[###############...............] 2/4" in tty.getvalue()
+
+
+def test_column_errors_match_result_accuracy(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db)
+    spec = ReportSpec.from_dict({"database": "demo.duckdb", "policy": "policy.yaml",
+                                 "budget": {"epsilon": 5}, "queries": {"a": "SELECT 1"}},
+                                base_dir=ws)
+    with open_session(spec) as sess:
+        sql = ("SELECT hospital, COUNT(*) AS n, SUM(cost) AS c, AVG(cost) AS m FROM visits "
+               "GROUP BY hospital")
+        errors = column_errors(sess._plan(sql, {"epsilon": 1}))
+        res = sess.sql(sql, epsilon=1)
+    for e in errors:
+        assert res.accuracy[e.column].std == e.std
+        assert res.accuracy[e.column].halfwidth == e.halfwidth_95
