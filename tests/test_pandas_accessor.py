@@ -310,9 +310,6 @@ def test_group_by_inside_a_view_is_a_partition(df: pd.DataFrame) -> None:
     assert view.spent() == df.dp.spent() and view.remaining() == pp.PureDP(0.25)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError, reason=(
-    "accounting/solver.py _detail: IndexError when every witness cell has fewer axes than the "
-    "instance (a SUM over a new column after a COUNT filtered on a bool); not a pandas issue"))
 def test_sum_after_a_count_filtered_on_a_bool(df: pd.DataFrame) -> None:
     df.dp.where("insured").count(epsilon=0.5)
     out = df.dp.where("NOT insured").sum("cost", epsilon=0.5)

@@ -52,14 +52,6 @@ fmt = _load_format()
 # Each is an engine bug reported to the lead; strict, so a fix turns the test red until the
 # entry is removed here.
 KNOWN_ENGINE_DISAGREEMENTS: dict[str, str] = {
-    "10_session_of_disjoint_queries.sql": (
-        "engine bug: explain/sql crash with IndexError in accounting/solver.py _detail "
-        "('cells[0]', list index out of range) when a query's region is disjoint from the "
-        "ledger's and constrains a column no earlier region constrained (here AVG(length_of_stay) "
-        "WHERE age >= 65 after COUNT(*) WHERE age < 18: COUNT(length_of_stay) adds the "
-        "length_of_stay axis). Minimal: COUNT(*) WHERE age < 18, then COUNT(*) WHERE age >= 65 "
-        "AND cost > 3. Expected: marginal ε=0"
-    ),
 }
 
 

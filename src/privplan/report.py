@@ -43,9 +43,7 @@ under ``OUT/results/`` and an audit file ``OUT/audit.json`` (:mod:`privplan.audi
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
 import hashlib
 import json
 import math
@@ -600,44 +598,15 @@ def open_session(spec: ReportSpec, *, ledger: Any = None, budget: Any = None) ->
 
     policy = spec.load_policy()
     led = open_ledger(ledger)
-    if not _incremental_solver_ok():
-        led = _BatchedCatchUp(led)
-    sess = connect(spec.database, policy=policy, budget=budget or spec.budget, ledger=led)
+    sess = connect(spec.database, policy=policy, budget=budget or spec.budget, ledger=led,
+                   exact_limit=REPORT_EXACT_LIMIT)
     try:
         for name, path in spec.register.items():
             sess.register(name, path)
-        sess.accountant = _fresh_accountant(sess, list(sess.accountant.mechanisms()))
     except BaseException:
         sess.close()
         raise
     return sess
-
-
-def _fresh_accountant(sess: Any, mechanisms: Sequence[Any]) -> Any:
-    """An accountant for the session's tables with the report's search limit, holding
-    ``mechanisms`` (admitted in one batch: composed from scratch)."""
-    from privplan.accounting.accountant import Accountant
-
-    acc = Accountant({t.name: t.table_model() for t in sess.policy.private_tables()},
-                     type(sess.budget), exact_limit=REPORT_EXACT_LIMIT)
-    if mechanisms:
-        acc.admit(list(mechanisms))
-    return acc
-
-
-def _admit(sess: Any, acc: Any, specs: Sequence[Any]) -> tuple[Any, Any]:
-    """Admit ``specs`` to ``acc`` as the session will (one query at a time), working around the
-    solver bug (see :func:`_incremental_solver_ok`) by recomposing from scratch with zero-cost
-    copies of ``specs`` when it strikes. Returns the accountant and its new total."""
-    try:
-        return acc, acc.admit(list(specs))
-    except IndexError:
-        if _incremental_solver_ok():
-            raise
-    zero = type(sess.budget).zero()
-    acc = _fresh_accountant(sess, list(acc.mechanisms())
-                            + [replace(m, id=f"axes-{m.id}", cost=zero) for m in specs])
-    return acc, acc.admit(list(specs))
 
 
 def _plan_query(sess: Any, q: ReportQuery, budget: Any) -> PlannedQuery:
@@ -695,7 +664,7 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
         # what the session's accountant will say, admission after admission, during the run
         acc, refused = copy.copy(sess.accountant), None
         for q, ms in zip(spec.queries, per_query):
-            acc, projected = _admit(sess, acc, ms)
+            projected = acc.admit(list(ms))
             if spec.composition == "basic" and not projected.cost <= spec.budget:
                 refused = q.name
                 break
@@ -889,75 +858,8 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
                      ledger_path=ledger_path, total=total.cost, audit=audit)
 
 
-@functools.lru_cache(maxsize=1)
-def _incremental_solver_ok() -> bool:
-    """Probe for a solver bug: the previous best's witness cells were not re-expressed when an
-    admission adds a column, so admitting a cheaper query on a new column raised IndexError in
-    ``TableSolver.cost`` (see the solver patch that remaps them)."""
-    from privplan.accounting.accountant import Accountant
-    from privplan.accounting.model import MechanismSpec, TableModel
-    from privplan.analysis.regions import Region
-    from privplan.analysis.sets import ColumnSet
-
-    acc = Accountant({"t": TableModel()}, PureDP)
-    acc.admit([MechanismSpec("a", "t", Region.column("x", ColumnSet.points([1])), PureDP(1))])
-    try:
-        acc.preview([MechanismSpec("b", "t", Region.box(x=ColumnSet.points([2]),
-                                                        y=ColumnSet.points([2])),
-                                   PureDP(Fraction(1, 2)))])
-    except IndexError:
-        return False
-    return True
-
-
-class _BatchedCatchUp:
-    """Workaround while the solver bug above is present (unused once it is fixed): a ledger
-    whose catch-up hands the session every unseen entry as *one* batch, so reopening a ledger
-    with a history composes it from scratch instead of admitting entry after entry (which can
-    trip the bug). Everything else is delegated; entries themselves are unchanged."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    @contextlib.contextmanager
-    def charging(self) -> Any:
-        with self._inner.charging() as txn:
-            yield _BatchedTxn(txn)
-
-
-class _BatchedTxn:
-    def __init__(self, txn: Any) -> None:
-        self._txn = txn
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._txn, name)
-
-    def unseen(self) -> list[Any]:
-        entries = self._txn.unseen()
-        if len(entries) <= 1:
-            return entries
-        last = entries[-1]
-        return [replace(last, mechanisms=tuple(m for e in entries for m in e.mechanisms))]
-
-
 def _sql(sess: Any, pq: PlannedReportQuery) -> Any:
-    """``sess.sql`` for one report query, working around the solver bug while it exists: the
-    failing preview raises before anything is charged, so the session's accountant is rebuilt
-    from scratch with zero-cost copies of this query's mechanisms (every column and end point
-    it uses is then known, so its admission extends no axis) and the query is retried once.
-    Zero costs change no total; nothing extra is written to the ledger."""
-    try:
-        return sess.sql(pq.query.sql, budget=pq.budget)
-    except IndexError:
-        if _incremental_solver_ok():
-            raise
-    zero = type(sess.budget).zero()
-    sess.accountant = _fresh_accountant(
-        sess, list(sess.accountant.mechanisms())
-        + [replace(m.spec, id=f"axes-{m.spec.id}", cost=zero) for m in pq.planned.measures])
+    """``sess.sql`` for one report query at its allocated budget."""
     return sess.sql(pq.query.sql, budget=pq.budget)
 
 

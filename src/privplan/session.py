@@ -98,6 +98,7 @@ class Session:
         policy: Policy | str | Path | Mapping[str, Any],
         budget: Any,
         ledger: Any = None,
+        exact_limit: int | None = None,
     ) -> None:
         self.policy = _as_policy(policy)
         if type(budget) not in _KINDS:
@@ -112,7 +113,10 @@ class Session:
         self._tables: dict[str, TableModel] = {
             t.name: t.table_model() for t in self.policy.private_tables()
         }
-        self.accountant = Accountant(self._tables, self.kind)
+        # a larger exact_limit lets the solver search longer before it falls back to a proven
+        # (looser) upper bound; it can only tighten the charge, never lower it below the truth
+        self.accountant = Accountant(self._tables, self.kind, **(
+            {"exact_limit": exact_limit} if exact_limit is not None else {}))
         self._column_types: dict[str, dict[str, str]] = {}
         self._public_schema: dict[str, set[str]] | None = None
         self._sync()
@@ -334,6 +338,8 @@ def connect(
     policy: Any,
     budget: Any,
     ledger: Any = None,
+    exact_limit: int | None = None,
 ) -> Session:
     """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection)."""
-    return Session(database, policy=policy, budget=budget, ledger=ledger)
+    return Session(database, policy=policy, budget=budget, ledger=ledger,
+                   exact_limit=exact_limit)

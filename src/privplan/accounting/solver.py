@@ -233,32 +233,32 @@ class TableSolver:
         out._inst = inst
         budget = _Budget(self.exact_limit)
         k = self.model.unit.max_rows
-        if k > 1:
-            ucols = frozenset(
-                inst.col_index[c] for c in self.model.unit.unit_level_columns if c in inst.col_index
-            )
-            bound_budget = _Budget(max(self.exact_limit, 2000))
-            out._unit = tuple(
-                _max_unit(inst, j, k, ucols, budget, bound_budget) for j in range(self._q)
-            )
-            return out
         incremental = bool(old.mechs) and not rebuilt
         domains = _disjoint(new_rows) if incremental else [inst.full_box_tuple()]
-        single, pair = [], []
+        single, pair, unit = [], [], []
 
         def moved(b: _Best) -> _Best:
             return _Best(b.value, b.exact, tuple(inst.remap(c) for c in b.cells), b.bound_note)
 
+        ucols = frozenset(
+            inst.col_index[c] for c in self.model.unit.unit_level_columns if c in inst.col_index
+        )
         for j in range(self._q):
             prev = moved(self._single[j]) if incremental else None
             s = _max_cell(inst, j, domains, prev, budget)
             single.append(s)
+            if k > 1:  # only slabs a new region meets can change
+                prev_u = moved(self._unit[j]) if incremental else None
+                bound_budget = _Budget(max(self.exact_limit, 2000))
+                unit.append(_max_unit(inst, j, k, ucols, domains if incremental else None, s,
+                                      prev_u, budget, bound_budget))
+                continue
             if self.model.neighbourhood == "replace":
                 prev_p = moved(self._pair[j]) if incremental else None
                 pair.append(
                     _max_pair(inst, j, domains if incremental else None, s, prev_p, budget)
                 )
-        out._single, out._pair = tuple(single), tuple(pair)
+        out._single, out._pair, out._unit = tuple(single), tuple(pair), tuple(unit)
         return out
 
     @property
@@ -744,10 +744,10 @@ class _Budget:
     def __init__(self, n: int) -> None:
         self.left = n
 
-    def take(self) -> bool:
+    def take(self, cost: int = 1) -> bool:
         if self.left <= 0:
             return False
-        self.left -= 1
+        self.left -= cost
         return True
 
 
@@ -843,6 +843,8 @@ def _bb(
     thr: Callable[[], float],
     leaf: Leaf,
     budget: _Budget,
+    tags: np.ndarray | None = None,
+    floor: Callable[[np.ndarray], float] | None = None,
 ) -> float:
     """Branch and bound for the heaviest cells of weighted boxes inside one search box.
 
@@ -851,22 +853,31 @@ def _bb(
     cuts ``eligible`` columns into runs; ``leaf(value, box)`` is called for every box uniform on
     the eligible columns whose value reaches ``thr()`` (read afresh, as the caller raises it).
     A node's bound is the smallest over columns of its 1-D sweep maximum: a cell's weight never
-    exceeds the weight of its run on any column. Returns the largest bound of the nodes the
-    budget cut off (-inf if none), a proven bound on what was not searched.
+    exceeds the weight of its run on any column. With ``floor``, a node also needs
+    ``floor(tags of the rows covering all of it)``: callers pass a threshold that only grows
+    with that set, so it holds for the whole subtree. Returns the largest bound of the nodes
+    the budget cut off (-inf if none), a proven bound on what was not searched.
     """
     partial = (lo > lo_box) | (hi < hi_box)
     if not eligible.all():
         partial &= eligible
     prow = partial.any(axis=1)
+    extra = _NEG_INF
+    if floor is not None and tags is not None:
+        extra = floor(tags[~prow])
+
+    def t() -> float:
+        return max(thr(), extra)
+
     if not prow.any():
         v = float(w.sum())
-        if v >= thr():
+        if v >= t():
             leaf(v, lo_box, hi_box)
         return _NEG_INF
     cert = float(w[~prow].sum())
     lp, hp, wp = lo[prow], hi[prow], w[prow]
     cols = np.flatnonzero(partial[prow].any(axis=0)).tolist()
-    threshold = thr() - cert
+    threshold = t() - cert
     chosen: tuple[int, float, int, np.ndarray] | None = None
     bound = math.inf
     for c in cols:
@@ -881,13 +892,13 @@ def _bb(
     assert chosen is not None
     _, _, c, prof = chosen
     bound += cert
-    if not budget.take():
+    if not budget.take(1 + w.size // 2048):  # work grows with the rows swept
         return bound
     st, en, va = _runs(lp[:, c], hp[:, c], prof, int(lo_box[c]), int(hi_box[c]))
     va = va + cert
     last = len(cols) == 1
     if not last:  # tighten every child's bound at once: its 1-D maxima on the other columns
-        alive = np.flatnonzero(va >= thr())
+        alive = np.flatnonzero(va >= t())
         if alive.size > 4:
             for c2 in cols:
                 if c2 != c:
@@ -900,7 +911,7 @@ def _bb(
     lc, hc = lo[:, c], hi[:, c]
     for r in order:
         v = float(va[r])
-        if v < thr():
+        if v < t():
             break
         lo2, hi2 = lo_box.copy(), hi_box.copy()
         lo2[c], hi2[c] = st[r], en[r]
@@ -911,7 +922,10 @@ def _bb(
             opened = max(opened, v)
             break
         m = (lc <= st[r]) & (hc >= st[r])
-        opened = max(opened, _bb(lo[m], hi[m], w[m], lo2, hi2, eligible, thr, leaf, budget))
+        sub = None if tags is None else tags[m]
+        opened = max(
+            opened, _bb(lo[m], hi[m], w[m], lo2, hi2, eligible, thr, leaf, budget, sub, floor)
+        )
     return opened
 
 
@@ -1036,46 +1050,85 @@ def _max_pair(
     full_lo, full_hi = inst.full_box()
     opened = _NEG_INF
 
+    plain = inst.part == 0
+    full_plain = plain & inst.full
+
+    # Partner bounds: every record of a search node hits the plain mechanisms C covering the
+    # whole node, so its partner adds at most PB(C) = max_b sum{c_i : i not in C, b in R_i}.
+    # C is cut down to a few heavy mechanisms (those of the heaviest record) so that PB is
+    # computed (a max-cell search without C) for few sets; any subset of C gives a valid bound.
+    tracked = full_plain.copy()
+    if single.cells:
+        heavy = np.flatnonzero(inst.hit_mask(single.cells[0]) & plain)
+        tracked[heavy[np.argsort(-wf[heavy], kind="stable")][:_TRACKED]] = True
+    partner_cache: dict[bytes, float] = {}
+
+    def partner_bound(cert_tags: np.ndarray) -> float:
+        dropped = np.zeros(len(inst.mechs), dtype=bool)
+        dropped[cert_tags] = True
+        dropped &= tracked
+        dropped |= full_plain  # certain everywhere
+        key = np.packbits(dropped).tobytes()
+        if key not in partner_cache:
+            if not (dropped & ~full_plain).any():
+                partner_cache[key] = w_star - plain_full
+            else:
+                partner_cache[key] = _max_weight_bound(inst, wf, sc, ~dropped[inst.row_mech],
+                                                       budget)
+        return partner_cache[key]
+
+    def a_floor(cert_tags: np.ndarray) -> float:  # w(a) + PB(C) must beat best
+        return sc.above(pairs.best - partner_bound(cert_tags))
+
     def enumerate_cells(
-        lo: np.ndarray, hi: np.ndarray, w: np.ndarray, box: tuple[np.ndarray, np.ndarray],
-        floor: Callable[[], float], partner: Callable[[], float], keep: bool, pair: bool,
+        lo: np.ndarray, hi: np.ndarray, tags: np.ndarray, box: tuple[np.ndarray, np.ndarray],
+        thr: Callable[[], float], floor: Callable[[np.ndarray], float], partner: float,
+        keep: bool, pair: bool,
     ) -> None:
-        """Cells of weight above floor(); pair each with the table; a cut adds partner()."""
+        """Cells above thr() and floor(); pair each with the table; a cut adds partner."""
         nonlocal opened
 
         def leaf(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
             pairs.add(v, _rep(lb, hb), keep=keep, pair=pair)
 
-        o = _bb(lo, hi, w, box[0], box[1], everything, lambda: sc.above(floor()), leaf, budget)
+        o = _bb(lo, hi, wf[tags], box[0], box[1], everything, thr, leaf, budget, tags, floor)
         if o != _NEG_INF:
-            opened = max(opened, o + partner() - plain_full)
+            opened = max(opened, o + partner - plain_full)
 
-    def tau() -> float:  # no pair with a cell this light beats best (partner <= W*)
-        return pairs.best - w_star + plain_full
+    def tau() -> float:  # no pair with a cell this light beats best (partner <= W* - F)
+        return sc.above(pairs.best - w_star + plain_full)
 
+    rm = inst.row_mech
     if domains is None:
         if single.cells:  # a good first pair: the heaviest record and its best partner
             pairs.seed(single.cells[0], w_rows)
         # 1. heavy cells (> (best + F) / 2), every pair among them
-        enumerate_cells(inst.lo, inst.hi, w_rows, (full_lo, full_hi),
-                        lambda: max(tau(), (pairs.best + plain_full) / 2), lambda: w_star,
-                        keep=True, pair=True)
+        enumerate_cells(inst.lo, inst.hi, rm, (full_lo, full_hi),
+                        lambda: max(tau(), sc.above((pairs.best + plain_full) / 2)), a_floor,
+                        w_star, keep=True, pair=True)
         # 2. lighter cells: a pair beating best needs a heavy partner, already in the table
-        heavy = pairs.size
-        if heavy:
-            enumerate_cells(inst.lo, inst.hi, w_rows, (full_lo, full_hi), tau,
-                            lambda: w_star, keep=False, pair=True)
+        if pairs.size:
+            enumerate_cells(inst.lo, inst.hi, rm, (full_lo, full_hi), tau, a_floor, w_star,
+                            keep=False, pair=True)
     else:
         # 1. cells in the new regions heavy enough to be in a better pair
         for dom in domains:
             m, lo, hi, box = _meeting(inst, dom)
-            enumerate_cells(lo, hi, w_rows[m], (box[0], box[1]), tau, lambda: w_star,
-                            keep=True, pair=False)
-        # 2. their partners anywhere (pairs inside the new regions included)
+            enumerate_cells(lo, hi, rm[m], (box[0], box[1]), tau, a_floor, w_star,
+                            keep=True, pair=True)  # pairs inside them count: best rises
+        # 2. their partners anywhere (pairs inside the new regions included); a partner in a
+        # node whose covering plain mechanisms are C adds to a at most w(a) - (a's part of C)
         if pairs.size:
             top = pairs.max_weight()
-            enumerate_cells(inst.lo, inst.hi, w_rows, (full_lo, full_hi),
-                            lambda: pairs.best - top + plain_full, lambda: top,
+
+            def b_floor(cert_tags: np.ndarray) -> float:
+                common = np.zeros(len(inst.mechs), dtype=bool)
+                common[cert_tags] = True
+                common &= plain
+                return sc.above(pairs.best - pairs.max_minus(common))
+
+            enumerate_cells(inst.lo, inst.hi, rm, (full_lo, full_hi),
+                            lambda: sc.above(pairs.best - top + plain_full), b_floor, top,
                             keep=False, pair=True)
     opened = max(opened, pairs.opened)
     out = prev
@@ -1095,6 +1148,25 @@ def _max_pair(
     if cap < out.value:
         out = _Best(cap, False, out.cells, cap_note)
     return out
+
+
+_TRACKED = 8  # heavy mechanisms whose coverage the replace search uses in partner bounds
+
+
+def _max_weight_bound(
+    inst: _Instance, wf: np.ndarray, sc: _Scale, rows: np.ndarray, budget: _Budget
+) -> float:
+    """An upper bound (float, safe in both scales) on the heaviest cell of the given rows."""
+    best = [0.0]
+
+    def leaf(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
+        best[0] = max(best[0], v)
+
+    lo_box, hi_box = inst.full_box()
+    everything = np.ones(len(inst.axes), dtype=bool)
+    o = _bb(inst.lo[rows], inst.hi[rows], wf[inst.row_mech[rows]], lo_box, hi_box, everything,
+            lambda: sc.above(best[0]), leaf, budget)
+    return max(best[0], o) + (0.0 if sc.denom is not None else sc.tol)
 
 
 class _PairTable:
@@ -1132,6 +1204,15 @@ class _PairTable:
 
     def max_weight(self) -> float:
         return float(self._weights[: self.size].max())
+
+    def max_minus(self, common: np.ndarray) -> float:
+        """max over kept cells a of w(a) - sum{c_i : i in ``common``, a hits i}."""
+        n = self.size
+        ids = np.flatnonzero(common)
+        ws = self._weights[:n]
+        if ids.size:
+            ws = ws - self._hits[:n][:, ids].astype(np.float64) @ self.wf[ids]
+        return float(ws.max())
 
     def _append(self, x: Cell, v: float, hx: np.ndarray) -> None:
         n = self.size
@@ -1178,7 +1259,7 @@ class _PairTable:
     def add(self, v: float, x: Cell, *, keep: bool, pair: bool) -> None:
         inst, sc = self.inst, self.sc
         # each evaluation scans the kept cells: charge the budget for that work
-        cost = 1 + self.size // 128
+        cost = 1 + (self.size * len(self.inst.mechs)) // 131072
         if self.budget.left < cost:
             self.budget.left = 0
             self.opened = max(self.opened, v + self.w_star - self.plain_full)
@@ -1239,63 +1320,60 @@ def _mult(inst: _Instance, k: int, ucols: frozenset[int]) -> np.ndarray:
     return out
 
 
-@dataclass
-class _UnitCell:
-    f: float
-    cell: Cell
-    hits: tuple[int, ...]
-    groups: tuple[tuple[int, Any], ...]  # (mechanism, group id or None = a group of its own)
-
-
 def _max_unit(
     inst: _Instance,
     j: int,
     k: int,
     ucols: frozenset[int],
+    domains: Sequence[Cell2] | None,
+    single: _Best,
+    prev: _Best | None,
     budget: _Budget,
     bound_budget: _Budget,
 ) -> _Best:
-    """max over units S (<= k records sharing the unit-level columns) of S's weight.
+    """max over units S (<= k records sharing the unit-level values) of S's weight.
 
     Add/remove of a unit changes every mechanism a row of S is in; a GROUP BY pays
-    c_i * min(m, #groups of S in R_i) (Example IV.5). Exact: per unit-level slab, enumerate the
-    cells with weight and branch and bound over multisets of <= k of them. Bound, used when the
-    budget runs out: min(A, k * B) per slab, with A = sum of c_i * mult_i over mechanisms meeting
-    the slab (the unit can affect no other, nor more groups) and B = max weight of one record
-    in the slab (each row adds at most its own weight).
+    c_i * min(m, #groups of S in R_i) (Example IV.5). Units live in *slabs* (one atom per
+    unit-level column); per slab the proven bound is min(A, k * B): A = sum of c_i * mult_i over
+    the mechanisms meeting the slab (a unit affects no other, nor more groups), B = heaviest
+    record of the slab (each row adds at most its own weight). A greedy unit that reaches the
+    bound proves it exact; small slabs are searched exactly (:meth:`_UnitCells.search`). With
+    ``domains`` only the slabs they meet are searched (others keep ``prev``): a slab's units
+    change only if a new region meets it.
     """
     sc = inst.scales[j]
-    zero = _Best(Fraction(0), True)
+    best = prev if prev is not None else _Best(Fraction(0), True)
     if not inst.mechs or not inst.wf[:, j].any():
-        return zero
-    wf = inst.wf[:, j]
+        return best
     mult = _mult(inst, k, ucols)
-    w_slab = (wf * mult)[inst.row_mech]
+    state = {"best": best}
+    if not ucols:  # one slab: every record; its heaviest record is the add/remove maximum
+        full_lo, full_hi = inst.full_box()
+        return _unit_slab(inst, j, k, ucols, mult, full_lo, full_hi, best, single, budget,
+                          bound_budget)
     eligible = np.zeros(len(inst.axes), dtype=bool)
     eligible[list(ucols)] = True
-    state = {"best": zero, "f": 0.0}
-    full_lo, full_hi = inst.full_box()
+    w_slab = (inst.wf[:, j] * mult)[inst.row_mech]
 
     def thr() -> float:
-        return sc.above(state["f"])
+        return sc.above(sc.to_float(state["best"].value))
 
     def slab(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
-        res = _unit_in_slab(inst, j, k, ucols, mult, lo_box, hi_box, state["best"], budget,
-                            bound_budget)
-        if res.value > state["best"].value:
-            state["best"] = res
-            state["f"] = sc.to_float(res.value)
+        state["best"] = _unit_slab(inst, j, k, ucols, mult, lo_box, hi_box, state["best"], None,
+                                   budget, bound_budget)
 
-    if eligible.any():
-        opened = _bb(inst.lo, inst.hi, w_slab, full_lo, full_hi, eligible, thr, slab, bound_budget)
-        if opened != _NEG_INF:  # slabs not visited: bound by their A
+    for dom in domains if domains is not None else [inst.full_box_tuple()]:
+        box = tuple((lo, hi) if c in ucols else (0, inst.axes[c].size - 1)
+                    for c, (lo, hi) in enumerate(dom))
+        m, lo, hi, arr = _meeting(inst, box)
+        opened = _bb(lo, hi, w_slab[m], arr[0], arr[1], eligible, thr, slab, bound_budget)
+        if opened != _NEG_INF:  # slabs not visited: bounded by their A
             state["best"] = _with_open(state["best"], sc, opened)
-    else:
-        slab(0.0, full_lo, full_hi)
     return state["best"]
 
 
-def _unit_in_slab(
+def _unit_slab(
     inst: _Instance,
     j: int,
     k: int,
@@ -1304,53 +1382,184 @@ def _unit_in_slab(
     lo_box: np.ndarray,
     hi_box: np.ndarray,
     best: _Best,
+    heaviest: _Best | None,
     budget: _Budget,
     bound_budget: _Budget,
 ) -> _Best:
-    sc = inst.scales[j]
-    wf = inst.wf[:, j]
+    """The best unit of one slab if it beats ``best`` (exact, or its proven bound)."""
     box = tuple(zip(lo_box.tolist(), hi_box.tolist()))
     m, lo, hi, _ = _meeting(inst, box)
-    in_slab = np.unique(inst.row_mech[m])
-    a_exact = sum((inst.mechs[i].wx[j] * int(mult[i]) for i in in_slab.tolist()), Fraction(0))
+    in_slab = np.unique(inst.row_mech[m]).tolist()
+    a_exact = sum((inst.mechs[i].wx[j] * int(mult[i]) for i in in_slab), Fraction(0))
     if a_exact <= best.value:
         return best
-    # 1. every cell of the slab with weight (one record), as long as the budget lasts
-    cells: list[_UnitCell] = []
-    not_unit = np.ones(len(inst.axes), dtype=bool)
-    not_unit[list(ucols)] = False
-    pos = wf[wf > 0]
-    floor = 0.5 if sc.denom is not None else float(pos.min()) / 2
-
-    def collect(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
-        cells.append(_UnitCell(v, _rep(lb, hb), (), ()))
-
-    w_rows = wf[inst.row_mech[m]]
-    opened = _bb(lo, hi, w_rows, lo_box, hi_box, not_unit, lambda: floor, collect, budget)
-    complete = opened == _NEG_INF
-    if complete:
-        b_exact = Fraction(0)
-        for uc in cells:
-            hits = inst.hit_mask(uc.cell)
-            uc.hits = tuple(np.flatnonzero(hits).tolist())
-            uc.groups = tuple(
-                (i, _group_id(inst, i, uc.cell, ucols)) for i in uc.hits if inst.part[i]
-            )
-            b_exact = max(b_exact, sum((inst.mechs[i].wx[j] for i in uc.hits), Fraction(0)))
-    else:
-        b_exact = _max_cell(inst, j, [box], None, bound_budget).value
-    bound = min(a_exact, k * b_exact)
+    if heaviest is None:
+        heaviest = _max_cell(inst, j, [box], None, bound_budget)
+    bound = min(a_exact, k * heaviest.value)
     if bound <= best.value:
         return best
-    if complete:
-        found = _unit_search(inst, j, k, cells, bound, best, budget)
-        if found is not None:
-            return found
     note = (
         f"min(sum over the mechanisms a unit can meet, {k} x the heaviest record); "
         "the exact search limit was reached"
     )
-    return _Best(bound, False, (_rep(lo_box, hi_box),), note)
+    fallback = _Best(bound, False, (_rep(lo_box, hi_box),), note)
+    if budget.left <= 0:
+        return fallback
+    # every cell of the slab with weight, while they stay few enough to search
+    sc = inst.scales[j]
+    wf = inst.wf[:, j]
+    cells: list[Cell] = []
+    not_unit = np.ones(len(inst.axes), dtype=bool)
+    not_unit[list(ucols)] = False
+    floor = 0.5 if sc.denom is not None else float(wf[wf > 0].min()) / 2
+    limit = _Budget(min(budget.left, 64 + budget.left // 64))  # cells and nodes: small slabs only
+
+    def collect(v: float, lb: np.ndarray, hb: np.ndarray) -> None:
+        cells.append(_rep(lb, hb))
+        if len(cells) > limit.left:
+            limit.left = 0
+
+    opened = _bb(lo, hi, wf[inst.row_mech[m]], lo_box, hi_box, not_unit, lambda: floor,
+                 collect, limit)
+    budget.left -= len(cells)
+    if opened != _NEG_INF or limit.left <= 0:
+        return fallback
+    table = _UnitCells(inst, j, ucols, cells)
+    found: tuple[Fraction, tuple[Cell, ...]] | None = table.greedy(k)
+    if found is not None and found[0] < bound:
+        found = table.search(k, bound, found, budget)
+    if found is None:
+        return fallback
+    value, chosen = found
+    if value <= best.value:
+        return best
+    return _Best(value, heaviest.exact and best.exact, chosen)
+
+
+class _UnitCells:
+    """The weighted cells of one slab, for the max-coverage search over units of <= k rows.
+
+    A cell stands for as many records as needed; a record's group in a partition is the
+    cell's key atoms, or a group of its own (id -1) when its key can differ from every other
+    row's (opaque keys, or an open atom on a key column that is not unit-level).
+    """
+
+    def __init__(self, inst: _Instance, j: int, ucols: frozenset[int], cells: list[Cell]) -> None:
+        self.inst, self.j, self.cells = inst, j, cells
+        self.sc = inst.scales[j]
+        self.wf = inst.wf[:, j]
+        self.hits = np.array([inst.hit_mask(c) for c in cells], dtype=bool).reshape(
+            len(cells), len(inst.mechs)
+        )
+        self.plain = inst.part == 0
+        self.parts = np.flatnonzero(inst.part != 0)
+        self.groups = np.full((len(cells), len(inst.mechs)), -1, dtype=np.int64)
+        for i in self.parts.tolist():
+            keys: dict[Any, int] = {}
+            for r, cell in enumerate(cells):
+                g = _group_id(inst, i, cell, ucols)
+                if g is not None:
+                    self.groups[r, i] = keys.setdefault(g, len(keys))
+        cap = [m.max_groups for m in inst.mechs]
+        self.cap = np.array([c if c is not None else 1 << 30 for c in cap], dtype=np.int64)
+
+    def value(self, chosen: Sequence[int], *, exact: bool) -> Any:
+        """Weight of a unit with one row in each chosen cell (repeats are distinct rows)."""
+        hits = self.hits[list(chosen)]
+        touched = hits.any(axis=0)
+        count = np.zeros(len(self.inst.mechs), dtype=np.int64)
+        for i in self.parts.tolist():
+            rows = hits[:, i]
+            g = self.groups[list(chosen), i][rows]
+            count[i] = min(int(np.count_nonzero(g == -1)) + len(set(g[g >= 0].tolist())),
+                           int(self.cap[i]))
+        mult = np.where(self.plain, touched.astype(np.int64), count)
+        ids = np.flatnonzero(mult).tolist()
+        if exact:
+            return sum((self.inst.mechs[i].wx[self.j] * int(mult[i]) for i in ids), Fraction(0))
+        return float(self.wf[ids] @ mult[ids]) if ids else 0.0
+
+    def greedy(self, k: int) -> tuple[Fraction, tuple[Cell, ...]]:
+        """Add the row of largest gain, k times: a lower bound, exact if it meets the upper one.
+
+        Gains are vectorised over cells: a plain mechanism not yet touched, and a partition
+        below its cap whose group for that row is not taken yet (own groups never are).
+        """
+        parts = self.parts
+        hits_p = self.hits[:, parts]
+        groups_p = self.groups[:, parts]
+        used = np.zeros(hits_p.shape, dtype=bool)  # the row's group is already in the unit
+        count = np.zeros(len(parts), dtype=np.int64)
+        open_plain = self.plain.copy()
+        chosen: list[int] = []
+        for _ in range(k):
+            gain = self.hits[:, open_plain].astype(np.float64) @ self.wf[open_plain]
+            if parts.size:
+                room = (count < self.cap[parts]).astype(np.float64) * self.wf[parts]
+                gain += (hits_p & ~used).astype(np.float64) @ room
+            r = int(np.argmax(gain)) if gain.size else 0
+            if not gain.size or gain[r] <= 0:
+                break
+            chosen.append(r)
+            open_plain &= ~self.hits[r]
+            new = hits_p[r] & ~used[r]
+            count += new
+            g = groups_p[r]
+            used |= (groups_p == g) & (g >= 0) & hits_p[r]
+        return self.value(chosen, exact=True), tuple(self.cells[r] for r in chosen)
+
+    def search(
+        self,
+        k: int,
+        bound: Fraction,
+        start: tuple[Fraction, tuple[Cell, ...]],
+        budget: _Budget,
+    ) -> tuple[Fraction, tuple[Cell, ...]] | None:
+        """Exact branch and bound over multisets of <= k cells; None if the budget ran out.
+
+        A row adds at most its own weight (a plain mechanism once, a partition one more
+        group), so r more rows add at most r times the heaviest cell not yet passed. Stops
+        when a unit reaches ``bound``.
+        """
+        sc = self.sc
+        single = [self.value([r], exact=False) for r in range(len(self.cells))]
+        order = sorted(range(len(self.cells)), key=lambda r: -single[r])
+        bound_f = sc.to_float(bound)
+        top = [sc.to_float(start[0])]
+        cands: list[tuple[float, tuple[int, ...]]] = []
+        cut = [False]
+
+        exact_ints = sc.denom is not None  # then reaching the bound in floats is exact
+
+        def dfs(pos: int, chosen: list[int], cur: float) -> None:
+            for p in range(pos, len(order)):
+                if cut[0] or (exact_ints and top[0] >= bound_f):
+                    return
+                if cur + (k - len(chosen)) * single[order[p]] < sc.above(top[0]):
+                    return
+                if not budget.take():
+                    cut[0] = True
+                    return
+                nxt = [*chosen, order[p]]
+                v = self.value(nxt, exact=False)
+                if sc.keep(v, top[0]):
+                    top[0] = max(top[0], v)
+                    cands.append((v, tuple(nxt)))
+                if len(nxt) < k:
+                    dfs(p, nxt, v)
+
+        dfs(0, [], 0.0)
+        out = start
+        for v, idxs in cands:
+            if sc.keep(v, top[0]):
+                value = self.value(idxs, exact=True)
+                if sc.denom is not None and value != sc.exact(v):
+                    raise InternalError(f"unit search value {v} disagrees with exact {value}")
+                if value > out[0]:
+                    out = (value, tuple(self.cells[r] for r in idxs))
+        if cut[0] and out[0] < bound:
+            return None  # unfinished, and not at the bound: no proof it is the maximum
+        return out
 
 
 def _group_id(inst: _Instance, i: int, cell: Cell, ucols: frozenset[int]) -> Any:
@@ -1363,97 +1572,6 @@ def _group_id(inst: _Instance, i: int, cell: Cell, ucols: frozenset[int]) -> Any
     if m.part == 2 or any(cell[c] % 2 == 1 and c not in ucols for c in m.keys):
         return None
     return tuple(cell[c] for c in m.keys)
-
-
-def _unit_weight(inst: _Instance, j: int, chosen: Sequence[_UnitCell], exact: bool) -> Any:
-    plain: set[int] = set()
-    groups: dict[int, set[Any]] = {}
-    own: dict[int, int] = {}
-    for uc in chosen:
-        for i in uc.hits:
-            if not inst.part[i]:
-                plain.add(i)
-        for i, g in uc.groups:
-            if g is None:
-                own[i] = own.get(i, 0) + 1
-            else:
-                groups.setdefault(i, set()).add(g)
-    weight: Callable[[int], Any]
-    if exact:
-        total: Any = Fraction(0)
-
-        def weight(i: int) -> Any:
-            return inst.mechs[i].wx[j]
-    else:
-        total = 0.0
-        wf = inst.wf[:, j]
-
-        def weight(i: int) -> Any:
-            return float(wf[i])
-    for i in plain:
-        total += weight(i)
-    for i in set(groups) | set(own):
-        n = len(groups.get(i, ())) + own.get(i, 0)
-        mg = inst.mechs[i].max_groups
-        total += weight(i) * (min(n, mg) if mg is not None else n)
-    return total
-
-
-def _unit_search(
-    inst: _Instance,
-    j: int,
-    k: int,
-    cells: list[_UnitCell],
-    bound: Fraction,
-    best: _Best,
-    budget: _Budget,
-) -> _Best | None:
-    """Exact branch and bound over multisets of <= k cells; None if the budget ran out.
-
-    Adding a row to a unit adds at most that row's own weight (a plain mechanism once, a
-    partition one more group), so a partial unit plus r more rows is bounded by r times the
-    heaviest cell not yet passed. Stops early when a unit reaches ``bound``.
-    """
-    sc = inst.scales[j]
-    cells = sorted(cells, key=lambda c: -c.f)
-    bound_f = sc.to_float(bound)
-    top = [sc.to_float(best.value)]
-    cands: list[tuple[float, tuple[int, ...]]] = []
-    cut = [False]
-
-    def dfs(start: int, chosen: list[int], cur: float) -> None:
-        for idx in range(start, len(cells)):
-            if cur + (k - len(chosen)) * cells[idx].f < sc.above(top[0]):
-                return
-            if sc.denom is not None and top[0] >= bound_f:
-                return
-            if not budget.take():
-                cut[0] = True
-                return
-            nxt = [*chosen, idx]
-            v = _unit_weight(inst, j, [cells[i] for i in nxt], exact=False)
-            if sc.keep(v, top[0]):
-                top[0] = max(top[0], v)
-                cands.append((v, tuple(nxt)))
-            if len(nxt) < k:
-                dfs(idx, nxt, v)
-            if cut[0]:
-                return
-
-    dfs(0, [], 0.0)
-    if cut[0]:
-        return None
-    out = best
-    for v, idxs in cands:
-        if not sc.keep(v, top[0]):
-            continue
-        chosen = [cells[i] for i in idxs]
-        value = _unit_weight(inst, j, chosen, exact=True)
-        if sc.denom is not None and value != sc.exact(v):
-            raise InternalError(f"unit search value {v} disagrees with exact {value}")
-        if value > out.value:
-            out = _Best(value, True, tuple(c.cell for c in chosen))
-    return out
 
 
 # ============================================================================== explanations
