@@ -69,7 +69,7 @@ def run(n: int, seed: int, trials: int) -> dict[str, object]:
     row: dict[str, object] = {"n": n}
     for nb in ("add_remove", "replace"):
         tables = {"visits": TableModel(nb)}
-        t, comp = timed(lambda: compose(mechs, tables, PureDP))
+        t, comp = timed(lambda tables=tables: compose(mechs, tables, PureDP))
         row[f"compose_{nb}_s"] = t
         row[f"cost_{nb}"] = comp.cost.epsilon
         row[f"exact_{nb}"] = comp.exact

@@ -60,9 +60,20 @@ def mechanism(draw: st.DrawFn, i: int, kind: type, tables: list[str]) -> Mechani
         if awkward
         else Fraction(draw(st.integers(1, 8)), 8)
     )
-    cost = ApproxDP(num, Fraction(draw(st.integers(0, 3)), 10**6)) if kind is ApproxDP else kind(num)
-    part = draw(st.sampled_from([None, None, Partition(("b",), ("b",)), Partition(("e",), None),
-                                 Partition(("u",), ("u",), 1)]))
+    cost = (
+        ApproxDP(num, Fraction(draw(st.integers(0, 3)), 10**6)) if kind is ApproxDP else kind(num)
+    )
+    part = draw(
+        st.sampled_from(
+            [
+                None,
+                None,
+                Partition(("b",), ("b",)),
+                Partition(("e",), None),
+                Partition(("u",), ("u",), 1),
+            ]
+        )
+    )
     return MechanismSpec(f"m{i}", draw(st.sampled_from(tables)), region, cost, part)
 
 
@@ -108,8 +119,9 @@ def test_a_column_turning_unorderable_rebuilds_conservatively() -> None:
     acc.admit([MechanismSpec("b", "t", Region.column("x", ColumnSet.points([2])), PureDP(1))])
     assert acc.total.cost == PureDP(1) and acc.total.exact
     # 'one' cannot be ordered with ints: x's constraints are dropped, regions grow to full
-    out = acc.admit([MechanismSpec("c", "t", Region.column("x", ColumnSet.points(["one"])),
-                                   PureDP(1))])
+    out = acc.admit(
+        [MechanismSpec("c", "t", Region.column("x", ColumnSet.points(["one"])), PureDP(1))]
+    )
     assert out.cost == PureDP(3) and not out.exact
     assert out == compose(list(acc.mechanisms()), {"t": TableModel()}, PureDP)
 
@@ -139,8 +151,13 @@ def test_long_random_session_matches_compose() -> None:
             b=ColumnSet.points([rng.choice("pqrst")]),
         )
         part = Partition(("b",), ("b",)) if rng.random() < 0.2 else None
-        m = MechanismSpec(f"q{i}", rng.choice(["rows", "pairs"]), region,
-                          PureDP(Fraction(rng.randrange(1, 5), 4)), part)
+        m = MechanismSpec(
+            f"q{i}",
+            rng.choice(["rows", "pairs"]),
+            region,
+            PureDP(Fraction(rng.randrange(1, 5), 4)),
+            part,
+        )
         acc.admit([m])
         admitted.append(m)
         if i % 20 == 19:

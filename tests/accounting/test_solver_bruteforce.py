@@ -19,12 +19,14 @@ import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from privplan.accounting import solver
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, Partition, TableModel, UnitModel
 from privplan.accounting.solver import compose
@@ -58,8 +60,9 @@ def column_sets(draw: st.DrawFn, col: str) -> ColumnSet:
     named = NAMED[col]
     kind = draw(st.sampled_from(["points", "interval", "not_points", "null", "not_null", "union"]))
     if kind == "points":
-        return ColumnSet.points(draw(st.lists(st.sampled_from(named), min_size=1, max_size=2)),
-                                null=draw(st.booleans()))
+        return ColumnSet.points(
+            draw(st.lists(st.sampled_from(named), min_size=1, max_size=2)), null=draw(st.booleans())
+        )
     if kind == "interval":
         lo = draw(st.sampled_from([None, *named]))
         hi = draw(st.sampled_from([None, *named]))
@@ -172,8 +175,8 @@ class Records:
             grid = np.zeros(shape, dtype=bool)
             for box in m.region.boxes:
                 masks = [
-                    np.array([box.get(c).contains(v) for v in dom]) for c, dom in
-                    zip(self.cols, self.domains)
+                    np.array([box.get(c).contains(v) for v in dom])
+                    for c, dom in zip(self.cols, self.domains)
                 ]
                 grid |= _outer(masks)
             hits.append(grid.reshape(-1))
@@ -226,8 +229,9 @@ def oracle(case: Case) -> tuple[Fraction, ...]:
         return tuple(Fraction(max(0, *(h.astype(object) @ c)), d) for c, d in zip(weights, dens))
     if k == 1:
         uniq, counts = _signatures(rec, parts, [])
-        return tuple(Fraction(_max_replace(c, uniq, counts, parts), d)
-                     for c, d in zip(weights, dens))
+        return tuple(
+            Fraction(_max_replace(c, uniq, counts, parts), d) for c, d in zip(weights, dens)
+        )
     ul = sorted(case.model.unit.unit_level_columns)
     uniq, counts = _signatures(rec, parts, [rec.index[rec.cols.index(u)] for u in ul])
     return tuple(Fraction(_max_unit(c, uniq, counts, parts, k), d) for c, d in zip(weights, dens))
@@ -342,9 +346,7 @@ def weights_of(value: object) -> tuple[Fraction, ...]:
 
 # -- the tests ---------------------------------------------------------------------------------
 
-SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def check(case: Case, limit: int = 1) -> None:
@@ -388,7 +390,7 @@ def test_row_replace_matches_brute_force(case: Case, limit: int) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(unit=True), st.integers(0, 30))
 def test_units_match_brute_force(case: Case, limit: int) -> None:
     if case.model.neighbourhood == "replace":
@@ -397,8 +399,90 @@ def test_units_match_brute_force(case: Case, limit: int) -> None:
         add_remove = compose(case.mechs, {"t": case.model}, case.kind, exact_limit=10**7)
         case.model = TableModel("replace", case.model.unit)
         rep = compose(case.mechs, {"t": case.model}, case.kind, exact_limit=10**7)
-        assert weights_of(rep.cost) == tuple(
-            2 * w for w in weights_of(add_remove.cost)
-        ) or case.kind is GDP
+        assert (
+            weights_of(rep.cost) == tuple(2 * w for w in weights_of(add_remove.cost))
+            or case.kind is GDP
+        )
         return
     check(case, limit)
+
+    # again without the greedy shortcut, so the exact multiset search decides every slab
+    def no_greedy(self: object, k: int) -> tuple[Fraction, tuple[object, ...]]:
+        return Fraction(0), ()
+
+    with mock.patch.object(solver._UnitCells, "greedy", no_greedy):
+        check(case, limit)
+
+
+# -- the exact unit search on its own ------------------------------------------------------------
+
+
+@dataclass
+class _FakeMech:
+    wx: tuple[Fraction, ...]
+    max_groups: int | None
+
+
+@dataclass
+class _FakeInst:
+    mechs: list[_FakeMech]
+
+
+@st.composite
+def unit_tables(draw: st.DrawFn) -> tuple[solver._UnitCells, int]:
+    """Cells with random hits and groups (-1: a group of the row's own), caps that bind."""
+    n_cells, n_mechs = draw(st.integers(1, 6)), draw(st.integers(1, 5))
+    table = object.__new__(solver._UnitCells)
+    part = np.array(draw(st.lists(st.sampled_from([0, 1, 1]), min_size=n_mechs, max_size=n_mechs)))
+    caps = draw(st.lists(st.sampled_from([None, 1, 2, 3]), min_size=n_mechs, max_size=n_mechs))
+    weights = draw(st.lists(st.integers(1, 5), min_size=n_mechs, max_size=n_mechs))
+    table.inst = _FakeInst([_FakeMech((Fraction(w),), c) for w, c in zip(weights, caps)])
+    table.j, table.cells = 0, [(r,) for r in range(n_cells)]
+    table.sc = solver._Scale(1, sum(weights), 0.0)
+    table.wf = np.array(weights, dtype=np.float64)
+    table.hits = np.array(
+        draw(st.lists(st.booleans(), min_size=n_cells * n_mechs, max_size=n_cells * n_mechs))
+    ).reshape(n_cells, n_mechs)
+    table.groups = np.array(
+        draw(st.lists(st.integers(-1, 2), min_size=n_cells * n_mechs, max_size=n_cells * n_mechs))
+    ).reshape(n_cells, n_mechs)
+    table.plain = part == 0
+    table.parts = np.flatnonzero(part != 0)
+    table.cap = np.array([c if c is not None else 1 << 30 for c in caps], dtype=np.int64)
+    return table, draw(st.integers(1, 4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit_tables())
+def test_unit_search_matches_enumeration(args: tuple[solver._UnitCells, int]) -> None:
+    table, k = args
+    truth = max(
+        table.value(combo, exact=True)
+        for size in range(k + 1)
+        for combo in itertools.combinations_with_replacement(range(len(table.cells)), size)
+    )
+    found = table.search(k, Fraction(10**9), (Fraction(0), ()), solver._Budget(10**6))
+    assert found is not None and found[0] == truth
+    greedy = table.greedy(k)
+    assert greedy[0] <= truth and greedy[0] == table.value(
+        [table.cells.index(c) for c in greedy[1]], exact=True
+    )
+
+
+def test_unit_search_counts_a_group_once() -> None:
+    # rows A, B share group 0 of a GROUP BY capped at 2 groups; each also holds a plain
+    # mechanism; C holds group 1. Best unit: all three rows, p + q + 2 groups.
+    table = object.__new__(solver._UnitCells)
+    table.inst = _FakeInst(
+        [_FakeMech((Fraction(w),), c) for w, c in [(1, None), (1, None), (5, 2)]]
+    )
+    table.j, table.cells = 0, [(0,), (1,), (2,)]
+    table.sc = solver._Scale(1, 7, 0.0)
+    table.wf = np.array([1.0, 1.0, 5.0])
+    table.hits = np.array([[1, 0, 1], [0, 1, 1], [0, 0, 1]], dtype=bool)
+    table.groups = np.array([[-1, -1, 0], [-1, -1, 0], [-1, -1, 1]])
+    table.plain = np.array([True, True, False])
+    table.parts = np.array([2])
+    table.cap = np.array([1 << 30, 1 << 30, 2])
+    found = table.search(3, Fraction(10**9), (Fraction(0), ()), solver._Budget(10**6))
+    assert found is not None and found[0] == 12

@@ -157,7 +157,9 @@ def test_example_iv5_disjoint_filters_with_three_rows_per_unit() -> None:
 
 def test_unit_level_filters_split_units() -> None:
     # age is constant per unit: a unit is in one age bracket, so the brackets compose in parallel
-    tables = {"t": TableModel("add_remove", UnitModel(max_rows=5, unit_level_columns=frozenset({"age"})))}
+    tables = {
+        "t": TableModel("add_remove", UnitModel(max_rows=5, unit_level_columns=frozenset({"age"})))
+    }
     ms = [
         mech("young", Region.column("age", ColumnSet.interval(0, 30, hi_closed=False)), PureDP(1)),
         mech("old", Region.column("age", ColumnSet.interval(30, None)), PureDP(1)),
@@ -182,8 +184,12 @@ def test_null_is_its_own_atom() -> None:
     lt5 = Region.column("x", ColumnSet.interval(None, 5, hi_closed=False))
     null = Region.column("x", ColumnSet.only_null())
     ne3 = Region.column("x", ColumnSet.points([3], null=True).complement())
-    assert compose([mech("a", lt5, PureDP(1)), mech("b", null, PureDP(1))], ADD, PureDP).cost == PureDP(1)
-    assert compose([mech("a", lt5, PureDP(1)), mech("b", ne3, PureDP(1))], ADD, PureDP).cost == PureDP(2)
+    assert compose(
+        [mech("a", lt5, PureDP(1)), mech("b", null, PureDP(1))], ADD, PureDP
+    ).cost == PureDP(1)
+    assert compose(
+        [mech("a", lt5, PureDP(1)), mech("b", ne3, PureDP(1))], ADD, PureDP
+    ).cost == PureDP(2)
 
 
 def test_boxes_over_two_columns() -> None:
@@ -203,7 +209,9 @@ def test_boxes_over_two_columns() -> None:
 
 
 def test_region_union_counts_a_mechanism_once() -> None:
-    both = Region.of([Box.of({"a": ColumnSet.points([1, 2])}), Box.of({"a": ColumnSet.points([2, 3])})])
+    both = Region.of(
+        [Box.of({"a": ColumnSet.points([1, 2])}), Box.of({"a": ColumnSet.points([2, 3])})]
+    )
     assert compose([mech("q", both, PureDP(1))], ADD, PureDP).cost == PureDP(1)
 
 
@@ -244,8 +252,11 @@ def test_unorderable_column_is_dropped_conservatively() -> None:
 
 def test_search_limit_gives_a_proven_bound() -> None:
     ms = [
-        mech(f"q{i}", Region.box(a=ColumnSet.interval(i, i + 3), b=ColumnSet.interval(i % 4, 9)),
-             PureDP(Fraction(1, i + 1)))
+        mech(
+            f"q{i}",
+            Region.box(a=ColumnSet.interval(i, i + 3), b=ColumnSet.interval(i % 4, 9)),
+            PureDP(Fraction(1, i + 1)),
+        )
         for i in range(12)
     ]
     exact = compose(ms, ADD, PureDP)

@@ -2,14 +2,11 @@
 
 The total is always the composition theorem applied to *everything* admitted (see
 :mod:`privplan.accounting.solver`), maintained per table by a
-:class:`~privplan.accounting.solver.TableSolver`:
-
-* row-level tables (one row per unit), add/remove or replace: admitting N to a history H gives
-  max(old total, best over records (or replace pairs) with a record in a region of N) — a
-  record (pair) outside every new region affects exactly the mechanisms it did before — so
-  only the new regions are searched, against the rows of H that meet them;
-* tables with units of k > 1 rows, and admissions that make a column unorderable (old regions
-  widen), are recomputed from scratch (correct, slower).
+:class:`~privplan.accounting.solver.TableSolver`. Admitting N to a history H gives
+max(old total, best over what N can change): a record (a replace pair, a unit) that no new
+region meets affects exactly the mechanisms it did before. So only the new regions are
+searched, against the rows of H that meet them; an admission that widens old regions (a column
+whose values turn out unorderable) is recomputed from scratch.
 
 Table maxima are summed over tables (one person may be in every private table).
 

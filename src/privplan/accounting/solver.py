@@ -28,8 +28,8 @@ of atom-index ranges, and the max over records becomes a max over cells, found b
 bound (:func:`_bb`) with 1-D sweep bounds. Weights are searched as floats; whenever the weights
 have a common denominator D with D * sum < 2**50 (every realistic cost: 0.1, 1e-5, ...) the
 floats are exact integers, otherwise near-ties are re-evaluated in Fractions. When the search
-budget (``exact_limit`` nodes) runs out the answer is a proven upper bound and ``exact`` is
-False. The returned cost is never below the exact value.
+budget (``exact_limit``, see :data:`DEFAULT_EXACT_LIMIT`) runs out the answer is a proven upper
+bound and ``exact`` is False. The returned cost is never below the exact value.
 
 Modelling assumptions (each can only over-charge): an open atom (an interval between two named
 values, or "everything else") holds at least k values, and every cell holds at least k records
@@ -56,6 +56,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from itertools import product
 from typing import Any
 
@@ -69,7 +70,8 @@ from privplan.errors import InternalError, PolicyError
 __all__ = ["DEFAULT_EXACT_LIMIT", "Composition", "TableSolver", "compose"]
 
 DEFAULT_EXACT_LIMIT = 10_000
-"""Branch-and-bound nodes one composition may explore before it settles for a proven bound."""
+"""Search work one composition (or admission) may spend before settling for a proven bound:
+branch-and-bound nodes, weighted by the rows they sweep (about a second at worst)."""
 
 _EXACT_INT_LIMIT = 2**50  # scaled integer weights below this add exactly in float64
 _MAX_ROWS_PER_BOX = 4096  # a box's IN-lists multiply out to at most this many rows
@@ -190,10 +192,12 @@ class _Best:
 class TableSolver:
     """The composed cost of one table's mechanisms; :meth:`extended` adds more, incrementally.
 
-    Row model (k = 1): the new maximum is max(old, best over the new mechanisms' regions), since
-    a record (or, under replace, a pair) outside every new region keeps its old weight. Units of
-    k > 1 rows, and any change that widens old regions (a column turning unorderable), are
-    recomputed from scratch. Solvers are immutable: ``extended`` returns a new one.
+    The new maximum is max(old, best over what the new mechanisms can change): a record (or,
+    under replace, a pair of records) outside every new region keeps its old weight, and a
+    unit's weight changes only if a new region meets its slab (its unit-level values). So only
+    the new regions are searched, against the old rows that meet them. A change that widens
+    old regions (a column turning unorderable) is recomputed from scratch. Solvers are
+    immutable: ``extended`` returns a new one.
     """
 
     def __init__(
@@ -209,7 +213,8 @@ class TableSolver:
         self.kind = kind
         self.exact_limit = exact_limit
         self._q = len(kind.zero().weights())
-        self._inst = _Instance.empty(self._q)
+        # a replace pair weighs up to 2x, a unit of k rows up to k x the total weight
+        self._inst = _Instance.empty(self._q, max(2, model.unit.max_rows))
         self._single: tuple[_Best, ...] = ()
         self._pair: tuple[_Best, ...] = ()
         self._unit: tuple[_Best, ...] = ()
@@ -230,6 +235,7 @@ class TableSolver:
         inst, rebuilt, new_rows = old.extend(new)
         out = object.__new__(TableSolver)
         out.__dict__.update(self.__dict__)
+        out.__dict__.pop("cost", None)  # cached for the old mechanisms
         out._inst = inst
         budget = _Budget(self.exact_limit)
         k = self.model.unit.max_rows
@@ -250,18 +256,27 @@ class TableSolver:
             if k > 1:  # only slabs a new region meets can change
                 prev_u = moved(self._unit[j]) if incremental else None
                 bound_budget = _Budget(max(self.exact_limit, 2000))
-                unit.append(_max_unit(inst, j, k, ucols, domains if incremental else None, s,
-                                      prev_u, budget, bound_budget))
+                unit.append(
+                    _max_unit(
+                        inst,
+                        j,
+                        k,
+                        ucols,
+                        domains if incremental else None,
+                        s,
+                        prev_u,
+                        budget,
+                        bound_budget,
+                    )
+                )
                 continue
             if self.model.neighbourhood == "replace":
                 prev_p = moved(self._pair[j]) if incremental else None
-                pair.append(
-                    _max_pair(inst, j, domains if incremental else None, s, prev_p, budget)
-                )
+                pair.append(_max_pair(inst, j, domains if incremental else None, s, prev_p, budget))
         out._single, out._pair, out._unit = tuple(single), tuple(pair), tuple(unit)
         return out
 
-    @property
+    @cached_property
     def cost(self) -> TableCost:
         """This table's weights per coordinate with the witness of the first non-zero one."""
         inst = self._inst
@@ -281,7 +296,7 @@ class TableSolver:
         lead = next((b for b in bests if b.value), bests[0])
         witness_idx = _witness(inst, lead)
         witness = tuple(inst.mechs[i].spec.id for i in witness_idx)
-        detail = _detail(inst, lead, witness_idx, k, replace, self.model)
+        detail = _detail(inst, lead, witness_idx, k, replace)
         rule = _rule(inst, lead, witness_idx, k, replace)
         if inst.widened:
             rule += "; some regions were over-approximated (" + "; ".join(inst.notes) + ")"
@@ -298,7 +313,7 @@ class _Unorderable(Exception):
 def _sorted_values(values: Iterable[Value]) -> list[Value]:
     try:
         distinct = set(values)
-        if any(v != v for v in distinct):  # NaN
+        if any(v != v for v in distinct):  # noqa: PLR0124 - NaN is unequal to itself
             raise _Unorderable
         return sorted(distinct)
     except TypeError as exc:
@@ -335,7 +350,11 @@ class _Axis:
         out: list[tuple[int, int]] = [(0, 0)] if cs.null else []
         for iv in cs.intervals:
             lo = 1 if iv.lo is None else 2 * self._pos(iv.lo) + (2 if iv.lo_closed else 3)
-            hi = self.size - 1 if iv.hi is None else 2 * self._pos(iv.hi) + (2 if iv.hi_closed else 1)
+            hi = (
+                self.size - 1
+                if iv.hi is None
+                else 2 * self._pos(iv.hi) + (2 if iv.hi_closed else 1)
+            )
             if lo > hi:
                 continue
             if out and out[-1][1] + 1 >= lo:
@@ -433,7 +452,9 @@ class _Scale:
         return Fraction(v) + Fraction(self.tol)
 
 
-def _make_scale(wx: Sequence[Fraction], n_rows: int) -> tuple[_Scale, np.ndarray]:
+def _make_scale(wx: Sequence[Fraction], n_rows: int, headroom: int) -> tuple[_Scale, np.ndarray]:
+    """Exact-integer scale when the weights allow (sums of up to ``headroom`` x the total stay
+    below 2**53, e.g. a replace pair or a unit of k rows), else floats with a tolerance."""
     denom = 1
     for x in wx:
         denom = denom * x.denominator // math.gcd(denom, x.denominator)
@@ -442,15 +463,20 @@ def _make_scale(wx: Sequence[Fraction], n_rows: int) -> tuple[_Scale, np.ndarray
     if denom <= _EXACT_INT_LIMIT:
         nums = [x.numerator * (denom // x.denominator) for x in wx]
         total = sum(nums)
-        if total < _EXACT_INT_LIMIT:
+        if total * headroom < _EXACT_INT_LIMIT:
             return _Scale(denom, total, 0.0), np.array(nums, dtype=np.float64)
     wf = np.array([float(x) for x in wx], dtype=np.float64)
-    rel = max(4e-9, 64.0 * (n_rows + 16) * 2.0**-53)
+    rel = max(4e-9, 64.0 * headroom * (n_rows + 16) * 2.0**-53)
     return _Scale(None, 0, rel * float(wf.sum()) + 1e-300), wf
 
 
 def _extend_scale(
-    sc: _Scale, wf: np.ndarray, wx_all: Sequence[Fraction], new: Sequence[Fraction], n_rows: int
+    sc: _Scale,
+    wf: np.ndarray,
+    wx_all: Callable[[], Sequence[Fraction]],
+    new: Sequence[Fraction],
+    n_rows: int,
+    headroom: int,
 ) -> tuple[_Scale, np.ndarray]:
     """The scale with ``new`` weights appended; rescales in place of a full rebuild when exact."""
     if sc.denom is not None:
@@ -461,10 +487,10 @@ def _extend_scale(
             factor = denom // sc.denom
             nums = [x.numerator * (denom // x.denominator) for x in new]
             total = sc.total * factor + sum(nums)
-            if total < _EXACT_INT_LIMIT:
+            if total * headroom < _EXACT_INT_LIMIT:
                 out = np.concatenate((wf * factor, np.array(nums, dtype=np.float64)))
                 return _Scale(denom, total, 0.0), out
-    return _make_scale(wx_all, n_rows)
+    return _make_scale(wx_all(), n_rows, headroom)
 
 
 def _subtract(p: Cell2, r: Cell2) -> list[Cell2]:
@@ -520,12 +546,14 @@ class _Instance:
     scales: tuple[_Scale, ...]
     wf: np.ndarray  # (mechanisms, coordinates) search weights
     cell_maps: tuple[tuple[np.ndarray | None, ...], int]  # from the instance this extended
+    headroom: int  # largest multiple of the total weight a search value can reach
     widened: bool
     notes: tuple[str, ...]
 
     @classmethod
-    def empty(cls, q: int, poisoned: frozenset[str] = frozenset()) -> _Instance:
+    def empty(cls, q: int, headroom: int, poisoned: frozenset[str] = frozenset()) -> _Instance:
         inst = object.__new__(cls)
+        inst.headroom = headroom
         inst.columns, inst.col_index, inst.axes, inst.poisoned = (), {}, (), poisoned
         inst.mechs = ()
         inst.part = np.zeros(0, dtype=np.int8)
@@ -582,7 +610,7 @@ class _Instance:
         self, specs: Sequence[MechanismSpec], poisoned: frozenset[str]
     ) -> tuple[_Instance, list[Cell2]]:
         if poisoned != self.poisoned:
-            return _Instance.empty(len(self.scales), poisoned)._extend(
+            return _Instance.empty(len(self.scales), self.headroom, poisoned)._extend(
                 [*self.specs(), *specs], poisoned
             )
         new_values: dict[str, list[Value]] = {}
@@ -628,6 +656,7 @@ class _Instance:
                 lo = np.hstack((lo, np.zeros((n, 1), dtype=np.int64)))
                 hi = np.hstack((hi, np.full((n, 1), axis.size - 1, dtype=np.int64)))
         inst = object.__new__(_Instance)
+        inst.headroom = self.headroom
         inst.columns = tuple(columns)
         inst.col_index = {c: i for i, c in enumerate(columns)}
         inst.axes = tuple(axes)
@@ -657,16 +686,22 @@ class _Instance:
             hi = np.vstack((hi, arr[:, :, 1]))
         inst.lo, inst.hi = lo, hi
         inst.row_mech = np.concatenate((self.row_mech, np.array(new_row_mech, dtype=np.int64)))
+        added = mechs[len(self.mechs) :]
         inst.mechs = tuple(mechs)
-        inst.part = np.array([m.part for m in mechs], dtype=np.int8)
-        inst.full = np.array([m.full for m in mechs], dtype=bool)
+        inst.part = np.concatenate((self.part, np.array([m.part for m in added], dtype=np.int8)))
+        inst.full = np.concatenate((self.full, np.array([m.full for m in added], dtype=bool)))
         inst.widened, inst.notes = widened, tuple(dict.fromkeys(notes))
         scales, cols = [], []
         n_rows = lo.shape[0]
         for j, sc in enumerate(self.scales):
-            wx_all = [m.wx[j] for m in mechs]
-            wx_new = [m.wx[j] for m in mechs[len(self.mechs) :]]
-            s, w = _extend_scale(sc, self.wf[:, j], wx_all, wx_new, n_rows)
+            s, w = _extend_scale(
+                sc,
+                self.wf[:, j],
+                lambda j=j: [m.wx[j] for m in mechs],
+                [m.wx[j] for m in added],
+                n_rows,
+                self.headroom,
+            )
             scales.append(s)
             cols.append(w)
         inst.scales = tuple(scales)
@@ -715,16 +750,16 @@ class _Instance:
             out[self.row_mech[rows]] = True
         return out
 
-    def forced_same(self, i: int, a: Cell, b: Cell, pinned: frozenset[int] = frozenset()) -> bool:
-        """Must records in cells a and b fall in the same group of partition i?
+    def forced_same(self, i: int, a: Cell, b: Cell) -> bool:
+        """Must records in cells a and b fall in the same group of partition i (Cor IV.13)?
 
         Only when the keys are columns, a and b share the atom of every key column, and each of
-        those atoms is a single value (even index) or the column is in ``pinned`` (unit-level).
+        those atoms is a single value (even index). Opaque keys can always differ.
         """
         m = self.mechs[i]
         if m.part != 1:
             return False
-        return all(a[k] == b[k] and (a[k] % 2 == 0 or k in pinned) for k in m.keys)
+        return all(a[k] == b[k] and a[k] % 2 == 0 for k in m.keys)
 
 
 class _UnorderableColumn(Exception):
@@ -737,7 +772,7 @@ class _UnorderableColumn(Exception):
 
 
 class _Budget:
-    """Branch-and-bound nodes left; when none are left searches return proven bounds."""
+    """Search work left (nodes, weighted by their size); at zero, searches return bounds."""
 
     __slots__ = ("left",)
 
@@ -985,8 +1020,8 @@ def _max_cell(
         value = sum((inst.mechs[i].wx[j] for i in np.flatnonzero(hits)), Fraction(0))
         if sc.denom is not None and value != sc.exact(v):
             raise InternalError(f"max-cell search value {v} disagrees with exact {value}")
-        if value > out.value:
-            out = _Best(value, prev.exact, (cell,), prev.bound_note)
+        if value > out.value:  # above the old best (even a bound): exact unless cut below
+            out = _Best(value, True, (cell,))
     return _with_open(out, sc, opened)
 
 
@@ -1038,8 +1073,7 @@ def _max_pair(
     )
     cap_note = "the search limit was reached; bounded by twice the heaviest record"
     if prev.value >= cap:  # already at the cap (totals never decrease): nothing to search
-        return _Best(cap, prev.exact and prev.value == cap and single.exact, prev.cells,
-                     prev.bound_note or cap_note)
+        return _Best(cap, prev.exact and prev.value == cap, prev.cells, prev.bound_note or cap_note)
     wf = inst.wf[:, j]
     w_star = sc.to_float(single.value) + (0.0 if sc.denom is not None else sc.tol)
     plain_full = float(wf[(inst.part == 0) & inst.full].sum())
@@ -1073,17 +1107,24 @@ def _max_pair(
             if not (dropped & ~full_plain).any():
                 partner_cache[key] = w_star - plain_full
             else:
-                partner_cache[key] = _max_weight_bound(inst, wf, sc, ~dropped[inst.row_mech],
-                                                       budget)
+                partner_cache[key] = _max_weight_bound(
+                    inst, wf, sc, ~dropped[inst.row_mech], budget
+                )
         return partner_cache[key]
 
     def a_floor(cert_tags: np.ndarray) -> float:  # w(a) + PB(C) must beat best
         return sc.above(pairs.best - partner_bound(cert_tags))
 
     def enumerate_cells(
-        lo: np.ndarray, hi: np.ndarray, tags: np.ndarray, box: tuple[np.ndarray, np.ndarray],
-        thr: Callable[[], float], floor: Callable[[np.ndarray], float], partner: float,
-        keep: bool, pair: bool,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        tags: np.ndarray,
+        box: tuple[np.ndarray, np.ndarray],
+        thr: Callable[[], float],
+        floor: Callable[[np.ndarray], float],
+        partner: float,
+        keep: bool,
+        pair: bool,
     ) -> None:
         """Cells above thr() and floor(); pair each with the table; a cut adds partner."""
         nonlocal opened
@@ -1103,19 +1144,37 @@ def _max_pair(
         if single.cells:  # a good first pair: the heaviest record and its best partner
             pairs.seed(single.cells[0], w_rows)
         # 1. heavy cells (> (best + F) / 2), every pair among them
-        enumerate_cells(inst.lo, inst.hi, rm, (full_lo, full_hi),
-                        lambda: max(tau(), sc.above((pairs.best + plain_full) / 2)), a_floor,
-                        w_star, keep=True, pair=True)
+        enumerate_cells(
+            inst.lo,
+            inst.hi,
+            rm,
+            (full_lo, full_hi),
+            lambda: max(tau(), sc.above((pairs.best + plain_full) / 2)),
+            a_floor,
+            w_star,
+            keep=True,
+            pair=True,
+        )
         # 2. lighter cells: a pair beating best needs a heavy partner, already in the table
         if pairs.size:
-            enumerate_cells(inst.lo, inst.hi, rm, (full_lo, full_hi), tau, a_floor, w_star,
-                            keep=False, pair=True)
+            enumerate_cells(
+                inst.lo,
+                inst.hi,
+                rm,
+                (full_lo, full_hi),
+                tau,
+                a_floor,
+                w_star,
+                keep=False,
+                pair=True,
+            )
     else:
         # 1. cells in the new regions heavy enough to be in a better pair
         for dom in domains:
             m, lo, hi, box = _meeting(inst, dom)
-            enumerate_cells(lo, hi, rm[m], (box[0], box[1]), tau, a_floor, w_star,
-                            keep=True, pair=True)  # pairs inside them count: best rises
+            enumerate_cells(
+                lo, hi, rm[m], (box[0], box[1]), tau, a_floor, w_star, keep=True, pair=True
+            )  # pairs inside them count: best rises
         # 2. their partners anywhere (pairs inside the new regions included); a partner in a
         # node whose covering plain mechanisms are C adds to a at most w(a) - (a's part of C)
         if pairs.size:
@@ -1127,9 +1186,17 @@ def _max_pair(
                 common &= plain
                 return sc.above(pairs.best - pairs.max_minus(common))
 
-            enumerate_cells(inst.lo, inst.hi, rm, (full_lo, full_hi),
-                            lambda: sc.above(pairs.best - top + plain_full), b_floor, top,
-                            keep=False, pair=True)
+            enumerate_cells(
+                inst.lo,
+                inst.hi,
+                rm,
+                (full_lo, full_hi),
+                lambda: sc.above(pairs.best - top + plain_full),
+                b_floor,
+                top,
+                keep=False,
+                pair=True,
+            )
     opened = max(opened, pairs.opened)
     out = prev
     done: set[tuple[Cell, Cell]] = set()
@@ -1140,10 +1207,8 @@ def _max_pair(
         value = _pair_value(inst, j, a, b)
         if sc.denom is not None and value != sc.exact(v):
             raise InternalError(f"pair search value {v} disagrees with exact {value}")
-        if value > out.value:
-            out = _Best(value, prev.exact and single.exact, (a, b), prev.bound_note)
-    if not single.exact and out.exact:
-        out = _Best(out.value, False, out.cells, single.bound_note)
+        if value > out.value:  # W* only prunes: an over-estimate of it costs time, not truth
+            out = _Best(value, True, (a, b))
     out = _with_open(out, sc, opened)
     if cap < out.value:
         out = _Best(cap, False, out.cells, cap_note)
@@ -1164,8 +1229,17 @@ def _max_weight_bound(
 
     lo_box, hi_box = inst.full_box()
     everything = np.ones(len(inst.axes), dtype=bool)
-    o = _bb(inst.lo[rows], inst.hi[rows], wf[inst.row_mech[rows]], lo_box, hi_box, everything,
-            lambda: sc.above(best[0]), leaf, budget)
+    o = _bb(
+        inst.lo[rows],
+        inst.hi[rows],
+        wf[inst.row_mech[rows]],
+        lo_box,
+        hi_box,
+        everything,
+        lambda: sc.above(best[0]),
+        leaf,
+        budget,
+    )
     return max(best[0], o) + (0.0 if sc.denom is not None else sc.tol)
 
 
@@ -1236,8 +1310,17 @@ class _PairTable:
                 found.append((v, _rep(lb, hb)))
 
         everything = np.ones(len(inst.axes), dtype=bool)
-        _bb(inst.lo[rows], inst.hi[rows], w_rows[rows], lo_box, hi_box, everything,
-            lambda: sc.above(found[-1][0]), leaf, self.budget)
+        _bb(
+            inst.lo[rows],
+            inst.hi[rows],
+            w_rows[rows],
+            lo_box,
+            hi_box,
+            everything,
+            lambda: sc.above(found[-1][0]),
+            leaf,
+            self.budget,
+        )
         b = found[-1][1]
         hb = inst.hit_mask(b)
         value = 0.0
@@ -1350,8 +1433,9 @@ def _max_unit(
     state = {"best": best}
     if not ucols:  # one slab: every record; its heaviest record is the add/remove maximum
         full_lo, full_hi = inst.full_box()
-        return _unit_slab(inst, j, k, ucols, mult, full_lo, full_hi, best, single, budget,
-                          bound_budget)
+        return _unit_slab(
+            inst, j, k, ucols, mult, full_lo, full_hi, best, single, budget, bound_budget
+        )
     eligible = np.zeros(len(inst.axes), dtype=bool)
     eligible[list(ucols)] = True
     w_slab = (inst.wf[:, j] * mult)[inst.row_mech]
@@ -1360,12 +1444,14 @@ def _max_unit(
         return sc.above(sc.to_float(state["best"].value))
 
     def slab(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
-        state["best"] = _unit_slab(inst, j, k, ucols, mult, lo_box, hi_box, state["best"], None,
-                                   budget, bound_budget)
+        state["best"] = _unit_slab(
+            inst, j, k, ucols, mult, lo_box, hi_box, state["best"], None, budget, bound_budget
+        )
 
     for dom in domains if domains is not None else [inst.full_box_tuple()]:
-        box = tuple((lo, hi) if c in ucols else (0, inst.axes[c].size - 1)
-                    for c, (lo, hi) in enumerate(dom))
+        box = tuple(
+            (lo, hi) if c in ucols else (0, inst.axes[c].size - 1) for c, (lo, hi) in enumerate(dom)
+        )
         m, lo, hi, arr = _meeting(inst, box)
         opened = _bb(lo, hi, w_slab[m], arr[0], arr[1], eligible, thr, slab, bound_budget)
         if opened != _NEG_INF:  # slabs not visited: bounded by their A
@@ -1419,8 +1505,9 @@ def _unit_slab(
         if len(cells) > limit.left:
             limit.left = 0
 
-    opened = _bb(lo, hi, wf[inst.row_mech[m]], lo_box, hi_box, not_unit, lambda: floor,
-                 collect, limit)
+    opened = _bb(
+        lo, hi, wf[inst.row_mech[m]], lo_box, hi_box, not_unit, lambda: floor, collect, limit
+    )
     budget.left -= len(cells)
     if opened != _NEG_INF or limit.left <= 0:
         return fallback
@@ -1433,7 +1520,7 @@ def _unit_slab(
     value, chosen = found
     if value <= best.value:
         return best
-    return _Best(value, heaviest.exact and best.exact, chosen)
+    return _Best(value, True, chosen)  # proven this slab's maximum, above every earlier one
 
 
 class _UnitCells:
@@ -1471,8 +1558,9 @@ class _UnitCells:
         for i in self.parts.tolist():
             rows = hits[:, i]
             g = self.groups[list(chosen), i][rows]
-            count[i] = min(int(np.count_nonzero(g == -1)) + len(set(g[g >= 0].tolist())),
-                           int(self.cap[i]))
+            count[i] = min(
+                int(np.count_nonzero(g == -1)) + len(set(g[g >= 0].tolist())), int(self.cap[i])
+            )
         mult = np.where(self.plain, touched.astype(np.int64), count)
         ids = np.flatnonzero(mult).tolist()
         if exact:
@@ -1517,38 +1605,75 @@ class _UnitCells:
     ) -> tuple[Fraction, tuple[Cell, ...]] | None:
         """Exact branch and bound over multisets of <= k cells; None if the budget ran out.
 
-        A row adds at most its own weight (a plain mechanism once, a partition one more
-        group), so r more rows add at most r times the heaviest cell not yet passed. Stops
-        when a unit reaches ``bound``.
+        The unit weight is a coverage function with concave caps, so submodular: r more rows
+        add at most the r largest current marginal gains, where a cell counts once at its
+        gain and then, for further copies (distinct rows of the same cell), only its gain in
+        partitions where each row is a group of its own. Cells are added in index order
+        (multisets, not sequences); the search stops when a unit reaches ``bound``.
         """
         sc = self.sc
-        single = [self.value([r], exact=False) for r in range(len(self.cells))]
-        order = sorted(range(len(self.cells)), key=lambda r: -single[r])
+        exact_ints = sc.denom is not None  # then reaching the bound in floats is exact
         bound_f = sc.to_float(bound)
+        parts = self.parts
+        hits, hits_p, groups_p = self.hits, self.hits[:, parts], self.groups[:, parts]
+        own_p = groups_p == -1
+        w_parts, cap_parts = self.wf[parts], self.cap[parts]
         top = [sc.to_float(start[0])]
         cands: list[tuple[float, tuple[int, ...]]] = []
         cut = [False]
 
-        exact_ints = sc.denom is not None  # then reaching the bound in floats is exact
-
-        def dfs(pos: int, chosen: list[int], cur: float) -> None:
-            for p in range(pos, len(order)):
+        def node(
+            last: int,
+            chosen: list[int],
+            cur: float,
+            open_plain: np.ndarray,
+            used: np.ndarray,
+            count: np.ndarray,
+        ) -> None:
+            left = k - len(chosen)
+            room = (count < cap_parts).astype(np.float64) * w_parts
+            gain = hits[last:, open_plain].astype(np.float64) @ self.wf[open_plain]
+            again = np.zeros_like(gain)
+            if parts.size:
+                gain += (hits_p[last:] & ~used[last:]).astype(np.float64) @ room
+                again = (hits_p[last:] & own_p[last:]).astype(np.float64) @ room
+            items = np.sort(np.concatenate((gain, np.repeat(again, left - 1))))[::-1]
+            if cur + float(items[:left].sum()) < sc.above(top[0]):
+                return
+            rest = float(items[: left - 1].sum())  # what rows after the next can add
+            for idx in np.argsort(-gain, kind="stable").tolist():
                 if cut[0] or (exact_ints and top[0] >= bound_f):
                     return
-                if cur + (k - len(chosen)) * single[order[p]] < sc.above(top[0]):
-                    return
+                v = cur + float(gain[idx])
+                if gain[idx] <= 0 or v + rest < sc.above(top[0]):
+                    return  # sorted by gain: no later cell does better
                 if not budget.take():
                     cut[0] = True
                     return
-                nxt = [*chosen, order[p]]
-                v = self.value(nxt, exact=False)
+                c = last + idx
+                nxt = [*chosen, c]
                 if sc.keep(v, top[0]):
                     top[0] = max(top[0], v)
                     cands.append((v, tuple(nxt)))
-                if len(nxt) < k:
-                    dfs(p, nxt, v)
+                if left > 1:
+                    g = groups_p[c]
+                    node(
+                        c,
+                        nxt,
+                        v,
+                        open_plain & ~hits[c],
+                        used | ((groups_p == g) & (g >= 0) & hits_p[c]),
+                        count + (hits_p[c] & ~used[c]),
+                    )
 
-        dfs(0, [], 0.0)
+        node(
+            0,
+            [],
+            0.0,
+            self.plain.copy(),
+            np.zeros(hits_p.shape, dtype=bool),
+            np.zeros(len(parts), dtype=np.int64),
+        )
         out = start
         for v, idxs in cands:
             if sc.keep(v, top[0]):
@@ -1566,7 +1691,8 @@ def _group_id(inst: _Instance, i: int, cell: Cell, ucols: frozenset[int]) -> Any
     """Group of a record of ``cell`` in partition i, or None for a group no other row shares.
 
     Keys of rows in an open atom of a non-unit-level key column can all differ (chosen so);
-    opaque keys can always differ; otherwise the key is fixed by the cell's atoms.
+    opaque keys can always differ; otherwise the key is fixed by the cell's atoms (a
+    unit-level column holds one value for the whole unit, whatever its atom).
     """
     m = inst.mechs[i]
     if m.part == 2 or any(cell[c] % 2 == 1 and c not in ucols for c in m.keys):
@@ -1605,7 +1731,6 @@ def _detail(
     witness: tuple[int, ...],
     k: int,
     replace: bool,
-    model: TableModel,
 ) -> str:
     ids = ", ".join(inst.mechs[i].spec.id for i in witness) or "nothing"
     if best.bound_note and not best.cells:
@@ -1614,11 +1739,12 @@ def _detail(
         return "no record affects any mechanism"
     cells = [c for c in best.cells if len(c) == len(inst.axes)]
     if k > 1:
-        rows = "; ".join(_describe_cell(inst, c, witness).removeprefix("a record with ")
-                         for c in cells)
+        rows = "; ".join(
+            _describe_cell(inst, c, witness).removeprefix("a record with ") for c in cells
+        )
         what = f"a unit of up to {k} rows ({rows})"
         if best.bound_note:
-            return f"{what} could affect at most {ids} (upper bound: {best.bound_note})"
+            return f"{what} near a record affecting {ids} (upper bound: {best.bound_note})"
         text = f"{what} affects {ids}"
         return text + ("; replace is charged as removing it and adding another" if replace else "")
     if replace and len(cells) == 2:
@@ -1669,4 +1795,3 @@ def _rule(inst: _Instance, best: _Best, witness: tuple[int, ...], k: int, replac
     if best.bound_note:
         rule = "proven upper bound (" + best.bound_note + "): " + rule
     return rule
-
