@@ -896,7 +896,11 @@ class Policy:
 
     def to_yaml(self) -> str:
         """The policy as YAML text; ``Policy.from_yaml(p.to_yaml()) == p``."""
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+        d = self.to_dict()
+        text = yaml.safe_dump(d, sort_keys=False, allow_unicode=True)
+        if yaml.safe_load(text) != d:  # PyYAML writes some characters (e.g. U+0085) raw
+            text = yaml.safe_dump(d, sort_keys=False, allow_unicode=False)
+        return text
 
 
 def _parse_policy(d: object, loc: _Loc) -> Policy:
