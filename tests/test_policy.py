@@ -21,7 +21,7 @@ from privplan.errors import PolicyError
 from privplan.policy import COLUMN_TYPES, ColumnPolicy, Policy, TablePolicy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "policies"
-PUMS = Path("/work/shared/data/pums")
+PUMS = Path(__file__).resolve().parent / "fixtures" / "pums"  # copies of the shared PUMS sample
 BAD = sorted(FIXTURES.glob("bad_*.yaml")) + sorted(FIXTURES.glob("sn_bad_*.yaml"))
 GOOD = sorted(FIXTURES.glob("good_*.yaml")) + sorted(FIXTURES.glob("sn_good_*.yaml"))
 
