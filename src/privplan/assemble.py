@@ -57,7 +57,7 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     return frame
 
 
-def _items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
+def output_items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
     """(position, output name, aggregate use if the item is exactly one aggregate)."""
     out = []
     for i, item in enumerate(core.select.expressions):
@@ -97,7 +97,7 @@ def assemble(
 
     accuracy: dict[str, ColumnAccuracy] = {}
     intervals = pd.DataFrame(index=df.index)
-    for i, name, use in _items(plan.cores[0]):
+    for i, name, use in output_items(plan.cores[0]):
         if use is None or name not in df.columns:
             continue
         if use.func in ("count", "sum"):

@@ -383,24 +383,11 @@ class ColumnError:
 def column_errors(planned: PlannedQuery) -> list[ColumnError]:
     """Noise std and 95% half-width per output column, as ``Result.accuracy`` will report them
     (COUNT/SUM columns; AVG/VAR/STDDEV get per-row intervals from their noisy parts)."""
-    from sqlglot import exp
-
-    from privplan.sql.builder import is_aggregate
+    from privplan.assemble import output_items
 
     by_id = {p.measure.id: p for p in planned.measures}
-    core = planned.plan.cores[0]
     out = []
-    for item in core.select.expressions:
-        node = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(item, exp.Alias):
-            name = item.alias
-        elif isinstance(item, exp.Column):
-            name = item.name
-        else:
-            name = item.sql(dialect="duckdb")
-        if not is_aggregate(node):
-            continue
-        use = core.aggregates.get(node.sql(dialect="duckdb"))
+    for _, name, use in output_items(planned.plan.cores[0]):
         if use is None:
             continue
         if use.func in ("count", "sum"):
