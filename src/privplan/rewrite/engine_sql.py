@@ -10,7 +10,7 @@ One statement per core, generated from the plan (never from the user's text dire
 * public group keys come from the policy's public domain through a LEFT JOIN, so every public
   group appears (empty ones as zeros, which are then noised) and absence leaks nothing.
 
-There is no ``random()`` in the SQL: noise is added afterwards in Python.
+The SQL draws no random numbers: noise is added afterwards in Python.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def bounded_source(core: CorePlan) -> str:
 
     Why this order of work: the accountant models a unit as a *fixed* set of at most k records
     (the same rows in every query), so the rows are chosen before any WHERE, by an order that
-    depends only on the unit's own rows (two hashes of the row) — never by ``random()``. Rows with a NULL unit belong to nobody we can bound and are dropped.
+    depends only on the unit's own rows (two hashes of the row) — never by a random draw. Rows with a NULL unit belong to nobody we can bound and are dropped.
     Unit-level columns take the value of the unit's first row, so data that breaks the
     "constant per unit" assumption cannot break the parallel composition it buys.
     """
