@@ -31,20 +31,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
-import json
-import os
-import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
-import pandas as pd
+from _common import machine_info, timed, write_json
 
 import privplan as pp
 from privplan.demo.data import DEFAULT_SEED, demo_policy_path, write_demo_database
@@ -162,11 +156,6 @@ def split_phases(total: float, t: dict[str, float]) -> dict[str, float]:
 
 
 # -- measurement ----------------------------------------------------------------------------------
-def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
 
 
 def _session(db: Path) -> Any:
@@ -182,16 +171,16 @@ def measure(
         try:
             # untimed: caches what a long-lived session caches once (the table's column types)
             sess.explain(sql, epsilon=EPSILON)
-            explain_s, _ = _timed(lambda: sess.explain(sql, epsilon=EPSILON))  # spends nothing
+            explain_s, _ = timed(lambda: sess.explain(sql, epsilon=EPSILON))  # spends nothing
             timer = instrument(sess)
-            seconds, res = _timed(lambda: sess.sql(sql, epsilon=EPSILON))
+            seconds, res = timed(lambda: sess.sql(sql, epsilon=EPSILON))
             phases = split_phases(seconds, timer.t) if timer is not None else None
             return seconds, phases, explain_s, len(res.df)
         finally:
             sess.close()
 
     def plain_once() -> tuple[float, int]:
-        seconds, df = _timed(lambda: plain.execute(sql).df())
+        seconds, df = timed(lambda: plain.execute(sql).df())
         return seconds, len(df)
 
     dp_once()  # warm-up (imports, sqlglot caches, DuckDB buffers)
@@ -271,26 +260,6 @@ def print_table(results: list[dict[str, Any]]) -> None:
     print(f"target (reported, not asserted): ratio <= {TARGET_RATIO} at 10M rows")
 
 
-def machine_info() -> dict[str, Any]:
-    con = duckdb.connect(":memory:")
-    try:
-        threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
-    finally:
-        con.close()
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor(),
-        "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
-        "duckdb_threads": threads,
-        "pandas": pd.__version__,
-        "numpy": np.__version__,
-        "privplan": pp.__version__,
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -349,11 +318,7 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine_info(),
         "argv": sys.argv[1:] if argv is None else argv,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(out, indent=2) + "\n")
-    os.replace(tmp, args.out)
-    print(f"wrote {args.out}")
+    write_json(args.out, out)
 
 
 if __name__ == "__main__":

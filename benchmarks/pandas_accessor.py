@@ -21,10 +21,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
-import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -33,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import pandas as pd
+from _common import machine_info, timed, write_json
 
 import privplan as pp
 import privplan.pandas  # registers df.dp
@@ -94,11 +90,6 @@ class EngineTimer:
         engine.run = timed
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
 
 
 def measure(frame: pd.DataFrame, plain: duckdb.DuckDBPyConnection, timer: EngineTimer,
@@ -106,11 +97,11 @@ def measure(frame: pd.DataFrame, plain: duckdb.DuckDBPyConnection, timer: Engine
             repeat: int) -> dict[str, Any]:
     def dp_once() -> tuple[float, float, int]:
         timer.seconds = 0.0
-        seconds, out = _timed(lambda: ask(frame))
+        seconds, out = timed(lambda: ask(frame))
         return seconds, timer.seconds, len(out)
 
     def plain_once() -> tuple[float, int]:
-        seconds, out = _timed(lambda: plain.execute(sql).df())
+        seconds, out = timed(lambda: plain.execute(sql).df())
         return seconds, len(out)
 
     dp_once()  # warm-up (imports, sqlglot caches, DuckDB buffers)
@@ -164,26 +155,6 @@ def print_table(results: list[dict[str, Any]]) -> None:
           f"engine statement; target (not asserted): ratio <= {TARGET_RATIO} at 10M rows")
 
 
-def machine_info() -> dict[str, Any]:
-    con = duckdb.connect(":memory:")
-    try:
-        threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
-    finally:
-        con.close()
-    return {
-        "cpus": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "duckdb": duckdb.__version__,
-        "duckdb_threads": threads,
-        "pandas": pd.__version__,
-        "numpy": np.__version__,
-        "privplan": pp.__version__,
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=None, help=f"default {DEFAULT_ROWS:,}")
@@ -196,8 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = args.rows if args.rows is not None else (QUICK_ROWS if args.quick else DEFAULT_ROWS)
 
     print(f"generating {rows:,} rows ...", flush=True)
-    gen_s, frame = _timed(lambda: generate_visits(rows))
-    configure_s, _ = _timed(lambda: configure(frame))
+    gen_s, frame = timed(lambda: generate_visits(rows))
+    configure_s, _ = timed(lambda: configure(frame))
     timer = EngineTimer(frame.dp.session.engine)
     plain = duckdb.connect(":memory:")
     plain.register("df", frame)  # zero-copy, the same frame the DP session reads
@@ -229,11 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine_info(),
         "argv": sys.argv[1:] if argv is None else argv,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(out, indent=2) + "\n")
-    os.replace(tmp, args.out)
-    print(f"wrote {args.out}")
+    write_json(args.out, out)
 
 
 if __name__ == "__main__":

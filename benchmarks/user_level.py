@@ -11,14 +11,12 @@ file, and against the row-level DP query. Target: ratio <= 2.5 at 10M rows.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import duckdb
+from _common import machine_info, write_json
 
 import privplan as pp
 from privplan.demo.data import write_demo_database
@@ -82,11 +80,8 @@ def main() -> None:
         for s in sessions.values():
             s.close()
         plain.close()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(),
-                                                "platform": platform.platform()},
-                                    "results": results}, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, {"benchmark": "user_level", "machine": machine_info(),
+                          "results": results})
 
 
 if __name__ == "__main__":

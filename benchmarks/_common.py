@@ -1,0 +1,59 @@
+"""Helpers shared by the benchmark scripts: timing, machine description, atomic JSON output.
+
+The scripts are run as ``python benchmarks/<name>.py``, so this folder is on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+import privplan as pp
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call, after a garbage collection."""
+    gc.collect()
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def machine_info() -> dict[str, Any]:
+    con = duckdb.connect(":memory:")
+    try:
+        threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    finally:
+        con.close()
+    return {
+        "cpus": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "python": platform.python_version(),
+        "duckdb": duckdb.__version__,
+        "duckdb_threads": threads,
+        "pandas": pd.__version__,
+        "numpy": np.__version__,
+        "privplan": pp.__version__,
+    }
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` atomically (a reader never sees half a file) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    print(f"wrote {path}")
