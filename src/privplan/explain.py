@@ -107,7 +107,17 @@ class Explanation:
 MAX_HISTORY = 200  # earlier queries compared one by one (the solver itself sees all of them)
 
 
-def _relations(spec: Any, history: Sequence[Any]) -> tuple[str, ...]:
+def queries_of(mechanisms: Sequence[Any]) -> dict[str, list[Any]]:
+    """Admitted mechanisms grouped by query id (the part of ``q7.c0_m1`` before the dot), in
+    the accountant's order (by table, then admission) — it already holds them, so no
+    ledger read is needed."""
+    out: dict[str, list[Any]] = {}
+    for m in mechanisms:
+        out.setdefault(m.id.split(".", 1)[0], []).append(m)
+    return out
+
+
+def _relations(spec: Any, history: dict[str, list[Any]]) -> tuple[str, ...]:
     """Which earlier queries this mechanism is provably disjoint from, and which it may overlap.
 
     Disjoint regions on the same table cannot be affected by one record, so their costs compose
@@ -115,12 +125,12 @@ def _relations(spec: Any, history: Sequence[Any]) -> tuple[str, ...]:
     other tables are counted as overlapping: one person may be in every private table.
     """
     disjoint, overlap = [], []
-    for entry in list(history)[-MAX_HISTORY:]:
+    for query_id, mechanisms in list(history.items())[-MAX_HISTORY:]:
         if all(m.table == spec.table and not m.region.may_overlap(spec.region)
-               for m in entry.mechanisms):
-            disjoint.append(entry.query_id)
+               for m in mechanisms):
+            disjoint.append(query_id)
         else:
-            overlap.append(entry.query_id)
+            overlap.append(query_id)
     out = []
     if disjoint:
         out.append(f"disjoint from {', '.join(disjoint)}: parallel composition (Thm IV.11), "
@@ -133,7 +143,7 @@ def _relations(spec: Any, history: Sequence[Any]) -> tuple[str, ...]:
 
 def explain_planned(
     planned: PlannedQuery, preview: Composition, before: Composition, budget: Any,
-    history: Sequence[Any] = (),
+    history: dict[str, list[Any]] | None = None,
 ) -> Explanation:
     mechs = []
     for p in planned.measures:
@@ -153,7 +163,7 @@ def explain_planned(
             halfwidth_95=interval_halfwidth(p.noise) * scale,
             cost=p.spec.cost, threshold=p.threshold,
             notes=tuple(show(n) for n in p.measure.region.notes),
-            relations=_relations(p.spec, history),
+            relations=_relations(p.spec, history or {}),
         ))
     notes: list[str] = []
     for core in planned.plan.cores:

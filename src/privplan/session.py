@@ -25,7 +25,7 @@ from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import TableModel
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.errors import BudgetExceededError, PolicyError
-from privplan.explain import Explanation, explain_planned
+from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.public_joins import resolve_public_joins
 from privplan.sql.joins import private_name
@@ -135,7 +135,7 @@ class Session:
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
-                               history=self.ledger.entries())
+                               history=queries_of(self.accountant.mechanisms()))
 
     def sql(self, sql: str, **budget: Any) -> Result:
         """Answer ``sql`` with DP, charging the composed cost before anything is released."""
