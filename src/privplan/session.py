@@ -206,6 +206,11 @@ class Session:
                 core.table_sql = self._typed_table(core.table_policy)
             if core.joins:
                 resolve_public_joins(core, self.engine)
+            if core.unit is not None:
+                # the session's bounded copy, once made, is read directly (a cheap bind)
+                made = self.engine.materialized(_bounded_select(core))
+                if made is not None:
+                    core.table_sql, core.prebounded = made, True
         return plan_costs(plan, value, self.policy, query_id=self.ledger.next_query_id())
 
     def _public_columns(self) -> dict[str, set[str]]:
@@ -276,10 +281,15 @@ class Session:
         if core.unit is not None and not core.prebounded:
             # per-unit bounding is a deterministic function of the data and the policy, so the
             # bounded rows are kept for the session and later queries read them directly
-            bounded = replace(core, table_sql=self.engine.materialize(
-                bounded_source(core).removeprefix("(").removesuffix(")")), prebounded=True)
+            bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
+                              prebounded=True)
             stmt = self._engine_sql(bounded, planned)
         return noisy_frame(core, planned, self.engine.run(stmt))
+
+
+def _bounded_select(core: CorePlan) -> str:
+    """The SELECT that makes a unit core's per-unit bounded rows (the materialization key)."""
+    return bounded_source(core).removeprefix("(").removesuffix(")")
 
 
 _ENGINE_TYPES = {

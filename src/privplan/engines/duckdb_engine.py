@@ -8,6 +8,7 @@ user's SQL never does.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ class DuckDBEngine:
         _secure(self.con)
         self._registered: dict[str, Any] = {}
         self._materialized: set[str] = set()
+        self._work_db: str | None = None
 
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -63,7 +65,7 @@ class DuckDBEngine:
         else:
             raise TypeError("register() takes a pandas DataFrame or a path to a CSV/Parquet file")
         self._registered[name.lower()] = data
-        self._materialized.clear()  # the table changed: bounded copies are stale
+        self._drop_materialized()  # the table changed: bounded copies are stale
 
     def table_sql(self, table: Any) -> str:
         """How the engine names the policy table (registered view, source, or its own name)."""
@@ -122,24 +124,54 @@ class DuckDBEngine:
                 "column (e.g. use TRY_CAST)."
             ) from None
 
+    def materialized(self, select_sql: str) -> str | None:
+        """The table :meth:`materialize` made for ``select_sql``, or None if not made yet."""
+        name = _materialized_name(select_sql)
+        return f"{self._work_db}.{name}" if name in self._materialized else None
+
     def materialize(self, select_sql: str) -> str:
-        """A temporary table holding ``select_sql``'s rows, created once per distinct statement.
+        """A table holding ``select_sql``'s rows, created once per distinct statement.
 
         Used for the per-unit bounded view of a private table: it is a deterministic function of
         the data and the policy, so every query of the session can reuse it (the session calls
-        this only after the query is charged)."""
-        import hashlib
+        this only after the query is charged).
 
-        name = "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
+        The copy lives in a *compressed* in-memory database attached to this connection and is
+        checkpointed once written, so it is stored like a DuckDB file (dictionary-encoded
+        strings, compressed numbers): queries over it run about as fast as over the source file
+        and it takes ~10x less memory than a plain TEMP table, for a one-off cost when it is made.
+        """
+        name = _materialized_name(select_sql)
+        qualified = f"{self._work_database()}.{name}"
         if name not in self._materialized:
             try:
-                self.con.execute(f"CREATE TEMP TABLE {name} AS {select_sql}")
+                self.con.execute(f"CREATE OR REPLACE TABLE {qualified} AS {select_sql}")
+                self.con.execute(f"CHECKPOINT {self._work_database()}")
             except duckdb.Error as err:
                 raise ExecutionError(
                     f"the engine failed while bounding contributions ({type(err).__name__}); "
                     "its message is withheld because it could quote private values.") from None
             self._materialized.add(name)
-        return name
+        return qualified
+
+    def _work_database(self) -> str:
+        """This engine's own compressed in-memory database (attached on first use). Its name is
+        unique, so two engines on one user connection never share or clobber it."""
+        if self._work_db is None:
+            import uuid
+
+            alias = f"__privplan_work_{uuid.uuid4().hex[:12]}"
+            # READ_WRITE: a database attached to a read-only file connection is read-only
+            # unless asked otherwise
+            self.con.execute(f"ATTACH ':memory:' AS {alias} (COMPRESS, READ_WRITE)")
+            self._work_db = alias
+        return self._work_db
+
+    def _drop_materialized(self) -> None:
+        if self._work_db is not None:
+            for name in self._materialized:
+                self.con.execute(f"DROP TABLE IF EXISTS {self._work_db}.{name}")
+        self._materialized.clear()
 
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only (join stability, public domains); its errors
@@ -151,7 +183,16 @@ class DuckDBEngine:
                 f"a query over the public table failed: {str(err).splitlines()[0]}") from None
 
     def close(self) -> None:
+        if self._work_db is not None:
+            try:
+                self.con.execute(f"DETACH {self._work_db}")
+            except duckdb.Error:
+                pass  # the connection may already be closed by its owner
         self.con.close()
+
+
+def _materialized_name(select_sql: str) -> str:
+    return "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
 
 
 class PostProcessor:
