@@ -25,14 +25,30 @@ from privplan.mechanisms.accuracy import (
 from privplan.planner import PlannedMeasure, PlannedQuery
 from privplan.result import ColumnAccuracy
 from privplan.rewrite.engine_sql import key_column, measure_column
-from privplan.rewrite.postprocess import hidden_column, post_select
+from privplan.rewrite.postprocess import (
+    flat_output,
+    hidden_column,
+    output_items,
+    post_select,
+    with_derived,
+)
 from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
 
 MAX_INTERVAL_ROWS = 200_000  # per-row derived intervals are computed in Python
+FLAT_OUTPUT = True  # tests switch it off to check the flat path against DuckDB's
 
 
 def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFrame) -> pd.DataFrame:
+    """Noise every measure; drop groups that fail partition selection; sort by key.
+
+    The exact rows are sorted by key *before* noise is drawn, so the engine's (thread-dependent)
+    row order never decides which group gets which draw: with seeded noise (tests) answers are
+    reproducible, and released rows are in key order whatever the data.
+    """
+    if core.keys:
+        exact = exact.sort_values([key_column(i) for i in range(len(core.keys))],
+                                  na_position="last", kind="stable").reset_index(drop=True)
     n = len(exact)
     noisy: dict[str, Any] = {}
     for i in range(len(core.keys)):
@@ -51,26 +67,7 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     frame = pd.DataFrame(noisy)
     if not keep.all():
         frame = frame[keep].reset_index(drop=True)
-    if core.keys:
-        frame = frame.sort_values([key_column(i) for i in range(len(core.keys))],
-                                  na_position="last", kind="stable").reset_index(drop=True)
     return frame
-
-
-def output_items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
-    """(position, output name, aggregate use if the item is exactly one aggregate)."""
-    out = []
-    for i, item in enumerate(core.select.expressions):
-        node = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(item, exp.Alias):
-            name = item.alias
-        elif isinstance(item, exp.Column):
-            name = item.name
-        else:
-            name = item.sql(dialect="duckdb")
-        use = core.aggregates[node.sql(dialect="duckdb")] if is_aggregate(node) else None
-        out.append((i, name, use))
-    return out
 
 
 def assemble(
@@ -79,10 +76,15 @@ def assemble(
     plan = planned.plan
     by_id = {p.measure.id: p for p in planned.measures}
     single = len(plan.cores) == 1
+    items = [output_items(core) for core in plan.cores]
     outs = []
     for i, (core, frame) in enumerate(zip(plan.cores, frames)):
-        post = post_select(core, f"__noisy{i}", hidden=single)
-        outs.append(post_process(post.sql(dialect="duckdb"), {f"__noisy{i}": frame}))
+        frame = with_derived(core, frame)
+        flat = flat_output(core, items[i], frame, hidden=single) if FLAT_OUTPUT else None
+        if flat is None:
+            post = post_select(core, f"__noisy{i}", hidden=single)
+            flat = post_process(post.sql(dialect="duckdb"), {f"__noisy{i}": frame})
+        outs.append(flat)
     if single:
         df = outs[0]
     else:
@@ -96,8 +98,8 @@ def assemble(
         df = post_process(sql, {f"__b{i}": o for i, o in enumerate(outs)})
 
     accuracy: dict[str, ColumnAccuracy] = {}
-    intervals = pd.DataFrame(index=df.index)
-    for i, name, use in output_items(plan.cores[0]):
+    bounds: dict[str, Any] = {}  # interval columns, made into one frame at the end
+    for i, name, use in items[0]:
         if use is None or name not in df.columns:
             continue
         if use.func in ("count", "sum"):
@@ -109,8 +111,8 @@ def assemble(
                                  halfwidth=interval_halfwidth(p.noise) * scale)
             accuracy[name] = acc
             values = pd.to_numeric(df[name])
-            intervals[f"{name}_low"] = values - acc.halfwidth
-            intervals[f"{name}_high"] = values + acc.halfwidth
+            bounds[f"{name}_low"] = values - acc.halfwidth
+            bounds[f"{name}_high"] = values + acc.halfwidth
         else:
             accuracy[name] = ColumnAccuracy(
                 column=name, std=None, halfwidth=None,
@@ -118,7 +120,8 @@ def assemble(
                        "interval arithmetic, each part at 95%/k (union bound)")
             if single and len(df) <= MAX_INTERVAL_ROWS:
                 lo, hi = _derived_intervals(df, i, use, by_id)
-                intervals[f"{name}_low"], intervals[f"{name}_high"] = lo, hi
+                bounds[f"{name}_low"], bounds[f"{name}_high"] = lo, hi
+    intervals = pd.DataFrame(bounds, index=df.index)
     if single:
         df = df.drop(columns=[c for c in df.columns if c.startswith("__hidden")])
     return df, intervals, accuracy

@@ -383,7 +383,7 @@ class ColumnError:
 def column_errors(planned: PlannedQuery) -> list[ColumnError]:
     """Noise std and 95% half-width per output column, as ``Result.accuracy`` will report them
     (COUNT/SUM columns; AVG/VAR/STDDEV get per-row intervals from their noisy parts)."""
-    from privplan.assemble import output_items
+    from privplan.rewrite.postprocess import output_items
 
     by_id = {p.measure.id: p for p in planned.measures}
     out = []

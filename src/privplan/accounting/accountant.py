@@ -58,6 +58,8 @@ class Accountant:
         self._exact_limit = exact_limit
         self._solvers: dict[str, TableSolver] = {}
         self._total = combine_tables([], kind)
+        self._pending: tuple[object, tuple[MechanismSpec, ...], dict[str, TableSolver],
+                             Composition] | None = None
 
     @property
     def kind(self) -> type:
@@ -70,12 +72,21 @@ class Accountant:
 
     def preview(self, new: Sequence[MechanismSpec]) -> Composition:
         """The total if ``new`` were admitted (nothing is recorded)."""
-        return combine_tables([s.cost for s in self._advance(new).values()], self._kind)
+        solvers = self._advance(new)
+        total = combine_tables([s.cost for s in solvers.values()], self._kind)
+        # kept so that admitting these very specs next (check, then charge) is not solved twice
+        self._pending = (self._solvers, tuple(new), solvers, total)
+        return total
 
     def admit(self, new: Sequence[MechanismSpec]) -> Composition:
         """Admit ``new`` and return the new total."""
-        solvers = self._advance(new)
-        total = combine_tables([s.cost for s in solvers.values()], self._kind)
+        pending, self._pending = self._pending, None
+        if (pending is not None and pending[0] is self._solvers
+                and len(pending[1]) == len(new) and all(a is b for a, b in zip(pending[1], new))):
+            _, _, solvers, total = pending  # same history, same spec objects: same answer
+        else:
+            solvers = self._advance(new)
+            total = combine_tables([s.cost for s in solvers.values()], self._kind)
         self._solvers, self._total = solvers, total
         return total
 

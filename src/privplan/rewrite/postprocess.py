@@ -1,12 +1,18 @@
 """Post-processing: the user's outer query, re-run by DuckDB over the *noisy* table only.
 
-The noisy table holds group keys (public or DP-selected) and noisy measures, nothing else, so
-HAVING, ORDER BY, LIMIT and expressions are post-processing of DP outputs (free of privacy cost)
-and cannot touch a raw value: a reference to a raw column simply does not bind.
+The noisy table holds group keys (public or DP-selected), noisy measures and the aggregates
+derived from them (AVG, VAR, ... computed once in numpy by :func:`with_derived`), nothing else,
+so HAVING, ORDER BY, LIMIT and expressions are post-processing of DP outputs (free of privacy
+cost) and cannot touch a raw value: a reference to a raw column simply does not bind. An outer
+query that is only keys and aggregates needs no DuckDB round trip (:func:`flat_output`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+import pandas as pd
 from sqlglot import exp
 
 from privplan.rewrite.engine_sql import key_column, measure_column
@@ -14,57 +20,128 @@ from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
 
 
-def _num(v: object) -> exp.Expression:
-    return exp.convert(v)
+def derived_column(j: int) -> str:
+    """The noisy-table column holding the value of the core's ``j``-th aggregate."""
+    return f"__a{j}"
 
 
-def derived_expression(use: AggregateUse, columns: dict[str, str]) -> exp.Expression:
-    """The aggregate's value from noisy measures (real units already applied).
+def derived_values(use: AggregateUse, frame: pd.DataFrame) -> np.ndarray:
+    """The aggregate's value from the noisy measures in ``frame`` (real units already applied).
 
-    AVG/VAR/STDDEV are clamped into what the declared bounds allow (post-processing, so free),
-    and are NULL when the noisy count is below 1 (2 for sample variance), as SQL returns NULL
-    for empty groups.
+    Post-processing of DP outputs only (free of privacy cost). AVG/VAR/STDDEV are clamped into
+    what the declared bounds allow, and are NULL (NaN) when the noisy count is below 1 (2 for
+    sample variance), as SQL returns NULL for empty groups. Computed once here, vectorised, so
+    the SQL of the outer query only ever refers to columns.
     """
-    col = lambda mid: exp.column(columns[mid])  # noqa: E731
-    if use.func in ("count",) or (use.func == "sum" and use.sum is None):
-        c = col(use.count)
-        return c if use.multiplier == 1 else exp.Mul(this=c, expression=_num(use.multiplier))
+    if use.func == "count" or (use.func == "sum" and use.sum is None):
+        c = frame[measure_id_column(use.count)].to_numpy()
+        return c if use.multiplier == 1 else c * use.multiplier
     if use.func == "sum":
-        return col(use.sum)
-    c, s = col(use.count), col(use.sum)
-    lo, hi = use.lower, use.upper
-    safe_c = exp.func("GREATEST", c.copy(), _num(1))
-    mean = exp.Div(this=s, expression=safe_c)
+        return frame[measure_id_column(use.sum)].to_numpy()
+    c = frame[measure_id_column(use.count)].to_numpy(dtype=np.float64)
+    s = frame[measure_id_column(use.sum)].to_numpy(dtype=np.float64)
+    lo, hi = float(use.lower), float(use.upper)
+    mean = s / np.maximum(c, 1.0)
     if use.func == "avg":
-        value = exp.func("LEAST", exp.func("GREATEST", mean, _num(lo)), _num(hi))
-        return _null_below(c, 1, value)
-    q = col(use.sum_sq)
-    var_pop = exp.Sub(
-        this=exp.Div(this=q, expression=safe_c.copy()),
-        expression=exp.func("POWER", mean.copy(), _num(2)),
-    )
-    max_var = ((hi - lo) / 2) ** 2
-    var = exp.func("LEAST", exp.func("GREATEST", var_pop, _num(0)), _num(max_var))
+        return _null_below(c, 1, np.minimum(np.maximum(mean, lo), hi))
+    q = frame[measure_id_column(use.sum_sq)].to_numpy(dtype=np.float64)
+    var = q / np.maximum(c, 1.0) - mean * mean
+    var = np.minimum(np.maximum(var, 0.0), ((hi - lo) / 2) ** 2)
     minimum = 1
     if use.func in ("var_samp", "stddev_samp"):
         minimum = 2
-        cc = exp.func("GREATEST", c.copy(), _num(2))
-        var = exp.Div(
-            this=exp.Mul(this=var, expression=cc),
-            expression=exp.Paren(this=exp.Sub(this=cc.copy(), expression=_num(1))),
-        )
+        cc = np.maximum(c, 2.0)
+        var = var * cc / (cc - 1.0)
     if use.func.startswith("stddev"):
-        var = exp.func("SQRT", var)
+        var = np.sqrt(var)
     return _null_below(c, minimum, var)
 
 
-def _null_below(count: exp.Expression, minimum: int, value: exp.Expression) -> exp.Expression:
-    cond = exp.LT(this=count.copy(), expression=_num(minimum))
-    return exp.Case(ifs=[exp.If(this=cond, true=exp.Null())], default=value)
+def _null_below(count: np.ndarray, minimum: int, value: np.ndarray) -> np.ndarray:
+    return np.where(count < minimum, np.nan, value)
+
+
+def measure_id_column(measure_id: str | None) -> str:
+    assert measure_id is not None
+    return f"__{measure_id}"
+
+
+def with_derived(core: CorePlan, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` plus one column per aggregate of the core (see :func:`derived_column`)."""
+    extra = {derived_column(j): derived_values(use, frame)
+             for j, use in enumerate(core.aggregates.values())}
+    return frame.assign(**extra) if extra else frame
 
 
 def hidden_column(item: int, part: str) -> str:
     return f"__hidden{item}_{part}"
+
+
+def key_of(core: CorePlan, node: exp.Expression) -> str | None:
+    """The noisy-table key column ``node`` (a GROUP BY expression, qualified or not) names."""
+    if isinstance(node, (exp.Alias, exp.Ordered, exp.Literal)) or not isinstance(
+            node, exp.Expression):
+        return None
+    stripped = node.copy()
+    for c in stripped.find_all(exp.Column):
+        c.set("table", None)
+    text = stripped.sql(dialect="duckdb")
+    for i, k in enumerate(core.keys):
+        if k.sql == text:
+            return key_column(i)
+    return None
+
+
+def output_items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
+    """(position, output name, aggregate use if the item is exactly one aggregate)."""
+    out = []
+    for i, item in enumerate(core.select.expressions):
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(item, exp.Alias):
+            name = item.alias
+        elif isinstance(item, exp.Column):
+            name = item.name
+        else:
+            name = item.sql(dialect="duckdb")
+        use = core.aggregates[node.sql(dialect="duckdb")] if is_aggregate(node) else None
+        out.append((i, name, use))
+    return out
+
+
+def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]],
+                frame: pd.DataFrame, *, hidden: bool) -> pd.DataFrame | None:
+    """The outer query's result taken straight from ``frame`` (which holds the derived
+    columns), when the outer query is only group keys and aggregates with unique names (no
+    HAVING, ORDER BY, LIMIT, DISTINCT or expressions): the same columns, in the same order, as
+    :func:`post_select` run by DuckDB, without the cost of a DuckDB round trip. None otherwise.
+    ``items`` is :func:`output_items` of ``core``.
+    """
+    s = core.select
+    if any(s.args.get(a) for a in ("having", "order", "limit", "offset", "distinct", "qualify")):
+        return None
+    derived = {id(use): derived_column(j) for j, use in enumerate(core.aggregates.values())}
+    out: dict[str, Any] = {}
+    seen: set[str] = set()
+    hidden_items: dict[str, Any] = {}
+    for i, name, use in items:
+        if use is not None:
+            column = derived[id(use)]
+        else:
+            item = s.expressions[i]
+            key = key_of(core, item.this if isinstance(item, exp.Alias) else item)
+            if key is None:
+                return None
+            column = key
+        if name.lower() in seen:
+            return None  # DuckDB would rename duplicates; let it
+        seen.add(name.lower())
+        out[name] = frame[column].to_numpy()
+        if hidden and use is not None and use.func not in ("count", "sum"):
+            for part, mid in (("c", use.count), ("s", use.sum), ("q", use.sum_sq)):
+                if mid is not None:
+                    hidden_items[hidden_column(i, part)] = frame[
+                        measure_id_column(mid)].to_numpy()
+    return pd.DataFrame({**out, **hidden_items})
 
 
 def post_select(core: CorePlan, table: str, *, hidden: bool = False) -> exp.Select:
@@ -75,21 +152,14 @@ def post_select(core: CorePlan, table: str, *, hidden: bool = False) -> exp.Sele
     after ORDER BY/LIMIT; the caller drops them.
     """
     columns = {m.id: measure_column(m) for m in core.measures}
-    key_map = {k.sql: key_column(i) for i, k in enumerate(core.keys)}
+    derived = {sql: derived_column(j) for j, sql in enumerate(core.aggregates)}
     s = core.select.copy()
 
     def replace(node: exp.Expression) -> exp.Expression:
         if is_aggregate(node):
-            use = core.aggregates[node.sql(dialect="duckdb")]
-            return exp.Paren(this=derived_expression(use, columns))
-        if isinstance(node, (exp.Alias, exp.Ordered)) or not isinstance(node, exp.Expression):
-            return node
-        stripped = node.copy()
-        for c in stripped.find_all(exp.Column):
-            c.set("table", None)
-        if stripped.sql(dialect="duckdb") in key_map and not isinstance(node, exp.Literal):
-            return exp.column(key_map[stripped.sql(dialect="duckdb")])
-        return node
+            return exp.column(derived[node.sql(dialect="duckdb")])
+        key = key_of(core, node)
+        return node if key is None else exp.column(key)
 
     items = []
     for item in s.expressions:
