@@ -142,3 +142,56 @@ def test_pums_with_private_ids_end_to_end(name: str) -> None:
     # max_ids = 1: one row per person survives the bounding
     assert res.df["n"].tolist() == res.df["persons"].tolist()
     assert res.cost == pp.ApproxDP(1, 1e-6)
+
+
+def _float_policy(m: int | None) -> pp.Policy:
+    table: dict = {
+        "privacy_unit": "pid", "max_rows_per_unit": 4,
+        "columns": {
+            "pid": {"type": "int"},
+            "grp": {"type": "str", "public_values": ["a", "b", "c"]},
+            "age": {"type": "int", "lower": 0, "upper": 100, "unit_level": True},
+            "x": {"type": "int", "lower": -5, "upper": 10},
+            "y": {"type": "float", "lower": -2.5, "upper": 7.25, "resolution": 0.01},
+        },
+    }
+    if m is not None:
+        table["max_groups_per_unit"] = m
+    return pp.Policy.from_dict({"tables": {"t": table}})
+
+
+@pytest.mark.parametrize("m", [None, 2])
+def test_sums_over_the_bounded_copy_equal_clamping_inline(m: int | None) -> None:
+    """Answers read the session's bounded copy, whose SUM-grid columns were clamped once when
+    it was made (from canonical unit-level values). The statement bound before the charge
+    bounds and clamps every row inline instead; run on the same data, both must give the very
+    same exact aggregates."""
+    df = _data(seed=11, units=30)
+    rng = np.random.Generator(np.random.PCG64(5))
+    y = rng.normal(2, 6, len(df)).round(3)
+    y[::7] = np.nan  # NULLs stay out of sums and counts
+    y[::11] = 1e300  # far outside the bounds: clamped, never overflowing
+    df["y"] = y
+    queries = [
+        "SELECT grp, SUM(x) AS a, SUM(y) AS b, AVG(y) AS c, VAR_POP(y) AS d FROM t GROUP BY grp",
+        "SELECT SUM(y) FILTER (WHERE x > 0) AS a, SUM(age) AS b FROM t WHERE age < 60",
+        "SELECT grp, AVG(x) AS a, COUNT(y) AS b FROM t GROUP BY grp",
+    ]
+    for sql in queries:
+        sess = pp.connect(":memory:", policy=_float_policy(m), budget=pp.PureDP(100))
+        sess.register("t", df)
+        bound: list[str] = []
+        ran: list[tuple[str, pd.DataFrame]] = []
+        real_bind, real_run = sess.engine.bind, sess.engine.run
+        sess.engine.bind = lambda st: bound.append(st) or real_bind(st)  # type: ignore[method-assign]
+        sess.engine.run = lambda st: ran.append((st, real_run(st))) or ran[-1][1]  # type: ignore[method-assign]
+        sess.sql(sql, epsilon=1)
+        (inline,), ((stored, got),) = bound, ran
+        assert "SUM(__grid_" not in inline and "SUM(__grid_" in stored, sql
+        want = real_run(inline)
+        sess.close()
+        keys = [c for c in want.columns if c.startswith("__k")]
+        if keys:
+            want = want.sort_values(keys).reset_index(drop=True)
+            got = got.sort_values(keys).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_exact=True, obj=sql)

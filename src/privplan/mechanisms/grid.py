@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Final
+from typing import Any, Final
 
 from privplan.errors import UnsupportedQueryError
 
@@ -32,6 +32,7 @@ __all__ = [
     "check_no_overflow",
     "count_sensitivity",
     "default_resolution",
+    "sum_grid",
     "square_bounds",
     "sum_sensitivity",
 ]
@@ -198,3 +199,13 @@ def _positive_int(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def sum_grid(column: Any) -> tuple[Fraction, int, int]:
+    """(resolution, lo, hi) of the grid a SUM over the policy ``column`` uses: the policy's
+    ``resolution`` or :func:`default_resolution`, and the bounds in grid steps."""
+    lower, upper = column.lower, column.upper
+    res = (Fraction(column.resolution) if column.resolution is not None
+           else Fraction(default_resolution(lower, upper, column.type)))
+    lo, hi = Grid(res).to_grid_bounds(lower, upper)
+    return res, lo, hi

@@ -441,8 +441,7 @@ class _CoreBuilder:
             assert column is not None
             col = self.table.columns[column]
             lower, upper = col.require_bounds(label, self.table.name)
-            res = Fraction(col.resolution) if col.resolution is not None else Fraction(
-                gridlib.default_resolution(lower, upper, col.type))
+            res = gridlib.sum_grid(col)[0]
             if kind == "sum_sq":
                 # squares need a coarser grid to stay exact in int64: |value| <= 2^11 steps
                 while max(abs(Fraction(lower)), abs(Fraction(upper))) / res > SQUARE_STEPS:
