@@ -99,8 +99,10 @@ class Session:
         budget: Any,
         ledger: Any = None,
         exact_limit: int | None = None,
+        prepare: bool = False,
     ) -> None:
         self.policy = _as_policy(policy)
+        self.prepare = bool(prepare)
         if type(budget) not in _KINDS:
             raise PolicyError(
                 "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
@@ -206,7 +208,7 @@ class Session:
                 core.table_sql = self._typed_table(core.table_policy)
             if core.joins:
                 resolve_public_joins(core, self.engine)
-            if core.unit is not None:
+            if self._copies(core):
                 # the session's bounded copy, once made, is read directly (a cheap bind)
                 made = self.engine.materialized(_bounded_select(core))
                 if made is not None:
@@ -277,8 +279,13 @@ class Session:
         types = {n: c.type for n, c in core.table_policy.columns.items()}
         return core_sql(core, types, [p.measure for p in planned])
 
+    def _copies(self, core: CorePlan) -> bool:
+        """Whether the core reads a session copy: always for user level (the bounded rows);
+        for row level only in a prepared session (the rows with their SUM grids)."""
+        return core.unit is not None or self.prepare
+
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
-        if core.unit is not None and not core.prebounded:
+        if self._copies(core) and not core.prebounded:
             # per-unit bounding is a deterministic function of the data and the policy, so the
             # bounded rows are kept for the session and later queries read them directly
             bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
@@ -349,7 +356,15 @@ def connect(
     budget: Any,
     ledger: Any = None,
     exact_limit: int | None = None,
+    prepare: bool = False,
 ) -> Session:
-    """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection)."""
+    """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection).
+
+    ``prepare=True`` trades a one-off cost for speed in long sessions: the first query over a
+    private table makes a compressed in-memory copy of it with every bounded numeric column
+    already clamped to its SUM grid (user-level tables always get such a copy, of their bounded
+    rows), so later queries do not clamp every row again. The copy is a snapshot: changes to
+    the table after it was made are not seen by the session (``register`` makes a new one).
+    """
     return Session(database, policy=policy, budget=budget, ledger=ledger,
-                   exact_limit=exact_limit)
+                   exact_limit=exact_limit, prepare=prepare)

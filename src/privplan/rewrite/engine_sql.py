@@ -130,7 +130,9 @@ def _ident(name: str) -> str:
 
 def bounded_source(core: CorePlan) -> str:
     """The table with at most ``max_rows_per_unit`` rows per privacy unit, chosen
-    deterministically, and every unit-level column set to one canonical value per unit.
+    deterministically, and every unit-level column set to one canonical value per unit; plus
+    every bounded numeric column on its SUM grid (:func:`grid_column`). For a row-level table
+    (a session opened with ``prepare=True``) it is every row, plus those grid columns.
 
     Why this order of work: the accountant models a unit as a *fixed* set of at most k records
     (the same rows in every query), so the rows are chosen before any WHERE, by an order that
@@ -138,8 +140,14 @@ def bounded_source(core: CorePlan) -> str:
     Unit-level columns take the value of the unit's first row, so data that breaks the
     "constant per unit" assumption cannot break the parallel composition it buys.
     """
-    unit = _ident(core.unit)  # type: ignore[arg-type]
     cols = [_ident(c) for c in core.columns]
+    if core.unit is None:  # row level (a prepared session): every row, plus the SUM grids
+        items = cols + [
+            grid_expression(_ident(c), res, lo, hi, core.table_policy.columns[c].type)
+            + f" AS {_ident(grid_column(c))}" for c, (res, lo, hi) in stored_grids(core).items()
+        ]
+        return f"(SELECT {', '.join(items)} FROM {core.table_sql})"
+    unit = _ident(core.unit)
     # two independent 64-bit hashes of the row: a tie (which could let the choice vary between
     # queries) needs a 128-bit collision between two rows of one unit
     order = f"hash('privplan-1', {', '.join(cols)}), hash('privplan-2', {', '.join(cols)})"
@@ -198,7 +206,7 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     """The engine statement (DuckDB dialect) returning one row per group: keys then measures."""
     key_items = [f"{k.expr.sql(dialect='duckdb')} AS {key_column(i)}"
                  for i, k in enumerate(core.keys)]
-    grids = stored_grids(core) if core.unit is not None and core.prebounded else {}
+    grids = stored_grids(core) if core.prebounded else {}
 
     def stored(m: Measure) -> str | None:
         grid = grids.get(m.column) if m.kind == "sum" and m.column else None

@@ -1,0 +1,77 @@
+"""Prepared sessions (``connect(..., prepare=True)``): row-level tables are read from a session
+copy whose bounded numeric columns were clamped to their SUM grids once.
+
+Oracle: every supported query of ``sql_examples/`` (demo data and PUMS, all neighbourhoods and
+budget kinds of the examples) answered in a prepared session and in a default one, with the
+same seeded noise, gives identical frames, intervals and costs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import privplan as pp
+from privplan.demo.data import write_demo_database
+from privplan.testing import noise_disabled, seeded_noise
+from test_sql_examples import fmt  # the example-file format shared with the runner
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_database(tmp_path_factory.mktemp("prepared") / "demo.duckdb", rows=5_000)
+
+
+def _answers(example: Any, demo_db: Path, prepare: bool) -> tuple[list[Any], list[str]]:
+    sess = fmt.open_session(example, demo_db)
+    sess.prepare = prepare  # before any query: what connect(prepare=...) sets
+    ran: list[str] = []
+    real = sess.engine.run
+    sess.engine.run = lambda st: ran.append(st) or real(st)  # type: ignore[method-assign]
+    out = []
+    try:
+        for q in example.queries:
+            if q.expects_error:
+                continue
+            with seeded_noise(2000 + q.index):
+                out.append(sess.sql(q.sql, **q.budget_kwargs()))
+    finally:
+        sess.close()
+    return out, ran
+
+
+@pytest.mark.parametrize("path", fmt.example_files(), ids=lambda p: p.name)
+def test_prepared_session_answers_like_a_default_one(path: Path, demo_db: Path) -> None:
+    example = fmt.parse_file(path)
+    prepared, ran_prepared = _answers(example, demo_db, True)
+    default, ran = _answers(example, demo_db, False)
+    assert all("__privplan_work_" in st for st in ran_prepared), "prepared: reads the copy"
+    assert not any("__privplan_work_" in st for st in ran), "default: never copies row level"
+    for a, b in zip(prepared, default, strict=True):
+        pd.testing.assert_frame_equal(a.df, b.df, check_exact=True, obj=path.name)
+        pd.testing.assert_frame_equal(a.intervals, b.intervals, check_exact=True, obj=path.name)
+        assert a.cost == b.cost and a.query_cost == b.query_cost
+
+
+def test_prepared_sums_read_the_stored_grid_and_register_refreshes_the_copy() -> None:
+    policy = pp.Policy.from_dict({"tables": {"t": {"columns": {
+        "g": {"type": "str", "public_values": ["a", "b"]},
+        "v": {"type": "float", "lower": 0, "upper": 10, "resolution": 0.5},
+    }}}})
+    sess = pp.connect(":memory:", policy=policy, budget=pp.PureDP(100), prepare=True)
+    ran: list[str] = []
+    real = sess.engine.run
+    sess.engine.run = lambda st: ran.append(st) or real(st)  # type: ignore[method-assign]
+    sql = "SELECT g, SUM(v) AS s FROM t GROUP BY g"
+    sess.register("t", pd.DataFrame({"g": ["a", "a", "b", "b"], "v": [1.2, 99.0, None, -3.0]}))
+    with noise_disabled():
+        first = sess.sql(sql, epsilon=1).df
+        # clamped on the 0.5 grid: 1.2 -> 1.0, 99 -> 10, NULL skipped, -3 -> 0
+        assert first["s"].tolist() == [11.0, 0.0]
+        assert "SUM(__grid_v)" in ran[-1]
+        sess.register("t", pd.DataFrame({"g": ["a", "b"], "v": [2.0, 4.4]}))
+        assert sess.sql(sql, epsilon=1).df["s"].tolist() == [2.0, 4.5]  # a fresh copy
+    sess.close()
