@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from example_answers import answer_examples
+from test_sql_examples import fmt  # the example-file format shared with the runner
 
 import privplan as pp
 import privplan.assemble as assemble_module
 from privplan.demo.data import write_demo_database
 from privplan.rewrite.postprocess import derived_values, measure_id_column
 from privplan.sql.plan import AggregateUse
-from privplan.testing import seeded_noise
-from test_sql_examples import fmt  # the example-file format shared with the runner
 
 
 @pytest.fixture(scope="module")
@@ -35,28 +34,13 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_demo_database(tmp_path_factory.mktemp("flat") / "demo.duckdb", rows=5_000)
 
 
-def _answer(example: Any, demo_db: Path, flat: bool, monkeypatch: pytest.MonkeyPatch
-            ) -> list[Any]:
-    monkeypatch.setattr(assemble_module, "FLAT_OUTPUT", flat)
-    sess = fmt.open_session(example, demo_db)
-    out = []
-    try:
-        for q in example.queries:
-            if q.expects_error:
-                continue
-            with seeded_noise(1000 + q.index):
-                out.append(sess.sql(q.sql, **q.budget_kwargs()))
-    finally:
-        sess.close()
-    return out
-
-
 @pytest.mark.parametrize("path", fmt.example_files(), ids=lambda p: p.name)
 def test_flat_output_equals_duckdb_post_processing(path: Path, demo_db: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     example = fmt.parse_file(path)
-    flat = _answer(example, demo_db, True, monkeypatch)
-    duck = _answer(example, demo_db, False, monkeypatch)
+    flat, _ = answer_examples(example, demo_db)
+    monkeypatch.setattr(assemble_module, "FLAT_OUTPUT", False)
+    duck, _ = answer_examples(example, demo_db)
     assert len(flat) == len(duck)
     for q, a, b in zip([q for q in example.queries if not q.expects_error], flat, duck):
         where = f"{path.name} query {q.index}"

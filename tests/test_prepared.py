@@ -9,15 +9,15 @@ same seeded noise, gives identical frames, intervals and costs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
+from example_answers import answer_examples
+from test_sql_examples import fmt  # the example-file format shared with the runner
 
 import privplan as pp
 from privplan.demo.data import write_demo_database
-from privplan.testing import noise_disabled, seeded_noise
-from test_sql_examples import fmt  # the example-file format shared with the runner
+from privplan.testing import noise_disabled
 
 
 @pytest.fixture(scope="module")
@@ -25,29 +25,11 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_demo_database(tmp_path_factory.mktemp("prepared") / "demo.duckdb", rows=5_000)
 
 
-def _answers(example: Any, demo_db: Path, prepare: bool) -> tuple[list[Any], list[str]]:
-    sess = fmt.open_session(example, demo_db)
-    sess.prepare = prepare  # before any query: what connect(prepare=...) sets
-    ran: list[str] = []
-    real = sess.engine.run
-    sess.engine.run = lambda st: ran.append(st) or real(st)  # type: ignore[method-assign]
-    out = []
-    try:
-        for q in example.queries:
-            if q.expects_error:
-                continue
-            with seeded_noise(2000 + q.index):
-                out.append(sess.sql(q.sql, **q.budget_kwargs()))
-    finally:
-        sess.close()
-    return out, ran
-
-
 @pytest.mark.parametrize("path", fmt.example_files(), ids=lambda p: p.name)
 def test_prepared_session_answers_like_a_default_one(path: Path, demo_db: Path) -> None:
     example = fmt.parse_file(path)
-    prepared, ran_prepared = _answers(example, demo_db, True)
-    default, ran = _answers(example, demo_db, False)
+    prepared, ran_prepared = answer_examples(example, demo_db, prepare=True)
+    default, ran = answer_examples(example, demo_db)
     assert all("__privplan_work_" in st for st in ran_prepared), "prepared: reads the copy"
     assert not any("__privplan_work_" in st for st in ran), "default: never copies row level"
     for a, b in zip(prepared, default, strict=True):

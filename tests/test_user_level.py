@@ -4,6 +4,7 @@ neighbour (remove one unit), unit-level columns, distinct-unit counts, PUMS with
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -183,8 +184,16 @@ def test_sums_over_the_bounded_copy_equal_clamping_inline(m: int | None) -> None
         bound: list[str] = []
         ran: list[tuple[str, pd.DataFrame]] = []
         real_bind, real_run = sess.engine.bind, sess.engine.run
-        sess.engine.bind = lambda st: bound.append(st) or real_bind(st)  # type: ignore[method-assign]
-        sess.engine.run = lambda st: ran.append((st, real_run(st))) or ran[-1][1]  # type: ignore[method-assign]
+
+        def bind(st: str, bound: list[str] = bound, real_bind: Any = real_bind) -> None:
+            bound.append(st)
+            real_bind(st)
+
+        def run(st: str, ran: list[Any] = ran, real_run: Any = real_run) -> pd.DataFrame:
+            ran.append((st, real_run(st)))
+            return ran[-1][1]
+
+        sess.engine.bind, sess.engine.run = bind, run  # type: ignore[method-assign]
         sess.sql(sql, epsilon=1)
         (inline,), ((stored, got),) = bound, ran
         assert "SUM(__grid_" not in inline and "SUM(__grid_" in stored, sql

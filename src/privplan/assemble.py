@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlglot import exp
 
 from privplan.engines.duckdb_engine import post_process
 from privplan.mechanisms.accuracy import (
@@ -32,7 +31,6 @@ from privplan.rewrite.postprocess import (
     post_select,
     with_derived,
 )
-from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
 
 MAX_INTERVAL_ROWS = 200_000  # per-row derived intervals are computed in Python

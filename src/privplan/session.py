@@ -23,19 +23,19 @@ import pandas as pd
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import TableModel
+from privplan.assemble import assemble, noisy_frame
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
-from privplan.public_joins import resolve_public_joins
-from privplan.sql.joins import private_name
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
-from privplan.assemble import assemble, noisy_frame
+from privplan.public_joins import resolve_public_joins
 from privplan.result import Result
 from privplan.rewrite.engine_sql import bounded_source, core_sql
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
+from privplan.sql.joins import private_name
 from privplan.sql.parse import parse_statement
 from privplan.sql.plan import CorePlan
 
