@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +36,13 @@ def key_column(i: int) -> str:
 
 
 def measure_column(m: Measure) -> str:
-    return f"__{m.id}"
+    return measure_id_column(m.id)
+
+
+def measure_id_column(measure_id: str | None) -> str:
+    """The engine's (and the noisy table's) column for the measure with id ``measure_id``."""
+    assert measure_id is not None
+    return f"__{measure_id}"
 
 
 def _clamp(value: str, lo: int, hi: int) -> str:
@@ -142,10 +149,7 @@ def bounded_source(core: CorePlan) -> str:
     """
     cols = [_ident(c) for c in core.columns]
     if core.unit is None:  # row level (a prepared session): every row, plus the SUM grids
-        items = cols + [
-            grid_expression(_ident(c), res, lo, hi, core.table_policy.columns[c].type)
-            + f" AS {_ident(grid_column(c))}" for c, (res, lo, hi) in stored_grids(core).items()
-        ]
+        items = cols + _grid_items(core, canonical=())
         return f"(SELECT {', '.join(items)} FROM {core.table_sql})"
     unit = _ident(core.unit)
     # two independent 64-bit hashes of the row: a tie (which could let the choice vary between
@@ -158,17 +162,22 @@ def bounded_source(core: CorePlan) -> str:
                     for c in canon]
     outer_items = [_ident("__first_" + c) + f" AS {_ident(c)}" if c in canon else _ident(c)
                    for c in core.columns]
-    # each bounded numeric column also on its SUM grid, clamped once here (from the canonical
-    # value) so that sums over the session's copy need not clamp every row again
-    types = core.table_policy.columns if core.table_policy is not None else {}
-    outer_items += [
-        grid_expression(_ident("__first_" + c) if c in canon else _ident(c), res, lo, hi,
-                        types[c].type) + f" AS {_ident(grid_column(c))}"
-        for c, (res, lo, hi) in stored_grids(core).items()
-    ]
+    outer_items += _grid_items(core, canonical=canon)
     return (f"(SELECT {', '.join(outer_items)} FROM (SELECT {', '.join(inner_items)} "
             f"FROM {core.table_sql} WHERE {unit} IS NOT NULL) AS __numbered "
             f"WHERE __rn <= {int(core.max_rows_per_unit)})")
+
+
+def _grid_items(core: CorePlan, canonical: Sequence[str]) -> list[str]:
+    """Each bounded numeric column also on its SUM grid (:func:`grid_column`), clamped once
+    where the copy is made, so sums over the session's copy need not clamp every row again.
+    Unit-level columns in ``canonical`` are read from their canonical value (``__first_c``)."""
+    types = core.table_policy.columns if core.table_policy is not None else {}
+    return [
+        grid_expression(_ident("__first_" + c) if c in canonical else _ident(c), res, lo, hi,
+                        types[c].type) + f" AS {_ident(grid_column(c))}"
+        for c, (res, lo, hi) in stored_grids(core).items()
+    ]
 
 
 def joined_source(core: CorePlan, source: str) -> str:
@@ -209,6 +218,9 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     grids = stored_grids(core) if core.prebounded else {}
 
     def stored(m: Measure) -> str | None:
+        # the copy's grid column holds grid_expression(value, res, lo, hi) of every row, the
+        # very expression _grid_value would compute here, so a SUM whose grid is the same
+        # (resolution and bounds) sums the same integers: same values, same sensitivity
         grid = grids.get(m.column) if m.kind == "sum" and m.column else None
         if grid is None or grid != (m.resolution, m.lo, m.hi):
             return None
@@ -280,4 +292,4 @@ def public_domain_size(core: CorePlan) -> int:
     return len(list(itertools.product(*[k.public_domain or () for k in core.keys])))
 
 
-__all__ = ["core_sql", "key_column", "measure_column", "Fraction"]
+__all__ = ["Fraction", "core_sql", "key_column", "measure_column"]

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from privplan.rewrite.engine_sql import key_column, measure_column
+from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
 from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
 
@@ -59,11 +59,6 @@ def derived_values(use: AggregateUse, frame: pd.DataFrame) -> np.ndarray:
 
 def _null_below(count: np.ndarray, minimum: int, value: np.ndarray) -> np.ndarray:
     return np.where(count < minimum, np.nan, value)
-
-
-def measure_id_column(measure_id: str | None) -> str:
-    assert measure_id is not None
-    return f"__{measure_id}"
 
 
 def with_derived(core: CorePlan, frame: pd.DataFrame) -> pd.DataFrame:
