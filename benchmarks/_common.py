@@ -29,6 +29,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, out
 
 
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds for a table cell ("-" when missing)."""
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+
 def machine_info() -> dict[str, Any]:
     con = duckdb.connect(":memory:")
     try:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from _common import machine_info, timed, write_json
+from _common import machine_info, ms, timed, write_json
 
 import privplan as pp
 from privplan.demo.data import DEFAULT_SEED, demo_policy_path, write_demo_database
@@ -266,10 +266,6 @@ def measure(
 
 
 # -- reporting ------------------------------------------------------------------------------------
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{x * 1000:.1f}"
-
-
 def print_table(results: list[dict[str, Any]]) -> None:
     width = max(len(r["workload"]) for r in results)
     head = (
@@ -284,11 +280,11 @@ def print_table(results: list[dict[str, Any]]) -> None:
         b = r["dp_breakdown_median_s"] or {}
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
         print(
-            f"{r['rows']:>10,}  {r['workload']:<{width}}  {_ms(r['dp_median_s']):>8}  "
-            f"{_ms(r['plain_median_s']):>8}  {ratio:>6}  {r['engine_floor_ratio']:>6.2f}  "
-            f"{r['prepared_ratio']:>6.2f}  {_ms(r['prepared_first_query_s']):>9}  "
-            + "  ".join(f"{_ms(b.get(p)):>6}" for p in PHASES)
-            + f"  {_ms(r['explain_median_s']):>7}"
+            f"{r['rows']:>10,}  {r['workload']:<{width}}  {ms(r['dp_median_s']):>8}  "
+            f"{ms(r['plain_median_s']):>8}  {ratio:>6}  {r['engine_floor_ratio']:>6.2f}  "
+            f"{r['prepared_ratio']:>6.2f}  {ms(r['prepared_first_query_s']):>9}  "
+            + "  ".join(f"{ms(b.get(p)):>6}" for p in PHASES)
+            + f"  {ms(r['explain_median_s']):>7}"
         )
     print(
         "\nms, medians over repetitions. floor = privplan's engine statement run alone on the "
@@ -338,8 +334,8 @@ def main(argv: list[str] | None = None) -> None:
                 r = measure(db, rows, name, WORKLOADS[name], args.repeat, plain)
                 results.append(r)
                 print(
-                    f"  {rows:,} {name}: DP {_ms(r['dp_median_s'])} ms, plain "
-                    f"{_ms(r['plain_median_s'])} ms",
+                    f"  {rows:,} {name}: DP {ms(r['dp_median_s'])} ms, plain "
+                    f"{ms(r['plain_median_s'])} ms",
                     flush=True,
                 )
         finally:

@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-from _common import machine_info, timed, write_json
+from _common import machine_info, ms, timed, write_json
 
 import privplan as pp
 import privplan.pandas  # registers df.dp
@@ -137,9 +137,6 @@ def measure(frame: pd.DataFrame, plain: duckdb.DuckDBPyConnection, timer: Engine
     }
 
 
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{x * 1000:.1f}"
-
 
 def print_table(results: list[dict[str, Any]]) -> None:
     width = max(len(r["workload"]) for r in results)
@@ -149,8 +146,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
     print("-" * len(head))
     for r in results:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"{r['rows']:>10,}  {r['workload']:<{width}}  {_ms(r['dp_median_s']):>9}  "
-              f"{_ms(r['plain_median_s']):>9}  {ratio:>6}  {_ms(r['dp_engine_median_s']):>9}")
+        print(f"{r['rows']:>10,}  {r['workload']:<{width}}  {ms(r['dp_median_s']):>9}  "
+              f"{ms(r['plain_median_s']):>9}  {ratio:>6}  {ms(r['dp_engine_median_s']):>9}")
     print(f"\nmedians over repetitions; 'engine' is the part of the df.dp time spent in the "
           f"engine statement; target (not asserted): ratio <= {TARGET_RATIO} at 10M rows")
 
@@ -177,8 +174,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, (ask, sql) in WORKLOADS.items():
             r = measure(frame, plain, timer, name, ask, sql, args.repeat)
             results.append(r)
-            print(f"  {name}: df.dp {_ms(r['dp_median_s'])} ms, plain "
-                  f"{_ms(r['plain_median_s'])} ms", flush=True)
+            print(f"  {name}: df.dp {ms(r['dp_median_s'])} ms, plain "
+                  f"{ms(r['plain_median_s'])} ms", flush=True)
     finally:
         plain.close()
     print()
