@@ -286,8 +286,8 @@ class Session:
 
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
         if self._copies(core) and not core.prebounded:
-            # per-unit bounding is a deterministic function of the data and the policy, so the
-            # bounded rows are kept for the session and later queries read them directly
+            # the copy (bounded rows, SUM grids) is a deterministic function of the data and the
+            # policy, so it is kept for the session and later queries read it directly
             bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
@@ -295,7 +295,8 @@ class Session:
 
 
 def _bounded_select(core: CorePlan) -> str:
-    """The SELECT that makes a unit core's per-unit bounded rows (the materialization key)."""
+    """The SELECT that makes the core's session copy (see :meth:`Session._copies`); also the
+    key under which the engine keeps it."""
     return bounded_source(core).removeprefix("(").removesuffix(")")
 
 

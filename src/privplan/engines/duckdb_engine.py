@@ -137,9 +137,10 @@ class DuckDBEngine:
     def materialize(self, select_sql: str) -> str:
         """A table holding ``select_sql``'s rows, created once per distinct statement.
 
-        Used for the per-unit bounded view of a private table: it is a deterministic function of
-        the data and the policy, so every query of the session can reuse it (the session calls
-        this only after the query is charged).
+        Used for the session copy of a private table (its per-unit bounded rows at user level,
+        every row in a prepared session, each with its SUM-grid columns): a deterministic
+        function of the data and the policy, so every query of the session can reuse it (the
+        session calls this only after the query is charged).
 
         The copy lives in a *compressed* in-memory database attached to this connection and is
         checkpointed once written, so it is stored like a DuckDB file (dictionary-encoded
@@ -154,7 +155,8 @@ class DuckDBEngine:
                 self.con.execute(f"CHECKPOINT {self._work_database()}")
             except duckdb.Error as err:
                 raise ExecutionError(
-                    f"the engine failed while bounding contributions ({type(err).__name__}); "
+                    f"the engine failed while making the session's bounded copy of the table "
+                    f"({type(err).__name__}); "
                     "its message is withheld because it could quote private values.") from None
             self._materialized.add(name)
         return qualified
