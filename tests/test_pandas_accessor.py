@@ -43,6 +43,16 @@ def configure(df: pd.DataFrame, budget: object = None, **kw: object) -> pd.DataF
     return df
 
 
+@pytest.fixture(autouse=True)
+def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a fresh process does: no content fingerprints registered yet.
+
+    Fingerprints of configured rows last for the life of the process (the budget belongs to the
+    data, not to the frame object), and many tests configure the same ``make_frame()`` rows.
+    """
+    monkeypatch.setattr(ppd, "_datasets", {})
+
+
 @pytest.fixture
 def df() -> pd.DataFrame:
     return configure(make_frame())
@@ -281,7 +291,7 @@ def test_other_privacy_definitions() -> None:
     out = a.dp.count(by="hospital", epsilon=0.5, delta=1e-7)  # keys by partition selection
     assert set(out["hospital"]) <= set(HOSPITALS)
     with pytest.raises(pp.UnsupportedQueryError, match="partition selection"):
-        configure(make_frame(50)).dp.count(by="age", epsilon=0.5)  # not public, PureDP
+        configure(make_frame(50, seed=2)).dp.count(by="age", epsilon=0.5)  # not public, PureDP
 
 
 # --------------------------------------------------------------------- composition by `where`
@@ -427,12 +437,202 @@ def test_frames_sharing_memory_with_a_configured_frame_are_refused(df: pd.DataFr
 
 
 def test_routes_pandas_does_not_mark_are_documented(df: pd.DataFrame) -> None:
-    """Out of scope (module docstring): frames rebuilt from values, or combined with an
-    unmarked frame, lose the marker. If pandas starts propagating it, tighten the docs."""
+    """Frames rebuilt from values, or combined with an unmarked frame, lose the marker (module
+    docstring). A rebuild holds the same rows, so its content fingerprint gives it away; a
+    combination holds other rows and is out of scope. If pandas starts propagating the marker,
+    tighten the docs."""
     other = make_frame(5, seed=9)
     assert ppd.ATTRS_KEY not in pd.concat([df, other]).attrs
     assert ppd.ATTRS_KEY not in df.merge(other, on="hospital").attrs
-    assert ppd.ATTRS_KEY not in pd.DataFrame(df.to_dict()).attrs
+    rebuilt = pd.DataFrame(df.to_dict())
+    assert ppd.ATTRS_KEY not in rebuilt.attrs
+    with pytest.raises(pp.PolicyError, match="holds the same rows"):
+        configure(rebuilt)
+
+
+# ---------------------------------------------------- the same rows, recognised by their content
+def configured_rows(n: int = 300, seed: int = 1, **kw: object) -> pd.DataFrame:
+    """A configured frame whose deep copies share no memory with it (its strings are Python
+    objects, not immutable Arrow buffers), so only the content fingerprint can recognise them."""
+    frame = make_frame(n, seed)
+    frame["hospital"] = frame["hospital"].astype("string[python]")
+    return configure(frame, **kw)
+
+
+def unmarked(frame: pd.DataFrame) -> pd.DataFrame:
+    """A deep copy without the marker: nothing left but the values."""
+    out = frame.copy(deep=True)
+    out.attrs = {}
+    return out
+
+
+def assert_fresh_memory(copy: pd.DataFrame, configured: pd.DataFrame) -> None:
+    """The memory-overlap check cannot see ``copy``: a refusal must come from its content."""
+    snapshot = ppd._owner_state(configured).snapshot
+    assert not ppd._shares_memory(ppd._buffer_ranges(copy), ppd._buffer_ranges(snapshot))
+    assert ppd.ATTRS_KEY not in copy.attrs
+
+
+SAME_ROWS = {
+    "deep copy": lambda d: d.copy(deep=True),
+    "copy": lambda d: d.copy(),
+    "to_dict": lambda d: pd.DataFrame(d.to_dict()),
+    "to_dict records": lambda d: pd.DataFrame(d.to_dict("records")),
+    "numpy values": lambda d: pd.DataFrame({c: d[c].to_numpy(copy=True) for c in d.columns}),
+    "shuffled, index reset": lambda d: d.sample(frac=1, random_state=3).reset_index(drop=True),
+    "sorted": lambda d: d.sort_values(["age", "cost"]),
+    "reversed rows, new index": lambda d: d.iloc[::-1].set_axis(range(7, 7 + len(d))),
+    "columns reordered": lambda d: d[list(reversed(d.columns))],
+    "column names in upper case": lambda d: d.rename(columns=str.upper),
+    "astype int32": lambda d: d.astype({"age": "int32"}),
+    "astype uint8": lambda d: d.astype({"age": "uint8"}),
+    "astype float64": lambda d: d.astype({"age": "float64"}),
+    "bool as int": lambda d: d.astype({"insured": "int64"}),
+    "nullable dtypes": lambda d: d.convert_dtypes(),
+    "arrow strings": lambda d: d.astype({"hospital": "str"}),
+    "object strings": lambda d: d.astype({"hospital": object}),
+    "categorical": lambda d: d.astype({"hospital": "category"}),
+    "timestamp in seconds": lambda d: d.assign(visit=d["visit"].dt.as_unit("s")),
+    "timestamp in nanoseconds": lambda d: d.assign(visit=d["visit"].dt.as_unit("ns")),
+}
+
+
+@pytest.mark.parametrize("route", list(SAME_ROWS))
+def test_a_frame_with_the_same_rows_cannot_be_configured_afresh(route: str) -> None:
+    """Class 5: a deep copy stripped of its marker (or any other route to the same rows) got a
+    fresh budget, i.e. unlimited budget for the same people."""
+    frame = configured_rows()
+    frame.dp.count(epsilon=0.25)
+    copy = unmarked(SAME_ROWS[route](frame))
+    assert_fresh_memory(copy, frame)
+    with pytest.raises(pp.PolicyError, match=r"holds the same rows as a DataFrame configured "
+                                             r"for DP \(table 'df', spent ε=0\.25 of ε=1\).*"
+                                             r"fresh budget for the same people.*df\.dp\.where"):
+        copy.dp.configure(bounds={"age": (0, 100)}, budget=pp.PureDP(100))
+    assert copy.attrs == {} and not copy.dp.configured, "a refusal changes nothing"
+    assert frame.dp.spent() == pp.PureDP(0.25), "and spends nothing"
+    frame.dp.count(epsilon=0.25)  # the configured frame still answers
+    assert frame.dp.spent() == pp.PureDP(0.5)
+
+
+def test_the_same_csv_read_again_is_recognised(tmp_path: Path) -> None:
+    frame = configured_rows()
+    path = tmp_path / "visits.csv"
+    frame.to_csv(path, index=False)
+    again = pd.read_csv(path, parse_dates=["visit"])  # ints, floats, bools, dates survive
+    assert_fresh_memory(again, frame)
+    with pytest.raises(pp.PolicyError, match="holds the same rows"):
+        configure(again)
+    text_dates = pd.read_csv(path)  # dates left as text are other values: a documented limit
+    configure(text_dates)
+
+
+def test_the_same_parquet_read_again_is_recognised(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow.parquet")
+    frame = configured_rows()
+    path = tmp_path / "visits.parquet"
+    unmarked(frame).to_parquet(path, index=False)
+    again = pd.read_parquet(path)
+    assert_fresh_memory(again, frame)
+    with pytest.raises(pp.PolicyError, match="holds the same rows"):
+        configure(again)
+
+
+def test_a_frame_with_other_rows_is_another_dataset() -> None:
+    """Documented limit: only the same multiset of rows is recognised. Editing, dropping,
+    adding or repeating a row, adding, dropping or renaming a column, a lossy cast, or
+    shuffling one column on its own (which breaks up the rows) gives other rows, which the data
+    owner may configure."""
+    frame = configured_rows()
+    edited = unmarked(frame)
+    edited.loc[0, "age"] = (edited.loc[0, "age"] + 1) % 100
+    shuffled_column = unmarked(frame)
+    shuffled_column["age"] = shuffled_column["age"].sample(frac=1, random_state=0).to_numpy()
+    others = {
+        "one value edited": edited,
+        "a subset": unmarked(frame.iloc[1:]),
+        "a row added": unmarked(pd.concat([frame, make_frame(1, seed=5).astype(
+            {"hospital": "string[python]"})])),
+        "a row repeated": unmarked(frame.iloc[[0, *range(len(frame))]]),
+        "a column renamed": unmarked(frame.rename(columns={"age": "years"})),
+        "a column dropped": unmarked(frame.drop(columns="insured")),
+        "a column added": unmarked(frame.assign(ward=1)),
+        "one column shuffled": shuffled_column,
+        "a lossy cast": unmarked(frame.astype({"cost": "int64"})),
+    }
+    for name, other in others.items():
+        other.dp.configure(budget=pp.PureDP(1))
+        assert other.dp.configured, name
+
+
+def test_same_rows_stay_refused_after_the_configured_frame_is_gone() -> None:
+    """The budget belongs to the data: the fingerprint outlives the frame (for the process),
+    and it keeps nothing of the frame alive."""
+    frame = configured_rows()
+    frame.dp.count(epsilon=0.5)
+    copy = unmarked(frame)
+    ref = weakref.ref(frame)
+    del frame
+    gc.collect()
+    assert ref() is None, "the fingerprint does not keep the frame alive"
+    with pytest.raises(pp.PolicyError, match=r"same rows.*no longer exists in this process.*"
+                                             r"the budget belongs to the data"):
+        copy.dp.configure(budget=pp.PureDP(1))
+    assert copy.attrs == {}
+
+
+def test_same_rows_after_close_stay_refused() -> None:
+    frame = configured_rows()
+    frame.dp.count(epsilon=0.5)
+    frame.dp.close()
+    with pytest.raises(pp.PolicyError, match=r"same rows.*spent ε=0\.5 of ε=1"):
+        configure(unmarked(frame))
+
+
+def test_same_rows_may_share_the_first_configurations_durable_ledger(tmp_path: Path) -> None:
+    """Only the same ledger file keeps one budget for the same rows; any other is refused."""
+    path = tmp_path / "budget.sqlite"
+    frame = configured_rows(ledger=path)
+    frame.dp.count(epsilon=0.5)
+    for ledger in (None, tmp_path / "other.sqlite", ":memory:"):
+        with pytest.raises(pp.PolicyError, match=r"same rows.*ledger='.*budget\.sqlite'"):
+            configure(unmarked(frame), ledger=ledger)
+    assert not (tmp_path / "other.sqlite").exists(), "refused before any ledger was opened"
+    again = configure(unmarked(frame), ledger=str(tmp_path / "." / "budget.sqlite"))
+    assert again.dp.spent() == pp.PureDP(0.5), "one budget: the ledger is shared"
+    again.dp.count(epsilon=0.5)
+    with pytest.raises(pp.BudgetExceededError):
+        frame.dp.count(epsilon=0.1)
+
+
+def test_an_in_memory_first_configuration_cannot_be_reopened_with_a_ledger(
+        tmp_path: Path) -> None:
+    frame = configured_rows()
+    with pytest.raises(pp.PolicyError, match="same rows") as err:
+        configure(unmarked(frame), ledger=tmp_path / "budget.sqlite")
+    assert "ledger=" not in str(err.value), "no ledger holds this budget: none is suggested"
+    assert not (tmp_path / "budget.sqlite").exists()
+
+
+def test_frames_without_rows_hold_no_one() -> None:
+    empty = configured_rows(0)
+    configure(unmarked(empty))  # no people, no budget to double
+
+
+def test_fingerprint_definition() -> None:
+    """Row order, index, column order, name case and lossless casts do not change it; a NaN
+    float is the same missing value as an <NA>; the value hashes bind the values of one row."""
+    frame = pd.DataFrame({"a": [1, 2, None], "b": ["x", "y", "z"]}).astype({"a": "Int64"})
+    fp = ppd._fingerprint(frame)
+    assert fp is not None and fp.rows == 3 and fp.columns == ("a", "b")
+    assert ppd._fingerprint(frame.astype({"a": "float64"})) == fp  # <NA> -> NaN
+    assert ppd._fingerprint(frame[["b", "a"]].iloc[[2, 0, 1]].rename(columns=str.upper)) == fp
+    swapped = pd.DataFrame({"a": [2, 1, None], "b": ["x", "y", "z"]}).astype({"a": "Int64"})
+    assert ppd._fingerprint(swapped) != fp, "same column values, other rows"
+    assert ppd._fingerprint(frame.astype({"a": "float64"}).fillna(0.5)) != fp
+    assert ppd._fingerprint(pd.DataFrame({"a": [0.0], "b": ["x"]})) == ppd._fingerprint(
+        pd.DataFrame({"a": [-0.0], "b": ["x"]}))
+    assert ppd._fingerprint(frame.iloc[:0]) is None
 
 
 def test_answers_come_from_the_configure_time_snapshot(df: pd.DataFrame) -> None:
@@ -520,3 +720,15 @@ def test_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
     for r in data["results"]:
         assert r["dp_median_s"] > 0 and r["plain_median_s"] > 0 and r["ratio"] > 0
         assert r["dp_output_rows"] == r["plain_output_rows"]
+
+
+def test_fingerprint_falls_back_to_pandas_when_duckdb_cannot_read_a_column(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Still the same for the same content (only no longer dtype-agnostic)."""
+    monkeypatch.setattr(ppd, "_value_hash_sql", lambda column, duck_type: "no_such_fn(1)")
+    frame = make_frame(50)
+    fp = ppd._fingerprint(frame)
+    assert fp is not None and ppd._fingerprint(unmarked(frame).iloc[::-1]) == fp
+    edited = unmarked(frame)
+    edited.loc[0, "cost"] += 1
+    assert ppd._fingerprint(edited) != fp
