@@ -89,8 +89,12 @@ class Query:
     def expects_error(self) -> bool:
         return "expect-error" in self.headers
 
-    def budget_kwargs(self) -> dict[str, str]:
-        return parse_params(self.headers["budget"], where=f"query {self.index} budget")
+    def budget_kwargs(self) -> dict[str, Any]:
+        """The query's budget as keyword arguments with exact numbers (``epsilon=Fraction(1)``):
+        the session refuses text."""
+        where = f"query {self.index} budget"
+        return {k: number(v, where=where)
+                for k, v in parse_params(self.headers["budget"], where=where).items()}
 
     def error(self) -> tuple[type[Exception], str]:
         text = self.headers["expect-error"]

@@ -13,18 +13,29 @@ SELECT SUM(CASE WHEN sex = '1' THEN income ELSE 0 END) AS income_1,
        SUM(CASE WHEN sex = '0' THEN income ELSE 0 END) AS income_0
 FROM PUMS.PUMS;
 
--- title: PUMS: married or not, with integer literals (not analysed: split)
+-- title: PUMS: married or not, with integer literals (refused: the column would be converted)
+-- budget: epsilon=1.0
+-- expect-error: UnsupportedQueryError: compares VARCHAR with INTEGER
+-- why: married is declared "string" in the YAML, so `married = 1` compares a string column with
+--      an integer. DuckDB would convert every value of married to a number to compare, and a
+--      value that is not a number would make the query fail: a failure that reveals such a row
+--      exists, an un-noised bit. privplan refuses it before anything is spent (nothing is
+--      charged: the total stays ε = 1). Compare strings with strings instead (next query).
+SELECT COUNT(*) FILTER (WHERE married = 1) AS married,
+       COUNT(*) FILTER (WHERE married = 0) AS not_married
+FROM PUMS.PUMS;
+
+-- title: PUMS: married or not, with string literals (disjoint: ε each)
 -- budget: epsilon=1.0
 -- expect-mechanisms: 2
 -- expect-partition: none
 -- expect-query-cost: epsilon=1.0
--- expect-mechanism-costs: epsilon=0.5 | epsilon=0.5
+-- expect-mechanism-costs: epsilon=1.0 | epsilon=1.0
 -- expect-marginal: epsilon=1.0
 -- expect-total: epsilon=2.0
--- why: married is declared "string" in the YAML, so `married = 1` compares a string column with
---      an integer: the analyzer does not guess the cast and takes the whole domain for both
---      FILTERs (conservative). They then overlap and split ε. Write married = '1' /
---      married = '0' to get ε each.
-SELECT COUNT(*) FILTER (WHERE married = 1) AS married,
-       COUNT(*) FILTER (WHERE married = 0) AS not_married
+-- why: married = '1' and married = '0' are disjoint regions of the string column, so the two
+--      FILTERs compose in parallel and each gets the whole ε. The marginal is ε = 1 (a person in
+--      income_1 above is also in one of these counts).
+SELECT COUNT(*) FILTER (WHERE married = '1') AS married,
+       COUNT(*) FILTER (WHERE married = '0') AS not_married
 FROM PUMS.PUMS;

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privplan.engines.duckdb_engine import post_process
+from privplan.engines.duckdb_engine import post_process, post_processor
+from privplan.errors import PostProcessingError, UnsupportedQueryError
 from privplan.mechanisms.accuracy import (
     interval_halfwidth,
     joint_halfwidths,
@@ -25,6 +26,7 @@ from privplan.planner import PlannedMeasure, PlannedQuery
 from privplan.result import ColumnAccuracy
 from privplan.rewrite.engine_sql import key_column, measure_column
 from privplan.rewrite.postprocess import (
+    flat_columns,
     flat_output,
     hidden_column,
     output_items,
@@ -37,12 +39,16 @@ MAX_INTERVAL_ROWS = 200_000  # per-row derived intervals are computed in Python
 FLAT_OUTPUT = True  # tests switch it off to check the flat path against DuckDB's
 
 
-def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFrame) -> pd.DataFrame:
+def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFrame, *,
+                draw: bool = True) -> pd.DataFrame:
     """Noise every measure; drop groups that fail partition selection; sort by key.
 
     The exact rows are sorted by key *before* noise is drawn, so the engine's (thread-dependent)
     row order never decides which group gets which draw: with seeded noise (tests) answers are
     reproducible, and released rows are in key order whatever the data.
+
+    ``draw=False`` (stand-in answers only, see :func:`check_outer_query`): no noise, no
+    selection.
     """
     if core.keys:
         exact = exact.sort_values([key_column(i) for i in range(len(core.keys))],
@@ -55,8 +61,10 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     for p in planned:
         col = measure_column(p.measure)
         values = exact[col].to_numpy(dtype=np.int64, na_value=0)
-        noised = values + p.noise.sample(n)
+        noised = values + p.noise.sample(n) if draw else values
         if p.measure.kind == "select_count":
+            if not draw:
+                continue
             assert p.threshold is not None
             keep &= noised >= p.threshold
             continue
@@ -66,6 +74,30 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     if not keep.all():
         frame = frame[keep].reset_index(drop=True)
     return frame
+
+
+def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]]) -> None:
+    """Run the outer query (HAVING, ORDER BY, LIMIT, expressions, UNION ALL) on stand-in
+    answers of the engine statements' types, before anything is charged.
+
+    Why (DESIGN.md invariant 8): a failure that does not depend on the data must spend nothing.
+    ``ORDER BY 5``, ``LIMIT -1``, ``HAVING n < 'a'``, a UNION ALL of different widths fail on
+    any answer, so they fail here, on a row of fixed values that depends only on the plan's
+    types. An outer query that is only keys and aggregates cannot fail and is not run.
+    """
+    plan = planned.plan
+    if len(plan.cores) == 1 and flat_columns(plan.cores[0], output_items(plan.cores[0])):
+        return
+    frames = [noisy_frame(core, planned.for_core(i), post_processor().sample(schema),
+                          draw=False)
+              for i, (core, schema) in enumerate(zip(plan.cores, schemas))]
+    try:
+        assemble(planned, frames)
+    except PostProcessingError as err:
+        raise UnsupportedQueryError(
+            f"{err} (checked on stand-in values before anything was spent: it would fail on "
+            "any answer). Fix the outer query: column positions, LIMIT/OFFSET values, the "
+            "types compared in HAVING, the columns of each UNION ALL branch.") from None
 
 
 def assemble(

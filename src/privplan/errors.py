@@ -32,5 +32,11 @@ class ExecutionError(PrivplanError):
     values); the budget for the query was already charged."""
 
 
+class PostProcessingError(PrivplanError):
+    """The outer query (HAVING, ORDER BY, LIMIT, expressions) failed over the noisy answers.
+    It was checked before the charge on stand-in values, so this depends on the noisy values
+    themselves; the budget for the query was charged."""
+
+
 class InternalError(PrivplanError):
     """An internal invariant was broken. Please report it: this is a bug, not a usage error."""

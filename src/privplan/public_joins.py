@@ -17,6 +17,7 @@ from sqlglot import exp
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.errors import UnsupportedQueryError
+from privplan.rewrite.engine_sql import key_sql, public_key_sql
 from privplan.sql.joins import PublicJoin, conjuncts, join_index, public_columns_of
 from privplan.sql.plan import CorePlan
 
@@ -44,9 +45,13 @@ def _key_region(join: PublicJoin, engine: Any, condition: str | None) -> Region 
     if join.left or len(join.pairs) != 1:
         return None
     private_col, public_col = join.pairs[0]
-    where = f"{_ident(public_col)} IS NOT NULL" + (f" AND ({condition})" if condition else "")
+    # the key as the join compares it: in the private column's type (so the region holds values
+    # of that type, comparable with every other region on the column) and collation
+    key = public_key_sql(join, private_col, _ident(public_col))
+    where = "__key IS NOT NULL" + (f" AND ({condition})" if condition else "")
     rows = engine.fetch_public(
-        f"SELECT DISTINCT {_ident(public_col)} FROM {join.table_sql} WHERE {where}")
+        f"SELECT DISTINCT __key FROM (SELECT {key} AS __key, * FROM {join.table_sql}) "
+        f"WHERE {where}")
     if len(rows) > MAX_PUBLIC_DOMAIN:
         return None
     return Region.column(private_col, ColumnSet.points([r[0] for r in rows]))
@@ -55,7 +60,6 @@ def _key_region(join: PublicJoin, engine: Any, condition: str | None) -> Region 
 def resolve_public_joins(core: CorePlan, engine: Any) -> None:
     refine = Region.full()
     for join in core.joins:
-        join.table_sql = engine.table_sql(join.table)
         keys = ", ".join(_ident(b) for _, b in join.pairs)
         (most,) = engine.fetch_public(
             f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {join.table_sql} "
@@ -91,8 +95,10 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
     for key in core.keys:
         if key.public_join is not None:
             join = core.joins[key.public_join]
-            rows = engine.fetch_public(
-                f"SELECT DISTINCT {_on_public(key.expr, join)} FROM {join.table_sql}")
+            # the key as the engine statement computes it (total, binary collation)
+            on_public = key_sql(replace(key, expr=exp.maybe_parse(
+                _on_public(key.expr, join), dialect="duckdb")))
+            rows = engine.fetch_public(f"SELECT DISTINCT {on_public} FROM {join.table_sql}")
             values = [r[0] for r in rows]
             if join.left and None not in values:
                 values.append(None)  # unmatched private rows get a NULL key

@@ -13,9 +13,12 @@ The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from decimal import Decimal
+from numbers import Real
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -23,8 +26,17 @@ import pandas as pd
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import TableModel
-from privplan.assemble import assemble, noisy_frame
+from privplan.analysis.regions import conform_region
+from privplan.assemble import assemble, check_outer_query, noisy_frame
+from privplan.boundary import privplan_errors
+from privplan.engine_semantics import (
+    check_one_row_per_key,
+    describe_public_joins,
+    make_core_total,
+    type_public_domains,
+)
 from privplan.engines.duckdb_engine import DuckDBEngine
+from privplan.engines.judge import judge
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
@@ -32,7 +44,7 @@ from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
 from privplan.result import Result
-from privplan.rewrite.engine_sql import bounded_source, core_sql
+from privplan.rewrite.engine_sql import BINARY, bounded_source, core_sql
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
@@ -61,17 +73,27 @@ def query_budget(
         )
     if len(given) > 1:
         raise PolicyError(f"pass only one of {', '.join(given)} for a query")
-    if budget is not None:
-        value = budget
-    elif epsilon is not None:
-        if delta is not None or session_kind is ApproxDP:
-            value = ApproxDP(epsilon, delta if delta is not None else 0)
+    for name, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("mu", mu)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, Real | Decimal)):
+            raise PolicyError(
+                f"{name}={v!r} is not a number: pass a number, e.g. {name}=0.5 (a string or a "
+                "boolean is refused rather than guessed at).")
+    if delta is not None and epsilon is None:
+        raise PolicyError("delta= goes with epsilon=: pass epsilon= and delta= for (ε, δ)-DP")
+    try:
+        if budget is not None:
+            value = budget
+        elif epsilon is not None:
+            if delta is not None or session_kind is ApproxDP:
+                value = ApproxDP(epsilon, delta if delta is not None else 0)
+            else:
+                value = PureDP(epsilon)
+        elif rho is not None:
+            value = ZCDP(rho)
         else:
-            value = PureDP(epsilon)
-    elif rho is not None:
-        value = ZCDP(rho)
-    else:
-        value = GDP(mu)
+            value = GDP(mu)
+    except (TypeError, ValueError) as err:
+        raise PolicyError(f"invalid query budget: {err}") from None
     if type(value) is not session_kind:
         raise PolicyError(
             f"this query's budget is {type(value).__name__} but the session's budget is "
@@ -91,6 +113,7 @@ def _param_hint(kind: type) -> str:
 class Session:
     """A private database session. Create with :func:`privplan.connect`."""
 
+    @privplan_errors
     def __init__(
         self,
         database: str | Path | duckdb.DuckDBPyConnection,
@@ -124,6 +147,7 @@ class Session:
         self._sync()
 
     # -- public API ------------------------------------------------------------------------
+    @privplan_errors
     def register(self, name: str, data: Any) -> None:
         """Expose a DataFrame (zero-copy) or a CSV/Parquet path as the policy table ``name``."""
         table = self.policy.table(name)
@@ -131,21 +155,22 @@ class Session:
         self._column_types.pop(table.name, None)
         self._public_schema = None
 
+    @privplan_errors
     def explain(self, sql: str, **budget: Any) -> Explanation:
-        """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing."""
-        planned = self._plan(sql, budget)
+        """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing.
+
+        It runs every check :meth:`sql` runs before its charge, so the two agree on which
+        queries are admissible."""
+        planned, _ = self._prepare(sql, budget)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
                                history=queries_of(self.accountant.mechanisms()))
 
+    @privplan_errors
     def sql(self, sql: str, **budget: Any) -> Result:
         """Answer ``sql`` with DP, charging the composed cost before anything is released."""
-        planned = self._plan(sql, budget)
-        statements = [self._engine_sql(core, planned.for_core(i))
-                      for i, core in enumerate(planned.plan.cores)]
-        for stmt in statements:  # errors surface here, before anything is charged
-            self.engine.bind(stmt)
+        planned, statements = self._prepare(sql, budget)
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
         with self.ledger.charging() as txn:
             self._catch_up(txn)
@@ -174,12 +199,14 @@ class Session:
         return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
 
+    @privplan_errors
     def spent(self) -> Any:
         """The composed cost of everything released so far (general composition theorem),
         including what other sessions sharing this ledger have charged."""
         self._sync()
         return self.accountant.total.cost
 
+    @privplan_errors
     def remaining(self) -> Any:
         return self.budget - self.spent()
 
@@ -194,6 +221,17 @@ class Session:
         self.close()
 
     # -- internals -------------------------------------------------------------------------
+    def _prepare(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
+        """Everything before the charge, from the query text, the policy and the schema only
+        (DESIGN.md invariant 8: a failure here spends nothing): plan, build and bind the
+        engine statements, and run the outer query on stand-in answers of their types."""
+        planned = self._plan(sql, budget)
+        statements = [self._engine_sql(core, planned.for_core(i))
+                      for i, core in enumerate(planned.plan.cores)]
+        schemas = [self.engine.bind(stmt) for stmt in statements]
+        check_outer_query(planned, schemas)
+        return planned, statements
+
     def _plan(self, sql: str, budget: Mapping[str, Any]) -> PlannedQuery:
         # BigQuery's SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...): cut out, checked against the
         # policy (which always wins), and its epsilon/delta become the budget
@@ -202,12 +240,17 @@ class Session:
         plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns())
         for core in plan.cores:
             if core.private_join is not None:
-                core.table_sql = self._private_join_source(core)
+                core.table_sql, types = self._private_join_source(core)
                 self._ensure_table(core.table_policy)
             else:
-                core.table_sql = self._typed_table(core.table_policy)
+                core.table_sql, types = self._typed_table(core.table_policy)
+            # what the engine will compute, settled before the charge (DESIGN.md invariant 7)
+            if core.joins:
+                types = {**types, **describe_public_joins(core, self.engine, types)}
+            make_core_total(core, types, judge(), sql)
             if core.joins:
                 resolve_public_joins(core, self.engine)
+            type_public_domains(core, judge(), sql)
             if self._copies(core):
                 # the session's bounded copy, once made, is read directly (a cheap bind)
                 made = self.engine.materialized(_bounded_select(core))
@@ -235,13 +278,27 @@ class Session:
     def _catch_up(self, txn: Any) -> None:
         """Admit entries committed since we last looked (by this or another process)."""
         for entry in txn.unseen():
+            mechanisms = []
             for m in entry.mechanisms:
                 if m.table not in self._tables and "+" in m.table:
                     self._ensure_table(self._joined_table(m.table))
-            self.accountant.admit(list(entry.mechanisms))
+                # an entry written before join keys were typed may hold values of another
+                # type than the column (e.g. dates on a timestamp column): widen, don't crash
+                mechanisms.append(replace(m, region=conform_region(
+                    m.region, self._policy_types(m.table))))
+            self.accountant.admit(mechanisms)
 
-    def _typed_table(self, table: Any) -> str:
-        """The engine's name for a policy table, read in the policy's column types."""
+    def _policy_types(self, table: str) -> dict[str, str]:
+        """The policy type of each column of a (possibly joined) table."""
+        try:
+            policy = (self._joined_table(table) if "+" in table else self.policy.table(table))
+        except PolicyError:
+            return {}
+        return {n: c.type for n, c in policy.columns.items()}
+
+    def _typed_table(self, table: Any) -> tuple[str, dict[str, str]]:
+        """The policy table as the engine reads it, in the policy's column types (see
+        :func:`typed_view`), and the engine type of each column."""
         table_sql = self.engine.table_sql(table)
         if table.name not in self._column_types:
             self._column_types[table.name] = self.engine.columns(table_sql)
@@ -251,17 +308,19 @@ class Session:
             raise PolicyError(
                 f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
                 f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
-        return typed_source(table_sql, table.name, table.columns, actual)
+        return typed_view(table_sql, table.columns, actual)
 
-    def _private_join_source(self, core: CorePlan) -> str:
+    def _private_join_source(self, core: CorePlan) -> tuple[str, dict[str, str]]:
         """Two private tables joined on their shared privacy unit (bounded afterwards)."""
         left, right = core.private_join  # type: ignore[misc]
-        lsql, rsql = self._typed_table(left), self._typed_table(right)
+        (lsql, ltypes), (rsql, rtypes) = self._typed_table(left), self._typed_table(right)
         items = ["__l.*"] + [
             f'__r."{c}" AS "{private_name(c)}"' for c in right.columns if c != right.privacy_unit
         ]
+        types = {**ltypes, **{private_name(c): t for c, t in rtypes.items()
+                              if c != right.privacy_unit}}
         return (f"(SELECT {', '.join(items)} FROM {lsql} AS __l JOIN {rsql} AS __r "
-                f'ON __l."{left.privacy_unit}" = __r."{right.privacy_unit}")')
+                f'ON __l."{left.privacy_unit}" = __r."{right.privacy_unit}")'), types
 
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""
@@ -291,7 +350,9 @@ class Session:
             bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
-        return noisy_frame(core, planned, self.engine.run(stmt))
+        exact = self.engine.run(stmt)
+        check_one_row_per_key(core, exact)
+        return noisy_frame(core, planned, exact)
 
 
 def _bounded_select(core: CorePlan) -> str:
@@ -302,9 +363,8 @@ def _bounded_select(core: CorePlan) -> str:
 
 _ENGINE_TYPES = {
     "int": ("BIGINT", ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                       "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")),
-    "float": ("DOUBLE", ("FLOAT", "DOUBLE", "REAL", "DECIMAL", "TINYINT", "SMALLINT", "INTEGER",
-                         "BIGINT", "HUGEINT")),
+                       "USMALLINT", "UINTEGER")),
+    "float": ("DOUBLE", ("FLOAT", "DOUBLE", "REAL")),
     "str": ("VARCHAR", ("VARCHAR",)),
     "bool": ("BOOLEAN", ("BOOLEAN",)),
     "date": ("DATE", ("DATE",)),
@@ -314,30 +374,49 @@ _ENGINE_TYPES = {
 
 def typed_source(table_sql: str, name: str, columns: Mapping[str, Any],
                  actual: Mapping[str, str]) -> str:
-    """The table as the engine should read it: with every column in its *policy* type.
+    """The table as the engine should read it (see :func:`typed_view`)."""
+    return typed_view(table_sql, columns, actual)[0]
 
-    Regions are derived with the policy's types (e.g. string order for ``str``). If the engine
-    compared with another type's order (integers stored in a column the policy calls ``str``),
-    two regions the analyzer proves disjoint could overlap in the engine — an under-charge. So
-    a column whose stored type differs is read through ``TRY_CAST`` to the policy type (a value
-    that does not convert becomes NULL).
+
+def typed_view(table_sql: str, columns: Mapping[str, Any],
+               actual: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """The table as the engine should read it, with every column in its *policy* type, and the
+    engine's type of each column of that view.
+
+    Why each conversion (DESIGN.md invariant 7, the engine computes what the analysis models):
+
+    * Regions are derived with the policy's types (e.g. string order for ``str``). If the engine
+      compared with another type's order (integers stored in a column the policy calls ``str``),
+      two regions the analyzer proves disjoint could overlap in the engine — an under-charge. So
+      a column whose stored type differs is read through ``TRY_CAST`` to the policy type (a value
+      that does not convert becomes NULL; TRY_CAST cannot fail).
+    * ``float`` columns are read as floating point: a DECIMAL or HUGEINT column would make the
+      clamping arithmetic of a SUM overflow (an error that only some values cause).
+    * ``str`` columns are read ``COLLATE "binary"``: the analysis compares strings by code
+      point, while a column declared ``COLLATE NOCASE`` (or a connection's
+      ``default_collation``) would make ``s = 'a'`` and ``s = 'A'`` overlap. The collation
+      sticks to the column through functions and session copies.
     """
-    casts = []
+    items = []
+    types: dict[str, str] = {}
     for col, policy_col in columns.items():
         target, accepted = _ENGINE_TYPES[policy_col.type]
         stored = actual[col].upper()
-        if not stored.startswith(accepted) or (
-            policy_col.type == "timestamp" and stored != "TIMESTAMP"
-        ):
-            casts.append(col)
-    if not casts:
-        return table_sql
-    items = [
-        f'TRY_CAST("{c}" AS {_ENGINE_TYPES[columns[c].type][0]}) AS "{c}"' if c in casts
-        else f'"{c}"'
-        for c in columns
-    ]
-    return f'(SELECT {", ".join(items)} FROM {table_sql})'
+        ident = f'"{col}"'
+        same = stored in accepted
+        if stored in ("UBIGINT", "UHUGEINT"):
+            # compared with a signed value, the engine would convert an unsigned 64/128-bit
+            # integer to a signed type and fail on the largest values
+            target = "HUGEINT"
+        value = ident if same else f"TRY_CAST({ident} AS {target})"
+        types[col] = stored if same else target
+        if policy_col.type == "str":
+            value = f"{value} {BINARY}"
+            types[col] = "VARCHAR"
+        items.append(value if value == ident else f"{value} AS {ident}")
+    if all(item.startswith('"') and " AS " not in item for item in items):
+        return table_sql, types
+    return f'(SELECT {", ".join(items)} FROM {table_sql})', types
 
 
 def _as_policy(policy: Any) -> Policy:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -363,12 +364,26 @@ def _margin(q: Fraction, rel: Fraction, floor: Fraction) -> tuple[Fraction, Frac
     return q - m, q + m
 
 
+_DBL_MAX = Fraction(sys.float_info.max)
+
+
 def _down(q: Fraction) -> float:
+    """The largest double <= q (-inf below the double range): a margin around the largest
+    doubles goes past them, and ``float()`` of such a Fraction overflows."""
+    if q > _DBL_MAX:
+        return sys.float_info.max
+    if q < -_DBL_MAX:
+        return -math.inf
     f = float(q)
     return math.nextafter(f, -math.inf) if Fraction(f) > q else f
 
 
 def _up(q: Fraction) -> float:
+    """The smallest double >= q (+inf above the double range)."""
+    if q < -_DBL_MAX:
+        return -sys.float_info.max
+    if q > _DBL_MAX:
+        return math.inf
     f = float(q)
     return math.nextafter(f, math.inf) if Fraction(f) < q else f
 

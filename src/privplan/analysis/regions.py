@@ -21,6 +21,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Iterable, Mapping
 
 from privplan.analysis.sets import ColumnSet, Value
@@ -138,3 +139,59 @@ def _dedup(items: Iterable[str]) -> tuple[str, ...]:
     for i in items:
         seen.setdefault(i, None)
     return tuple(seen)
+
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "date": (date,), "timestamp": (datetime,),
+}
+
+
+def conform_region(region: Region, column_types: Mapping[str, str]) -> Region:
+    """``region`` with every column's values of that column's policy type; a column holding a
+    value of another type (a region recorded before join keys were typed, e.g. a public DATE
+    matched to a TIMESTAMP column) loses its constraint, with a note.
+
+    Why it is sound: dropping a box's constraint on a column can only enlarge the region (an
+    over-approximation, DESIGN.md invariant 1). Why it is needed: values of one column must be
+    mutually comparable, or every later comparison of regions on it fails.
+    """
+    changed = False
+    boxes = []
+    for box in region.boxes:
+        kept = {}
+        for col, values in box.constraints:
+            if _fits(values, column_types.get(col)):
+                kept[col] = values
+            else:
+                changed = True
+        boxes.append(Box.of(kept))
+    if not changed:
+        return region
+    note = ("a recorded region held values of another type than its column; that constraint "
+            "was dropped (over-approximated)")
+    return Region.of(boxes, (*region.notes, note))
+
+
+def _fits(values: ColumnSet, ctype: str | None) -> bool:
+    allowed = _PYTHON_TYPES.get(ctype or "")
+    if allowed is None:
+        return True
+    for iv in values.intervals:
+        for v in (iv.lo, iv.hi):
+            if v is None:
+                continue
+            if isinstance(v, bool) and ctype != "bool":
+                return False
+            if ctype == "date" and isinstance(v, datetime):
+                return False
+            if not isinstance(v, allowed) and not (ctype == "float" and _numeric(v)):
+                return False
+    return True
+
+
+def _numeric(v: Value) -> bool:
+    from decimal import Decimal
+    from fractions import Fraction
+
+    return isinstance(v, (Fraction, Decimal))

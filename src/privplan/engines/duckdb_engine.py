@@ -15,7 +15,12 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+from privplan.errors import (
+    ExecutionError,
+    PolicyError,
+    PostProcessingError,
+    UnsupportedQueryError,
+)
 
 
 def _secure(con: duckdb.DuckDBPyConnection) -> None:
@@ -63,7 +68,9 @@ class DuckDBEngine:
             self.con.execute(
                 f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {reader}(\'{quoted}\')')
         else:
-            raise TypeError("register() takes a pandas DataFrame or a path to a CSV/Parquet file")
+            raise PolicyError(
+                f"register('{name}', ...) takes a pandas DataFrame or a path to a CSV/Parquet "
+                f"file, got {type(data).__name__}")
         self._registered[name.lower()] = data
         self._drop_materialized()  # the table changed: bounded copies are stale
 
@@ -101,20 +108,23 @@ class DuckDBEngine:
         return {r[0].lower(): r[1] for r in rows}
 
     # -- statements --------------------------------------------------------------------------
-    def bind(self, sql: str) -> None:
+    def bind(self, sql: str) -> list[tuple[str, str]]:
         """Bind the statement without running it, so errors surface before any charge.
 
         ``con.sql`` builds a lazy relation: parsing and binding happen (unknown columns, type
         mismatches raise here) and nothing reads the data. It is about 3x cheaper than an
         ``EXPLAIN``; errors that only the optimizer or execution would find surface at run time
-        either way (DuckDB defers failing constant expressions to execution)."""
+        either way (DuckDB defers failing constant expressions to execution, which is why
+        :mod:`privplan.sql.totality` evaluates every constant before the charge). Returns the
+        statement's (column, type) pairs."""
         try:
-            self.con.sql(sql)
+            relation = self.con.sql(sql)
         except duckdb.Error as err:
             raise UnsupportedQueryError(
                 f"the engine rejected the query: {str(err).splitlines()[0]}. Check column "
                 "types against the policy (e.g. comparing a number with a string)."
             ) from None
+        return list(zip(relation.columns, (str(t) for t in relation.types)))
 
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement. A failure raised while reading rows may quote a raw value
@@ -212,13 +222,32 @@ class PostProcessor:
         _secure(self.con)
 
     def run(self, sql: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+        """Run the outer query over the noisy tables. Its failures concern noisy values only
+        (post-processing of DP outputs), so the engine's message may be shown."""
         for name, df in tables.items():
             self.con.register(name, df)
         try:
             return self.con.execute(sql).df()
+        except duckdb.Error as err:
+            raise PostProcessingError(
+                f"the outer query (HAVING, ORDER BY, LIMIT, expressions) failed over the noisy "
+                f"answers: {str(err).splitlines()[0]}") from None
         finally:
             for name in tables:
                 self.con.unregister(name)
+
+    def sample(self, columns: list[tuple[str, str]]) -> pd.DataFrame:
+        """A one-row frame with these (name, DuckDB type) columns, as a query result of
+        those types converts to pandas: the stand-in for an engine answer when the outer query
+        is checked before the charge. Values are fixed (0, '', 2000-01-01, FALSE)."""
+        from privplan.sql.totality import family
+
+        samples = {"int": "0", "float": "0", "decimal": "0", "str": "''", "bool": "FALSE",
+                   "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
+                   "interval": "INTERVAL 1 DAY"}
+        items = ", ".join(
+            f"CAST({samples.get(family(t), 'NULL')} AS {t}) AS \"{n}\"" for n, t in columns)
+        return self.con.execute(f"SELECT {items}").df()
 
     def close(self) -> None:
         self.con.close()
@@ -227,9 +256,14 @@ class PostProcessor:
 _POST: PostProcessor | None = None
 
 
-def post_process(sql: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Post-process on the shared noisy-only connection (see :class:`PostProcessor`)."""
+def post_processor() -> PostProcessor:
+    """The process's noisy-only connection (see :class:`PostProcessor`)."""
     global _POST
     if _POST is None:
         _POST = PostProcessor()
-    return _POST.run(sql, tables)
+    return _POST
+
+
+def post_process(sql: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Post-process on the shared noisy-only connection (see :class:`PostProcessor`)."""
+    return post_processor().run(sql, tables)

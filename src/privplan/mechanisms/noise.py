@@ -224,6 +224,12 @@ def _round_up(x: Fraction) -> Fraction:
     )
 
 
+MAX_NOISE_STD = float(2**56)
+"""Largest noise standard deviation calibrated: answers are 64-bit integers on the grid (exact
+values below 2^62, see :mod:`privplan.mechanisms.grid`), and noise of 2^6 such standard
+deviations (probability below e^-60) still fits beside them."""
+
+
 def calibrate(sensitivity: int, budget: PrivacyValue) -> NoiseMechanism:
     """The noise that releases a value of sensitivity Δ within ``budget``.
 
@@ -254,6 +260,16 @@ def calibrate(sensitivity: int, budget: PrivacyValue) -> NoiseMechanism:
         raise TypeError(
             f"budget must be PureDP, ApproxDP, ZCDP or GDP, got {type(budget).__name__}"
         )
+    # the std of the discrete Laplace is about sqrt(2)·t and of the discrete Gaussian about σ
+    # (compared exactly: such parameters overflow a float)
+    too_noisy = (mech.scale > Fraction(MAX_NOISE_STD) / 2 if isinstance(mech, DiscreteLaplace)
+                 else mech.sigma2 > Fraction(MAX_NOISE_STD) ** 2)
+    if too_noisy:
+        raise UnsupportedQueryError(
+            f"the budget {budget.describe()} is too small for a value of sensitivity {d}: its "
+            f"noise would have a standard deviation above {MAX_NOISE_STD:.3g}, more than "
+            "64-bit answers can carry (and far beyond any useful answer). Give the query a "
+            "larger budget.")
     spent = mech.cost(d, type(budget))
     if not spent <= budget:
         raise InternalError(f"calibrate: {mech.describe()} costs {spent!r} > budget {budget!r}")

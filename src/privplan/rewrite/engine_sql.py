@@ -26,9 +26,39 @@ from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
-from privplan.sql.plan import CorePlan, Measure
+from privplan.sql.plan import CorePlan, GroupKey, Measure
+from privplan.sql.totality import family
 
 MAX_PUBLIC_GROUPS = 1_000_000
+BINARY = 'COLLATE "binary"'
+"""DuckDB's code-point collation, which the analysis assumes for every string comparison."""
+
+
+def key_sql(key: GroupKey) -> str:
+    """The key as the engine groups it: string keys in binary collation, like the analysis."""
+    text = key.expr.sql(dialect="duckdb")
+    if key.engine_type is not None and family(key.engine_type) == "str":
+        return f"({text}) {BINARY}"
+    return text
+
+
+def public_key_sql(join: Any, private_column: str, public_sql: str) -> str:
+    """A public join key as the private column's engine type: the join compares in the
+    private column's type and collation, and the region it implies holds values of that type
+    (a public DATE matched to a private TIMESTAMP is the timestamp at midnight, as the engine
+    compares them; a public VARCHAR '5' matched to a private BIGINT is 5, and a public value
+    that does not convert matches nothing)."""
+    target = join.key_types.get(private_column)
+    public_col = next(b for a, b in join.pairs if a == private_column)
+    source = join.column_types.get(public_col)
+    value = public_sql
+    if target is not None and source is not None and source.upper() != target.upper():
+        value = f"TRY_CAST({public_sql} AS {target})"
+    if target is not None and family(target) == "str":
+        value = f"{value} {BINARY}"
+    return value
+
+
 
 
 def key_column(i: int) -> str:
@@ -191,9 +221,12 @@ def joined_source(core: CorePlan, source: str) -> str:
     joins = []
     for j in core.joins:
         alias = f"__h{j.index}"
-        items += [f"{alias}.{_ident(c)} AS {_ident(public_name(j.index, c))}"
-                  for c in sorted(j.columns)]
-        on = " AND ".join(f"{private}.{_ident(a)} = {alias}.{_ident(b)}" for a, b in j.pairs)
+        for c in sorted(j.columns):
+            # public strings compare in binary collation too, whatever the public schema says
+            binary = f" {BINARY}" if family(j.column_types.get(c, "")) == "str" else ""
+            items.append(f"{alias}.{_ident(c)}{binary} AS {_ident(public_name(j.index, c))}")
+        on = " AND ".join(f"{private}.{_ident(a)} = "
+                          f"{public_key_sql(j, a, f'{alias}.{_ident(b)}')}" for a, b in j.pairs)
         kind = "LEFT JOIN" if j.left else "JOIN"
         joins.append(f"{kind} {j.table_sql} AS {alias} ON {on}")
     return (f"(SELECT {', '.join(items)} FROM {source} AS {private} {' '.join(joins)}) "
@@ -213,8 +246,7 @@ def _group_bounded(core: CorePlan, rel: str) -> str:
 
 def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measure]) -> str:
     """The engine statement (DuckDB dialect) returning one row per group: keys then measures."""
-    key_items = [f"{k.expr.sql(dialect='duckdb')} AS {key_column(i)}"
-                 for i, k in enumerate(core.keys)]
+    key_items = [f"{key_sql(k)} AS {key_column(i)}" for i, k in enumerate(core.keys)]
     grids = stored_grids(core) if core.prebounded else {}
 
     def stored(m: Measure) -> str | None:
@@ -252,7 +284,8 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
 
 
 def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> str:
-    domains = [k.public_domain or () for k in core.keys]
+    domains = [k.domain_sql if k.domain_sql is not None
+               else tuple(_literal(v) for v in k.public_domain or ()) for k in core.keys]
     size = 1
     for d in domains:
         size *= max(len(d), 1)
@@ -263,7 +296,7 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
         )
     parts = []
     for i, dom in enumerate(domains):
-        rows = ", ".join(f"({_literal(v)})" for v in dom)
+        rows = ", ".join(f"({v})" for v in dom)
         parts.append(f"(VALUES {rows}) AS __d{i}({key_column(i)})")
     dom_sql = "SELECT * FROM " + " CROSS JOIN ".join(parts)
     on = " AND ".join(

@@ -103,21 +103,18 @@ def output_items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
     return out
 
 
-def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]],
-                frame: pd.DataFrame, *, hidden: bool) -> pd.DataFrame | None:
-    """The outer query's result taken straight from ``frame`` (which holds the derived
-    columns), when the outer query is only group keys and aggregates with unique names (no
-    HAVING, ORDER BY, LIMIT, DISTINCT or expressions): the same columns, in the same order, as
-    :func:`post_select` run by DuckDB, without the cost of a DuckDB round trip. None otherwise.
-    ``items`` is :func:`output_items` of ``core``.
-    """
+def flat_columns(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]]
+                 ) -> list[tuple[str, str]] | None:
+    """(output name, noisy-table column) of each output item when the outer query is only
+    group keys and aggregates with unique names (no HAVING, ORDER BY, LIMIT, DISTINCT or
+    expressions), so it needs no DuckDB round trip; None otherwise. ``items`` is
+    :func:`output_items` of ``core``."""
     s = core.select
     if any(s.args.get(a) for a in ("having", "order", "limit", "offset", "distinct", "qualify")):
         return None
     derived = {id(use): derived_column(j) for j, use in enumerate(core.aggregates.values())}
-    out: dict[str, Any] = {}
+    out: list[tuple[str, str]] = []
     seen: set[str] = set()
-    hidden_items: dict[str, Any] = {}
     for i, name, use in items:
         if use is not None:
             column = derived[id(use)]
@@ -130,12 +127,28 @@ def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]
         if name.lower() in seen:
             return None  # DuckDB would rename duplicates; let it
         seen.add(name.lower())
-        out[name] = frame[column].to_numpy()
-        if hidden and use is not None and use.func not in ("count", "sum"):
-            for part, mid in (("c", use.count), ("s", use.sum), ("q", use.sum_sq)):
-                if mid is not None:
-                    hidden_items[hidden_column(i, part)] = frame[
-                        measure_id_column(mid)].to_numpy()
+        out.append((name, column))
+    return out
+
+
+def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]],
+                frame: pd.DataFrame, *, hidden: bool) -> pd.DataFrame | None:
+    """The outer query's result taken straight from ``frame`` (which holds the derived
+    columns) when :func:`flat_columns` applies: the same columns, in the same order, as
+    :func:`post_select` run by DuckDB, without the cost of a DuckDB round trip. None otherwise.
+    """
+    columns = flat_columns(core, items)
+    if columns is None:
+        return None
+    out: dict[str, Any] = {name: frame[column].to_numpy() for name, column in columns}
+    hidden_items: dict[str, Any] = {}
+    if hidden:
+        for i, _, use in items:
+            if use is not None and use.func not in ("count", "sum"):
+                for part, mid in (("c", use.count), ("s", use.sum), ("q", use.sum_sq)):
+                    if mid is not None:
+                        hidden_items[hidden_column(i, part)] = frame[
+                            measure_id_column(mid)].to_numpy()
     return pd.DataFrame({**out, **hidden_items})
 
 

@@ -258,7 +258,8 @@ class _CoreBuilder:
                 column = None  # a public column is not a column of the private record
             domain = None if pub else self._public_domain(norm, column)
             keys.append(GroupKey(id=f"k{i}", expr=norm, sql=norm.sql(dialect="duckdb"),
-                                 column=column, public_domain=domain, public_join=public_join))
+                                 column=column, public_domain=domain, public_join=public_join,
+                                 domain_literals=None if pub else _case_literals(norm)))
         return keys
 
     def _resolve_group_expr(self, g: exp.Expression) -> exp.Expression:
@@ -368,6 +369,10 @@ class _CoreBuilder:
                    "the policy declares.", "Aggregate a private column.")
         if isinstance(arg, exp.Column):
             column = arg.name.lower()
+        elif isinstance(arg, exp.Star) and func != "count":
+            refuse(self.sql, agg, f"{func.upper()}(*) refused",
+                   "only COUNT takes *; the other aggregates need a column.",
+                   f"Write {func.upper()}(<column>), or COUNT(*).")
         elif isinstance(arg, exp.Star) or multiplier is not None:
             column = None
         else:
@@ -541,6 +546,22 @@ def _literal_value(node: exp.Expression | None) -> Any:
         except ValueError:
             return float(text)
     return _NOT_LITERAL
+
+
+def _case_literals(key: exp.Expression) -> tuple[str, ...] | None:
+    """The SQL of every result of a CASE key whose results are all literals (NULL for a
+    missing ELSE), as written: the session types them as the engine will (``1`` and ``'01'``
+    are one INTEGER group), so the released domain is the engine's, not Python's."""
+    if not isinstance(key, exp.Case) or key.this is not None:
+        return None
+    results = [i.args.get("true") for i in key.args.get("ifs", [])]
+    default = key.args.get("default")
+    if any(_literal_value(r) is _NOT_LITERAL for r in results) or (
+            default is not None and _literal_value(default) is _NOT_LITERAL):
+        return None
+    out = [r.sql(dialect="duckdb") for r in results]
+    out.append(default.sql(dialect="duckdb") if default is not None else "NULL")
+    return tuple(out)
 
 
 def _is_null(node: exp.Expression) -> bool:

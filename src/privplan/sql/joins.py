@@ -40,6 +40,8 @@ class PublicJoin:
     stability: int = 1  # filled by the session: max public rows per key
     known: set[str] = field(default_factory=set)  # the public table's columns
     using: set[str] = field(default_factory=set)  # USING columns (read from the private side)
+    column_types: dict[str, str] = field(default_factory=dict)  # public column -> engine type
+    key_types: dict[str, str] = field(default_factory=dict)  # private key column -> engine type
 
 
 class _PrivateJoin(Exception):

@@ -9,6 +9,7 @@ from sqlglot.errors import TokenError
 
 from privplan.errors import ParseError, UnsupportedQueryError
 from privplan.sql.locate import with_location
+from privplan.sql.validate import check_depth
 
 DEFAULT_DIALECT = "duckdb"
 
@@ -30,6 +31,10 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
         ) from None
     except TokenError as err:
         raise ParseError(f"could not read the SQL: {err} (dialect: {dialect})") from None
+    except RecursionError:
+        raise UnsupportedQueryError(
+            "query nested too deeply to parse: flatten its expressions (e.g. x IN (...) "
+            "instead of long OR chains, fewer nested parentheses).") from None
     if not statements:
         raise ParseError("empty query: pass one SELECT statement")
     if len(statements) > 1:
@@ -41,4 +46,5 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
                 statements[1],
             )
         )
+    check_depth(sql, statements[0])
     return statements[0]

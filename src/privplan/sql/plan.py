@@ -33,6 +33,10 @@ class GroupKey:
     public_domain: tuple[Any, ...] | None  # values released without selection, if public
     public_join: int | None = None  # the key reads only columns of this public join: its
     # domain is the public table's distinct values (filled in by the session)
+    domain_literals: tuple[str, ...] | None = None  # SQL of each CASE result, as written
+    engine_type: str | None = None  # the engine's type of the key (filled in by the session)
+    domain_sql: tuple[str, ...] | None = None  # the public domain as engine-typed SQL values,
+    # one per distinct value as the engine compares them (filled in by the session)
 
 
 @dataclass(frozen=True)

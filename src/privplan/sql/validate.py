@@ -49,6 +49,28 @@ def refuse(sql: str, node: exp.Expression | None, what: str, why: str, fix: str)
     raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", sql, node))
 
 
+MAX_DEPTH = 200
+"""Deepest expression nesting accepted: deeper trees (3,000 nested parentheses or NOTs) would
+exhaust Python's recursion limit in the parser's, analyser's or renderer's recursive walks."""
+
+
+def check_depth(sql: str, statement: exp.Expression) -> None:
+    """Refuse trees nested deeper than :data:`MAX_DEPTH` (measured without recursion).
+
+    A chain of one connective (``a OR b OR c ...``, which sqlglot and the analyser walk
+    iteratively) counts as one level, so long flat filters stay accepted."""
+    stack: list[tuple[exp.Expression, int]] = [(statement, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            refuse(sql, node, "query nested too deeply",
+                   f"its expressions nest more than {MAX_DEPTH} levels.",
+                   "Flatten the expression (fewer nested parentheses, functions or NOTs).")
+        for child in node.iter_expressions():
+            flat = isinstance(node, exp.Connector) and type(child) is type(node)
+            stack.append((child, depth if flat else depth + 1))
+
+
 def validate_statement(sql: str, statement: exp.Expression) -> None:
     """Whole-statement checks; per-SELECT structure is checked by the plan builder."""
     if not isinstance(statement, (exp.Select, exp.Union)):
@@ -83,6 +105,11 @@ def _check_node(sql: str, node: exp.Expression) -> None:
         refuse(sql, node, "subquery refused",
                "subqueries over private tables are not supported yet.",
                "Write a single aggregate SELECT; compute derived values in its select list.")
+    if isinstance(node, exp.TableSample):
+        refuse(sql, node, "USING SAMPLE / TABLESAMPLE refused",
+               "a random sample drawn by the engine is neither a function of the table (the "
+               "analysis needs one) nor accounted for (sampling would change the cost).",
+               "Query the whole table; the noise already protects every row.")
     if isinstance(node, (exp.Qualify,)):
         refuse(sql, node, "QUALIFY refused", "it filters on per-row window values.",
                "Use HAVING on aggregates.")

@@ -1,0 +1,57 @@
+"""The public boundary: every call into a session ends in a result or a :class:`PrivplanError`.
+
+Why: a raw exception is a bad answer to bad input (it says neither what nor how to fix), and an
+unexpected one from the engine could quote a private value in its message. Expected failures are
+raised as PrivplanErrors where they happen; this wrapper is the last line for the rest:
+
+* ``RecursionError`` (input nested beyond what a recursive walk can take) becomes an
+  :class:`UnsupportedQueryError`;
+* an engine error that escaped its wrapper becomes an :class:`InternalError` whose message is
+  withheld (it could quote data), as does any other unexpected exception (it is a bug: the
+  original stays attached as ``__cause__`` for debugging in the process, never in the message).
+
+Whether anything was charged is unchanged by the conversion: the ledger commits before release,
+and a failure after the charge stays charged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import duckdb
+
+from privplan.errors import InternalError, PolicyError, PrivplanError, UnsupportedQueryError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def privplan_errors(fn: F) -> F:
+    """Decorate a public entry point so that it raises only :class:`PrivplanError`s."""
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PrivplanError:
+            raise
+        except RecursionError:
+            raise UnsupportedQueryError(
+                "the input is nested too deeply to analyse: flatten its expressions (fewer "
+                "nested parentheses, functions or NOTs).") from None
+        except duckdb.ConnectionException as err:
+            raise PolicyError(
+                "the database connection is closed (a session closes the connection it was "
+                "given when it is closed). Open a new connection and a new session.") from err
+        except duckdb.Error as err:
+            raise InternalError(
+                f"the engine failed unexpectedly ({type(err).__name__}); its message is "
+                "withheld because it could quote private values. Please report it with the "
+                "query.") from err
+        except Exception as err:
+            raise InternalError(
+                f"unexpected {type(err).__name__} inside privplan; please report it with the "
+                "query. Nothing was released.") from err
+
+    return guarded  # type: ignore[return-value]

@@ -1,0 +1,152 @@
+"""Bind a planned core to what the engine will really compute, before anything is charged.
+
+The analysis reasons about records, predicates and group keys in the policy's types; the engine
+computes with its own types, casts, collations and run-time errors. This module closes that seam
+(DESIGN.md invariant 7), using only the query text, the policy and the engine's *schema* (types of
+columns, never their values), with DuckDB itself as the judge of types
+(:mod:`privplan.engines.judge`):
+
+* every expression evaluated over private rows (WHERE, FILTER/CASE conditions, GROUP BY keys) is
+  made total (:mod:`privplan.sql.totality`);
+* public join keys are compared in the private column's type, so join regions hold values of the
+  column's type (:func:`describe_public_joins`);
+* a public key domain is the set of *distinct values as the engine types and compares them*
+  (:func:`type_public_domains`): ``CASE ... THEN 1 ... THEN '01'`` is one INTEGER group, and
+  releasing it once per literal would release one exact aggregate several times.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from privplan.engines.judge import Judge, JudgeError
+from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
+from privplan.rewrite.engine_sql import BINARY, key_column
+from privplan.sql.joins import public_name
+from privplan.sql.locate import with_location
+from privplan.sql.plan import CorePlan
+from privplan.sql.totality import family, make_total
+
+
+def describe_public_joins(core: CorePlan, engine: Any, private_types: dict[str, str]
+                          ) -> dict[str, str]:
+    """The engine types of the public columns the core uses (``__pub<j>_<c>``), read from the
+    public tables' schemas; also records each join's public column types and the private key
+    types on the join (public data: reading its schema reveals nothing private)."""
+    out: dict[str, str] = {}
+    for join in core.joins:
+        join.table_sql = engine.table_sql(join.table)
+        types = engine.columns(join.table_sql)
+        join.column_types = {c: types[c] for c in types}
+        join.key_types = {a: private_types[a] for a, _ in join.pairs if a in private_types}
+        for c in join.columns:
+            if c in types:
+                out[public_name(join.index, c)] = types[c]
+    return out
+
+
+def make_core_total(core: CorePlan, column_types: dict[str, str], judge: Judge,
+                    sql: str) -> None:
+    """Replace WHERE, every FILTER condition and every group key by its total version, and
+    record each key's engine type. The regions were computed from the expressions as written;
+    the total versions only turn failures into NULL, which shrinks TRUE- and FALSE-sets, so the
+    regions stay over-approximations."""
+    if core.where is not None:
+        core.where = make_total(core.where, column_types, judge, sql=sql, clause="WHERE",
+                                condition=True).expr
+    measures = []
+    for m in core.measures:
+        if m.condition is not None:
+            total = make_total(m.condition, column_types, judge, sql=sql, clause="FILTER",
+                               condition=True)
+            m = replace(m, condition=total.expr)
+        measures.append(m)
+    core.measures = tuple(measures)
+    keys = []
+    for key in core.keys:
+        total = make_total(key.expr, column_types, judge, sql=sql, clause="GROUP BY",
+                           condition=False)
+        if total.family in ("other", "interval"):
+            raise UnsupportedQueryError(with_location(
+                f"GROUP BY {key.sql} refused: its values are of type {total.type}. Group by a "
+                "number, string, boolean, date or timestamp.", sql, key.expr))
+        keys.append(replace(key, expr=total.expr, engine_type=total.type))
+    core.keys = tuple(keys)
+
+
+def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
+    """Each public key domain as the engine types and compares its values.
+
+    The candidate values (CASE results as written, declared ``public_values``, a public table's
+    distinct values) are cast to the key's engine type and grouped *by the engine* (binary
+    collation for strings); one representative per group is kept. The engine statement's
+    GROUP BY uses the same equality, so each released key matches at most one group (and the
+    statement is checked to return one row per key after it runs). All of this reads only the
+    query text, the policy and public tables."""
+    keys = []
+    for key in core.keys:
+        if key.public_domain is None or key.engine_type is None:
+            keys.append(key)
+            continue
+        target = key.engine_type
+        if family(target) == "null":
+            keys.append(replace(key, public_domain=(None,), domain_sql=("NULL",)))
+            continue
+        candidates = list(key.domain_literals or
+                          [typed_literal(v) for v in key.public_domain])
+        collate = f" {BINARY}" if family(target) == "str" else ""
+        typed = [f"CAST({c} AS {target}){collate}" for c in candidates]
+        rows = ", ".join(f"({i}, {t})" for i, t in enumerate(typed))
+        try:
+            kept = judge.fetch(f"SELECT MIN(i), v FROM (VALUES {rows}) AS d(i, v) "
+                               f"GROUP BY v ORDER BY MIN(i)")
+        except JudgeError as err:
+            raise PolicyError(with_location(
+                f"GROUP BY {key.sql}: a value of its public domain does not convert to the "
+                f"key's type {target} ({err.message}). Make every value of the domain (CASE "
+                "results or public_values) a value of that type.", sql, key.expr)) from None
+        keys.append(replace(key, public_domain=tuple(v for _, v in kept),
+                            domain_sql=tuple(typed[i] for i, _ in kept)))
+    core.keys = tuple(keys)
+
+
+def typed_literal(value: Any) -> str:
+    """A DuckDB literal that reads back as exactly ``value`` (floats by their shortest
+    round-trip text, so NaN and infinities survive; dates and timestamps to the microsecond)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value) if math.isfinite(value) else str(value)
+        return f"CAST('{text}' AS DOUBLE)"
+    if isinstance(value, Decimal):
+        return f"'{value}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, date):
+        return f"DATE '{value.isoformat()}'"
+    raise InternalError(f"cannot write a literal for {type(value).__name__} {value!r}")
+
+
+def check_one_row_per_key(core: CorePlan, frame: Any) -> None:
+    """The engine statement must return at most one row per released key (checked, not
+    assumed): two rows with one key would release one group's aggregate twice, each with
+    fresh noise. Runs on the exact rows before any noise is drawn; raises
+    :class:`InternalError` (nothing is released) if the invariant is broken."""
+    if not core.keys or len(frame) < 2:
+        return
+    cols = [key_column(i) for i in range(len(core.keys))]
+    if bool(frame.duplicated(subset=cols).any()):
+        raise InternalError(
+            "the engine returned two rows for one group key; nothing was released. This is a "
+            "bug in privplan's key typing: please report it with the query.")
+

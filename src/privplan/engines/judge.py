@@ -1,0 +1,116 @@
+"""DuckDB as the judge of expressions, before anything is charged: types and constants.
+
+privplan must know how the engine will *type* an expression (so a comparison that would convert
+every value of a column, and fail on some, is refused) and whether its constants evaluate (so a
+constant that fails, e.g. ``CAST('x' AS INTEGER)``, is refused instead of failing at run time —
+where it would fail only if some row reached it, an un-noised bit about the data). Rather than
+re-implementing DuckDB's type rules, privplan asks DuckDB itself, on a connection of its own
+that holds no data at all:
+
+* :meth:`Judge.types` binds ``SELECT typeof(e1), typeof(e2), ...`` where every column reference
+  was replaced by a typed ``NULL`` (the caller's *skeleton*). ``typeof`` is resolved when the
+  statement is bound, so nothing is evaluated, and the answer is the engine's own.
+* :meth:`Judge.evaluate` runs constant expressions (no column references), so a constant that
+  cannot be computed is found now, whatever the data.
+
+Everything sent here is built by privplan from the query text and the policy (never from data),
+so its messages may be shown to the user. The connection has external access disabled and its
+configuration locked, and default settings: the engine connection is checked to agree on the
+settings that change these answers (see :meth:`~privplan.engines.duckdb_engine.DuckDBEngine.
+check_settings`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+
+import duckdb
+
+from privplan.sql.totality import JudgeError
+
+__all__ = ["Judge", "JudgeError", "judge"]
+
+
+class Judge:
+    """Binds and evaluates privplan-built expressions on an empty, locked DuckDB connection."""
+
+    def __init__(self) -> None:
+        self._con = duckdb.connect(":memory:")
+        self._con.execute("SET python_enable_replacements = false")
+        self._con.execute("SET enable_external_access = false")
+        self._con.execute("SET lock_configuration = true")
+        self._lock = threading.Lock()
+
+    def types(self, expressions: Sequence[str]) -> list[str]:
+        """The engine's type of each expression (bound, not evaluated)."""
+        return list(self._types(tuple(expressions)))
+
+    def evaluate(self, expressions: Sequence[str]) -> None:
+        """Evaluate each constant expression; raise :class:`JudgeError` naming the first that
+        fails."""
+        if expressions:
+            self._evaluate(tuple(expressions))
+
+    @lru_cache(maxsize=4096)  # noqa: B019 - one judge per process; entries are small strings
+    def _types(self, expressions: tuple[str, ...]) -> tuple[str, ...]:
+        if not expressions:
+            return ()
+        sql = "SELECT " + ", ".join(f"typeof({e})" for e in expressions)
+        try:
+            row = self._run(sql)
+        except duckdb.Error as err:
+            raise JudgeError(_first_line(err), self._culprit(expressions, "typeof(", ")")) from None
+        return tuple(str(v) for v in row)
+
+    @lru_cache(maxsize=4096)  # noqa: B019
+    def _evaluate(self, expressions: tuple[str, ...]) -> bool:
+        # the length of the text forces every value to be computed, and returns only small ints
+        sql = "SELECT " + ", ".join(f"length(CAST(({e}) AS VARCHAR))" for e in expressions)
+        try:
+            self._run(sql)
+        except duckdb.Error as err:
+            raise JudgeError(_first_line(err),
+                            self._culprit(expressions, "length(CAST(", " AS VARCHAR))")) from None
+        return True
+
+    def fetch(self, sql: str) -> list[tuple[object, ...]]:
+        """Rows of a privplan-built query over constants only (e.g. typing a public domain)."""
+        with self._lock:
+            try:
+                return self._con.execute(sql).fetchall()
+            except duckdb.Error as err:
+                raise JudgeError(_first_line(err), None) from None
+
+    def _run(self, sql: str) -> tuple[object, ...]:
+        with self._lock:
+            row = self._con.execute(sql).fetchone()
+        assert row is not None
+        return row
+
+    def _culprit(self, expressions: tuple[str, ...], before: str, after: str) -> int | None:
+        """The first expression that fails on its own (for the error message)."""
+        for i, e in enumerate(expressions):
+            try:
+                self._run(f"SELECT {before}({e}){after}")
+            except duckdb.Error:
+                return i
+        return None
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+_JUDGE: Judge | None = None
+_JUDGE_LOCK = threading.Lock()
+
+
+def judge() -> Judge:
+    """The process's judge (one connection, opened on first use: ~50 ms)."""
+    global _JUDGE
+    with _JUDGE_LOCK:
+        if _JUDGE is None:
+            _JUDGE = Judge()
+        return _JUDGE

@@ -1,0 +1,697 @@
+"""Expressions over private rows must be *total*: no value of any column may make them fail.
+
+Why (DESIGN.md invariant 7): an expression in WHERE, FILTER or GROUP BY is evaluated on every
+private row. If some value makes it raise (``CAST('abc' AS INTEGER)``, ``x // 0``, an overflow,
+``error()``), the query fails exactly when such a row exists: one exact, un-noised bit about the
+data, whatever ε was charged. So before anything is charged every such expression is checked
+here against an allow-list, with the engine's own types (asked of DuckDB, see
+:mod:`privplan.engines.judge`), and made total:
+
+* **Allowed as they are** (they cannot fail on any value of their argument types): comparisons,
+  ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``, ``CASE``/``COALESCE``/``NULLIF``/
+  ``GREATEST``/``LEAST`` whose branches share a type, ``LIKE``/``GLOB``/regular expressions with
+  constant patterns, string functions with constant arguments (``lower``, ``length``, ``trim``,
+  ``substring``, ``replace``, ...), ``TRY_CAST``, and ``CAST`` to a type that holds every value
+  (to ``VARCHAR``, to a wider number, from ``TIMESTAMP`` to ``DATE``).
+* **Made total with** ``TRY(...)`` (a failure becomes NULL): arithmetic that can overflow or
+  divide by zero (anything but floating point), numeric functions (``abs``, ``round``, ``ln``,
+  ...) and date parts (``year``, ``date_trunc``, ...), which can fail on extreme values.
+  Wrapping a node in ``TRY`` only removes rows from the TRUE- and FALSE-sets of a condition, so
+  the analyser's regions (computed on the expression as written) stay over-approximations.
+* **Refused**, with the fix: a ``CAST`` that can fail (use ``TRY_CAST``), a comparison that makes
+  the engine convert a column's values (``str_column = 5``: DuckDB converts every string to a
+  number and fails on 'abc'), branches of different types, ``COLLATE`` (the analysis assumes
+  binary comparison), and every function not on the list (``error()``, ``repeat()``, whose cost
+  grows with a value, ``strptime`` ...).
+* **Constants** (no column inside) may use any deterministic function, but are evaluated by the
+  engine now, before the charge, and so is every implicit conversion of a constant to a column's
+  type (``date_col > 'not a date'``): a constant that fails is refused, whatever the data.
+
+What is left that could still fail at run time is resource exhaustion (memory, interrupts),
+which the threat model leaves out of scope with timing (docs/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sqlglot import exp
+
+from privplan.errors import UnsupportedQueryError
+from privplan.sql.locate import with_location
+
+Family = Literal["int", "float", "decimal", "str", "bool", "date", "timestamp", "interval",
+                 "null", "other"]
+
+_INT_RANK = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "BIGINT": 4, "HUGEINT": 5,
+             "UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 3, "UBIGINT": 4, "UHUGEINT": 5}
+_SIMPLE = {"DOUBLE": "float", "FLOAT": "float", "REAL": "float", "VARCHAR": "str",
+           "BOOLEAN": "bool", "DATE": "date", "TIMESTAMP": "timestamp", "INTERVAL": "interval",
+           '"NULL"': "null", "NULL": "null"}
+_SAMPLE = {"int": "0", "float": "CAST(0 AS DOUBLE)", "decimal": "CAST(0 AS DECIMAL(18,3))",
+           "str": "''", "bool": "FALSE", "date": "DATE '2000-01-01'",
+           "timestamp": "TIMESTAMP '2000-01-01 00:00:00'", "interval": "INTERVAL 1 DAY",
+           "null": "NULL"}
+
+
+def family(engine_type: str) -> Family:
+    """The family of a DuckDB type name (``DECIMAL(9,2)`` → decimal, ``INTEGER`` → int)."""
+    t = engine_type.upper().strip()
+    if t in _INT_RANK:
+        return "int"
+    if t.startswith(("DECIMAL", "NUMERIC")):
+        return "decimal"
+    if t.startswith("VARCHAR"):
+        return "str"
+    return _SIMPLE.get(t, "other")  # type: ignore[return-value]
+
+
+class JudgeError(Exception):
+    """Raised by an :class:`ExpressionJudge`: the engine refused expression ``index`` (or the
+    batch, if ``index`` is None). Its message concerns privplan-built SQL, never data."""
+
+    def __init__(self, message: str, index: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.index = index
+
+
+class ExpressionJudge(Protocol):
+    """What the check needs from the engine (see :class:`privplan.engines.judge.Judge`);
+    failures are raised as :class:`JudgeError`."""
+
+    def types(self, expressions: list[str]) -> list[str]: ...
+
+    def evaluate(self, expressions: list[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class TotalExpression:
+    """An expression as the engine should run it, and the engine's type of its value."""
+
+    expr: exp.Expression
+    type: str
+
+    @property
+    def family(self) -> Family:
+        return family(self.type)
+
+
+_NUMERIC = frozenset({"int", "float", "decimal"})
+_TEMPORAL = frozenset({"date", "timestamp"})
+_LOGIC = (exp.And, exp.Or, exp.Not)
+_COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg)
+_PATTERN = (exp.Like, exp.ILike, exp.Glob, exp.SimilarTo, exp.RegexpLike)
+_CONDITIONAL = (exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least)
+# string functions that cannot fail: (class, names of arguments that must be constants)
+_STRING: dict[type[exp.Expression], tuple[str, ...]] = {
+    exp.Lower: (), exp.Upper: (), exp.Length: (), exp.Reverse: (),
+    exp.Trim: ("expression",), exp.Substring: ("start", "length"),
+    exp.Left: ("expression",), exp.Right: ("expression",), exp.StartsWith: (),
+    exp.EndsWith: (), exp.Contains: (), exp.StrPosition: ("position",),
+    exp.Replace: ("expression", "replacement"), exp.Concat: (), exp.DPipe: (),
+    exp.SplitPart: ("delimiter", "part_index"),
+}
+# numeric functions: run inside TRY (integer overflow, ln(0), sqrt(-1) raise on some engines)
+_NUMERIC_FUNCS: dict[type[exp.Expression], tuple[str, ...]] = {
+    exp.Abs: (), exp.Floor: ("decimals",), exp.Ceil: ("decimals",), exp.Round: ("decimals",),
+    exp.Trunc: ("decimals",), exp.Sign: (), exp.Sqrt: (), exp.Ln: (), exp.Log: (), exp.Exp: (),
+    exp.Pow: (),
+}
+_FLOAT_TESTS = (exp.IsNan, exp.IsInf)
+# date parts: run inside TRY (infinite or extreme dates); units and formats must be constants
+_TEMPORAL_FUNCS: dict[type[exp.Expression], tuple[str, ...]] = {
+    exp.Year: (), exp.Month: (), exp.Day: (), exp.Quarter: (), exp.Week: (),
+    exp.DayOfWeek: (), exp.DayOfWeekIso: (), exp.DayOfYear: (), exp.Hour: (), exp.Minute: (),
+    exp.Second: (), exp.Extract: ("this",), exp.TimestampTrunc: ("unit",),
+    exp.DateTrunc: ("unit",), exp.LastDay: (), exp.Monthname: (), exp.Dayname: (),
+    exp.TimeToStr: ("format",), exp.DateDiff: ("unit",), exp.TimeToUnix: (),
+}
+_ANONYMOUS = {"date_part": (0,), "datepart": (0,), "isfinite": (), "prefix": (), "suffix": ()}
+_LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean)
+_NOT_VALUES = (exp.DataType, exp.DataTypeParam, exp.Var, exp.Identifier)
+
+
+def make_total(expr: exp.Expression, column_types: dict[str, str], judge: ExpressionJudge,
+               *, sql: str, clause: str, condition: bool) -> TotalExpression:
+    """Check ``expr`` (over columns typed ``column_types``, DuckDB type names) and return it
+    made total, with its type. ``condition``: the expression is a WHERE/FILTER condition, so
+    it must be a boolean. Raises :class:`UnsupportedQueryError` naming the construct, where,
+    why and the fix. Nothing here reads data."""
+    return _Checker(column_types, judge, sql, clause).run(expr, condition)
+
+
+class _Checker:
+    def __init__(self, column_types: dict[str, str], judge: ExpressionJudge, sql: str,
+                 clause: str) -> None:
+        self.columns = column_types
+        self.judge = judge
+        self.sql = sql
+        self.clause = clause
+        self.types: dict[int, str] = {}
+        self.wrap: set[int] = set()
+        self.casts: dict[int, str] = {}
+        self.constant_checks: list[tuple[str, exp.Expression, str]] = []
+
+    # -- the pipeline ------------------------------------------------------------------------
+    def run(self, expr: exp.Expression, condition: bool) -> TotalExpression:
+        expr = expr.copy()
+        self.const = _constant_nodes(expr)
+        self._type_all(expr)
+        top = self.type_of(expr)
+        if condition and family(top) not in ("bool", "null"):
+            self.refuse(expr, f"{self.clause} condition `{_snippet(expr)}` is a {top}, not a "
+                        "condition", "the engine would convert every value to a boolean, "
+                        "which fails on some values.",
+                        "Compare it with something, e.g. `x = 1` or `x IS NOT NULL`.")
+        for node in expr.walk():
+            if id(node) in self.const or isinstance(node, _NOT_VALUES):
+                continue
+            self.check(node)
+        self._check_constants(expr)
+        return TotalExpression(self._wrapped(expr), top)
+
+    def _type_all(self, expr: exp.Expression) -> None:
+        """Ask the engine for the type of every value node (columns as typed NULLs).
+
+        Columns take their type from the view, literals are typed here as DuckDB types them,
+        and predicates (comparisons, AND/OR/NOT, IN, LIKE, ...) are BOOLEAN; only the other
+        nodes (functions, arithmetic, CASE, casts, typed constants) are sent to the engine, in
+        one batch, so long chains of predicates cost no more than their leaves."""
+        asked: list[exp.Expression] = []
+        for n in expr.walk():
+            if isinstance(n, exp.Collate):
+                self.refuse(n, "COLLATE refused", "the analysis compares strings in binary "
+                            "(code point) order; another collation would make regions it "
+                            "proves disjoint overlap.", "Remove the COLLATE clause.")
+            if isinstance(n, (*_NOT_VALUES, exp.Paren)) or (
+                    isinstance(n, exp.If) and isinstance(n.parent, exp.Case)):
+                continue
+            known = self._known_type(n)
+            if known is not None:
+                self.types[id(n)] = known
+            else:
+                asked.append(n)
+        texts = [_skeleton(n, self.columns).sql(dialect="duckdb") for n in asked]
+        try:
+            types = self.judge.types(texts)
+        except JudgeError as err:  # the engine cannot bind it (no data involved)
+            node = asked[err.index] if err.index is not None else expr
+            message = err.message
+            if id(node) in self.const:
+                self.refuse(node, f"`{_snippet(node)}` cannot be computed ({message})",
+                            "a constant that fails would fail at run time only when a row "
+                            "reaches it.", "Fix or remove it.")
+            self.refuse(node, f"`{_snippet(node)}` refused",
+                        f"the engine cannot type it ({message}).",
+                        "Check the column types in the policy against the values compared.")
+        self.types.update({id(n): t for n, t in zip(asked, types)})
+
+    def _known_type(self, node: exp.Expression) -> str | None:
+        """The type of columns, literals and predicates without asking the engine."""
+        if isinstance(node, exp.Column):
+            t = self.columns.get(node.name.lower())
+            if t is None:
+                raise UnsupportedQueryError(with_location(
+                    f"unknown column '{node.name}' in {self.clause}", self.sql, node))
+            return t
+        if isinstance(node, (*_LOGIC, *_COMPARE, exp.Between, exp.In, exp.Is, *_PATTERN,
+                             exp.Escape, exp.Boolean)):
+            return "BOOLEAN"
+        if isinstance(node, exp.Null):
+            return '"NULL"'
+        if isinstance(node, exp.Literal):
+            return "VARCHAR" if node.is_string else _number_type(str(node.this))
+        return None
+
+    def type_of(self, node: exp.Expression) -> str:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if id(node) in self.types:
+            return self.types[id(node)]
+        return self.types.get(id(node.parent), "other") if node.parent else "other"
+
+    def fam(self, node: exp.Expression) -> Family:
+        return family(self.type_of(node))
+
+    def is_const(self, node: exp.Expression) -> bool:
+        return id(node) in self.const
+
+    # -- per construct -----------------------------------------------------------------------
+    def check(self, node: exp.Expression) -> None:
+        if isinstance(node, (*_LEAVES, exp.Paren)):
+            if isinstance(node, exp.Column) and family(self.type_of(node)) == "other":
+                self.refuse(node, f"column {node.name} refused",
+                            f"its type {self.type_of(node)} is not supported in expressions "
+                            "over private rows.", "Use int, float, str, bool, date or "
+                            "timestamp columns.")
+            return
+        if isinstance(node, _LOGIC):
+            for arg in _operands(node):
+                if self.fam(arg) not in ("bool", "null"):
+                    self.refuse(arg, f"`{_snippet(arg)}` in {node.key.upper()} refused",
+                                f"it is a {self.type_of(arg)}, not a condition; the engine "
+                                "would convert its values to booleans, which fails on some.",
+                                "Write a comparison, e.g. `x = 1`.")
+        elif isinstance(node, _COMPARE):
+            self.compared(node, [node.this, node.expression])
+        elif isinstance(node, exp.Between):
+            self.compared(node, [node.this, node.args["low"], node.args["high"]])
+        elif isinstance(node, exp.In):
+            self.compared(node, [node.this, *node.expressions])
+        elif isinstance(node, exp.Is):
+            pass
+        elif isinstance(node, (*_PATTERN, exp.Escape)):
+            self.pattern(node)
+        elif isinstance(node, _CONDITIONAL):
+            self.conditional(node)
+        elif isinstance(node, exp.If):  # a CASE branch (the CASE checks its parts)
+            pass
+        elif isinstance(node, _ARITH):
+            self.arithmetic(node)
+        elif isinstance(node, exp.TryCast):
+            if self.fam(node) == "other":
+                self.refuse(node, f"TRY_CAST to {node.to.sql(dialect='duckdb')} refused",
+                            "the target type is not supported.", "Cast to a number, "
+                            "VARCHAR, BOOLEAN, DATE or TIMESTAMP.")
+        elif isinstance(node, exp.Cast):
+            self.cast(node)
+        elif isinstance(node, exp.Try):
+            self.inside_try(node)
+        elif type(node) in _STRING:
+            self.function(node, _STRING[type(node)], wrap=False, allowed=("str", "null"),
+                          any_family=isinstance(node, (exp.Concat, exp.DPipe)))
+        elif type(node) in _NUMERIC_FUNCS:
+            self.function(node, _NUMERIC_FUNCS[type(node)], wrap=True,
+                          allowed=("int", "float", "decimal", "null"))
+        elif isinstance(node, _FLOAT_TESTS):
+            self.function(node, (), wrap=False, allowed=("int", "float", "decimal", "null"))
+        elif type(node) in _TEMPORAL_FUNCS:
+            self.function(node, _TEMPORAL_FUNCS[type(node)], wrap=True,
+                          allowed=("date", "timestamp", "null"), validate=True)
+        elif isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS:
+            self.anonymous(node)
+        else:
+            self.unsupported(node)
+
+    def compared(self, node: exp.Expression, operands: list[exp.Expression]) -> None:
+        """``operands`` are compared with each other (=, <, IN, BETWEEN, a simple CASE): the
+        engine converts them to one type first, and that conversion must not fail on a value.
+
+        * Same family, or floating point involved (everything converts to DOUBLE): nothing to do.
+        * Integers with DECIMALs: compared exactly as ``DECIMAL(38, s)`` (s the largest scale);
+          a column is read through ``TRY_CAST`` (an integer with too many digits becomes NULL,
+          which compares as unknown), and each constant's conversion is checked now.
+        * DATE with TIMESTAMP: compared as TIMESTAMP, columns through ``TRY_CAST`` (a DATE past
+          year 294247 has no TIMESTAMP).
+        * A string constant compared with another type is converted to it (checked now); a
+          string *column* compared with another type is refused (every value would be
+          converted, and some fail).
+
+        Explicit ``TRY_CAST``s, not a ``TRY`` around the comparison: DuckDB may rewrite an IN
+        list into a join and move the conversion out of the ``TRY``.
+        """
+        for x in operands:
+            if self.is_const(x) and self.fam(x) == "other":
+                self.refuse(x, f"constant `{_snippet(x)}` refused",
+                            f"its type is {self.type_of(x)}, which the engine cannot compare "
+                            "with every value.", "Use numbers that fit in 128 bits, strings, "
+                            "booleans, dates or timestamps.")
+        adaptable = [x for x in operands if self.is_const(x) and self.fam(x) == "str"]
+        typed = [x for x in operands if x not in adaptable and self.fam(x) != "null"]
+        fams = {self.fam(x) for x in typed}
+        if not typed:
+            return
+        if "str" in fams and len(fams) > 1:
+            column = next(x for x in typed if self.fam(x) == "str")
+            other = next(x for x in typed if self.fam(x) != "str")
+            self.refuse(node, f"`{_snippet(node)}` refused",
+                        f"it compares {self.type_of(column)} with {self.type_of(other)}; the "
+                        f"engine would convert the values of `{_snippet(column)}` and fail on "
+                        "those that do not convert, which depends on the data.",
+                        "Compare values of one type (e.g. a str column with a quoted string), or "
+                        "convert explicitly with TRY_CAST(x AS type), which gives NULL instead "
+                        "of failing.")
+        target = self._common_type(node, typed, fams)
+        for x in typed:
+            self.convert(node, x, target)
+        as_type = target or self.type_of(typed[0])
+        for x in adaptable:
+            if family(as_type) != "str":
+                what = (f"the engine converts {_snippet(x)} to {as_type} to compare it with "
+                        f"`{_snippet(typed[0])}`")
+                self.constant_checks.append((f"CAST(({_plain(x)}) AS {as_type})", x, what))
+
+    def _common_type(self, node: exp.Expression, typed: list[exp.Expression],
+                     fams: set[str]) -> str | None:
+        """The type the operands are compared as, when a conversion could fail (else None)."""
+        if len(fams) == 1 and fams != {"decimal"}:
+            return None
+        if fams <= _NUMERIC:
+            if "float" in fams or fams == {"int"}:
+                return None
+            scale = max(_decimal_scale(self.type_of(x)) for x in typed)
+            return f"DECIMAL(38,{scale})"
+        if fams <= _TEMPORAL:
+            return "TIMESTAMP" if fams == _TEMPORAL else None
+        a, b = typed[0], next(x for x in typed if self.fam(x) != self.fam(typed[0]))
+        self.refuse(node, f"`{_snippet(node)}` refused",
+                    f"it compares {self.type_of(a)} with {self.type_of(b)}.",
+                    "Compare values of one type, or convert one side with TRY_CAST.")
+        return None
+
+    def convert(self, node: exp.Expression, value: exp.Expression, target: str | None) -> None:
+        """``value`` is converted to ``target`` by the engine: check a constant now, read a
+        column through ``TRY_CAST`` when the conversion can fail."""
+        if target is None or self.type_of(value).upper() == target.upper():
+            return
+        source = self.type_of(value)
+        if family(target) == "str" or _cast_is_total(source, target):
+            return
+        if self.is_const(value):
+            self.constant_checks.append(
+                (f"CAST(({_plain(value)}) AS {target})", value,
+                 f"the engine converts {_snippet(value)} to {target} in `{_snippet(node)}`"))
+        else:
+            self.casts[id(value)] = target
+
+    def convertible(self, node: exp.Expression, value: exp.Expression, target: str) -> None:
+        """``value`` becomes a ``target``: a branch of CASE, COALESCE, GREATEST ..."""
+        fv, ft = self.fam(value), family(target)
+        if fv == "null":
+            return
+        if fv == "str" and ft != "str" and not self.is_const(value):
+            self.refuse(node, f"`{_snippet(node)}` refused",
+                        f"its branches have different types: `{_snippet(value)}` is a "
+                        f"{self.type_of(value)} but the result is a {target}; the engine would "
+                        "convert the values and fail on those that do not convert.",
+                        "Give every branch the same type (e.g. all quoted strings), or use "
+                        "TRY_CAST.")
+        compatible = (fv == ft or ft == "str" or fv in _NUMERIC and ft in _NUMERIC
+                      or fv in _TEMPORAL and ft in _TEMPORAL or self.is_const(value))
+        if not compatible:
+            self.refuse(node, f"`{_snippet(node)}` refused",
+                        f"its branches have different types: `{_snippet(value)}` is a "
+                        f"{self.type_of(value)} but the result is a {target}.",
+                        "Give every branch the same type, or use TRY_CAST.")
+        self.convert(node, value, target)
+
+    def conditional(self, node: exp.Expression) -> None:
+        target = self.type_of(node)
+        if isinstance(node, exp.Case):
+            subject = node.this
+            if subject is not None:
+                self.compared(node, [subject, *(b.this for b in node.args.get("ifs", []))])
+            for branch in node.args.get("ifs", []):
+                cond = branch.this
+                if subject is None and self.fam(cond) not in ("bool", "null"):
+                    self.refuse(cond, f"CASE WHEN `{_snippet(cond)}` refused",
+                                f"it is a {self.type_of(cond)}, not a condition.",
+                                "Write a comparison.")
+                self.convertible(node, branch.args["true"], target)
+            if node.args.get("default") is not None:
+                self.convertible(node, node.args["default"], target)
+            return
+        if isinstance(node, exp.If):
+            if self.fam(node.this) not in ("bool", "null"):
+                self.refuse(node.this, f"IF(`{_snippet(node.this)}`, ...) refused",
+                            "its first argument is not a condition.", "Write a comparison.")
+            for key in ("true", "false"):
+                if node.args.get(key) is not None:
+                    self.convertible(node, node.args[key], target)
+            return
+        if isinstance(node, exp.Nullif):
+            self.compared(node, [node.this, node.expression])
+            return
+        for value in _operands(node):
+            self.convertible(node, value, target)
+
+    def pattern(self, node: exp.Expression) -> None:
+        if isinstance(node, exp.Escape):
+            inner = node.this
+            if not self.is_const(node.expression):
+                self.refuse(node, "ESCAPE refused", "its character must be a constant.",
+                            "Write ESCAPE '\\'.")
+            if not self.is_const(inner.expression):
+                self.refuse(inner, "pattern refused", "a pattern must be a constant.",
+                            "Write the pattern as a quoted string.")
+            self.validate(node)
+            return
+        subject, pattern = node.this, node.expression
+        if self.fam(subject) not in ("str", "null"):
+            self.refuse(node, f"{node.key.upper()} on `{_snippet(subject)}` refused",
+                        f"it is a {self.type_of(subject)}; patterns match strings.",
+                        "Match a str column, or CAST(x AS VARCHAR) first.")
+        extra = [v for k, v in node.args.items() if k not in ("this", "expression")
+                 and isinstance(v, exp.Expression)]
+        for arg in [pattern, *extra]:
+            if not self.is_const(arg):
+                self.refuse(arg, f"{node.key.upper()} pattern refused",
+                            "a pattern computed from the data could be invalid for some "
+                            "rows only (an error that reveals them).",
+                            "Write the pattern as a quoted string.")
+        if not isinstance(node.parent, exp.Escape):
+            self.validate(node)
+
+    def arithmetic(self, node: exp.Expression) -> None:
+        operands = _operands(node)
+        for arg in operands:
+            if self.fam(arg) not in ("int", "float", "decimal", "date", "timestamp",
+                                     "interval", "null"):
+                self.refuse(node, f"`{_snippet(node)}` refused",
+                            f"arithmetic on a {self.type_of(arg)} (`{_snippet(arg)}`).",
+                            "Use numbers, dates or intervals.")
+        floating = all(self.fam(a) in ("float", "null") for a in operands)
+        if not (floating and self.fam(node) == "float"):
+            self.wrap.add(id(node))  # integer/decimal/date arithmetic can overflow or / 0
+
+    def cast(self, node: exp.Cast) -> None:
+        source, target = self.type_of(node.this), self.type_of(node)
+        if self.is_const(node.this):
+            return  # evaluated with the constants
+        if _cast_is_total(source, target):
+            return
+        self.refuse(node, f"`{_snippet(node)}` refused",
+                    f"CAST from {source} to {target} fails on some values (e.g. text that is "
+                    "not a number, a number out of range, NaN), and a failure reveals that such "
+                    "a row exists.",
+                    f"Write TRY_CAST({_snippet(node.this)} AS {target}): a value that does not "
+                    "convert becomes NULL.")
+
+    def inside_try(self, node: exp.Try) -> None:
+        """A user's TRY: its contents are still checked against the list (a TRY cannot make
+        ``error()`` or ``repeat()`` safe), but need no TRY of their own."""
+        return
+
+    def function(self, node: exp.Expression, constant_args: tuple[str, ...], *, wrap: bool,
+                 allowed: tuple[str, ...], any_family: bool = False,
+                 validate: bool = False) -> None:
+        for key in constant_args:
+            arg = node.args.get(key)
+            if isinstance(arg, exp.Expression) and not isinstance(arg, _NOT_VALUES) \
+                    and not self.is_const(arg):
+                self.refuse(arg, f"{_fname(node)} refused",
+                            f"its argument `{_snippet(arg)}` must be a constant (a value "
+                            "computed from the data could be invalid for some rows).",
+                            "Write it as a literal.")
+        for arg in _operands(node):
+            if self.is_const(arg) or isinstance(arg, _NOT_VALUES):
+                continue
+            fam = self.fam(arg)
+            if any_family and fam != "other" or fam in allowed:
+                continue
+            self.refuse(node, f"`{_snippet(node)}` refused",
+                        f"`{_snippet(arg)}` is a {self.type_of(arg)}; the engine would convert "
+                        "its values, which can fail.", "Pass a value of the expected type.")
+        if wrap:
+            self.wrap.add(id(node))
+        if validate:
+            self.validate(node)
+
+    def anonymous(self, node: exp.Anonymous) -> None:
+        consts = _ANONYMOUS[node.name.lower()]
+        for i, arg in enumerate(node.expressions):
+            if i in consts and not self.is_const(arg):
+                self.refuse(arg, f"{_fname(node)} refused",
+                            f"argument {i + 1} must be a constant.", "Write it as a literal.")
+        self.wrap.add(id(node))
+        if consts:
+            self.validate(node)
+
+    def validate(self, node: exp.Expression) -> None:
+        """Constant arguments (patterns, units, formats) must be valid: evaluate the node once
+        with a sample value for each column, now."""
+        sample = _skeleton(node, self.columns, sample=True).sql(dialect="duckdb")
+        self.constant_checks.append(
+            (sample, node, (f"`{_snippet(node)}` fails on a sample value; its constant "
+                            "arguments (pattern, unit or format) are probably invalid")))
+
+    def unsupported(self, node: exp.Expression) -> None:
+        self.refuse(node, f"{_fname(node)} refused in {self.clause}",
+                    "privplan runs over private rows only expressions that cannot fail on any "
+                    "value (a failure would reveal an un-noised bit about the data) and whose "
+                    "cost does not grow with a value.",
+                    "Use comparisons, AND/OR/NOT, IN, BETWEEN, LIKE, CASE, COALESCE, "
+                    "arithmetic, TRY_CAST, string functions (lower, upper, length, trim, "
+                    "substring, replace, concat, starts_with, contains) or date parts (year, "
+                    "month, day, extract, date_trunc, date_diff, strftime).")
+
+    # -- constants -----------------------------------------------------------------------------
+    def _check_constants(self, expr: exp.Expression) -> None:
+        """Evaluate every constant that is more than a literal, and every conversion of a
+        constant, in one batch: a failure here does not depend on the data."""
+        checks: list[tuple[str, exp.Expression, str]] = []
+        for node in expr.walk():
+            if id(node) in self.const and (node.parent is None or id(node.parent)
+                                           not in self.const):
+                if family(self.type_of(node)) == "other" and not isinstance(
+                        node, (*_NOT_VALUES, exp.Interval)):
+                    self.refuse(node, f"constant `{_snippet(node)}` refused",
+                                f"its type is {self.type_of(node)}.",
+                                "Use numbers that fit in 128 bits, strings, booleans, dates "
+                                "or timestamps.")
+                if not isinstance(node, (*_LEAVES, *_NOT_VALUES)):
+                    checks.append((_plain(node), node, f"`{_snippet(node)}` cannot be computed"))
+        checks += self.constant_checks
+        if not checks:
+            return
+        try:
+            self.judge.evaluate([c[0] for c in checks])
+        except JudgeError as err:  # a constant fails, whatever the data
+            _, node, what = checks[err.index] if err.index is not None else checks[0]
+            self.refuse(node, f"{what}: {err.message}",
+                        "the engine would fail on it at run time, and only when a row reaches "
+                        "it.", "Fix the constant (or use TRY_CAST).")
+
+    def _wrapped(self, expr: exp.Expression) -> exp.Expression:
+        if not self.wrap and not self.casts:
+            return expr
+        wrap, casts = self.wrap, self.casts
+
+        def visit(node: exp.Expression) -> exp.Expression:
+            if id(node) in casts:
+                inner = exp.Try(this=node.copy()) if id(node) in wrap else node.copy()
+                return exp.TryCast(this=inner,
+                                   to=exp.DataType.build(casts[id(node)], dialect="duckdb"))
+            if id(node) in wrap and not any(isinstance(a, exp.Try) or id(a) in wrap
+                                            for a in _ancestors(node)):
+                return exp.Try(this=node.copy())
+            return node
+
+        # transform visits parents first; a wrapped node's copy keeps its subtree as it is
+        out = expr.transform(visit, copy=False)
+        return out
+
+    def refuse(self, node: exp.Expression, what: str, why: str, fix: str) -> None:
+        raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", self.sql, node))
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _constant_nodes(expr: exp.Expression) -> set[int]:
+    """ids of the nodes with no column reference below them (computed bottom-up)."""
+    has_column: dict[int, bool] = {}
+    for node in reversed(list(expr.walk())):
+        has_column[id(node)] = isinstance(node, exp.Column) or any(
+            has_column.get(id(c), False) for c in node.iter_expressions())
+    return {i for i, c in has_column.items() if not c}
+
+
+def _skeleton(node: exp.Expression, columns: dict[str, str], *,
+              sample: bool = False) -> exp.Expression:
+    """``node`` with every column replaced by a typed NULL (or a sample value of its type)."""
+    out = node.copy()
+
+    def visit(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column):
+            t = columns.get(n.name.lower())
+            if t is None:
+                raise UnsupportedQueryError(f"unknown column '{n.name}'")
+            if sample:
+                return exp.maybe_parse(f"CAST({_SAMPLE.get(family(t), 'NULL')} AS {t})",
+                                       dialect="duckdb")
+            return exp.cast(exp.null(), exp.DataType.build(t, dialect="duckdb"))
+        return n
+
+    return out.transform(visit, copy=False)
+
+
+def _decimal_scale(engine_type: str) -> int:
+    """The scale s of ``DECIMAL(p,s)`` (0 for an integer type)."""
+    t = engine_type.upper().replace(" ", "")
+    if t.startswith("DECIMAL(") and "," in t:
+        return int(t.split(",")[1].rstrip(")"))
+    return 3 if t == "DECIMAL" else 0
+
+
+def _number_type(text: str) -> str:
+    """DuckDB's type of a numeric literal (its family, integer width and decimal scale)."""
+    if "e" in text.lower() or text.lower() in ("inf", "nan"):
+        return "DOUBLE"
+    if "." in text:
+        digits = sum(ch.isdigit() for ch in text)
+        if digits > 38:
+            return "DOUBLE"
+        scale = len(text.partition(".")[2])
+        return f"DECIMAL({max(digits, scale, 1)},{scale})"
+    try:
+        v = abs(int(text))
+    except ValueError:
+        return "DOUBLE"
+    if v < 2**31:
+        return "INTEGER"
+    if v < 2**63:
+        return "BIGINT"
+    return "HUGEINT" if v < 2**127 else "BIGNUM"
+
+
+def _cast_is_total(source: str, target: str) -> bool:
+    """Whether ``CAST`` from ``source`` to ``target`` (DuckDB type names) holds every value."""
+    s, t = source.upper(), target.upper()
+    fs, ft = family(s), family(t)
+    if s == t or fs == "null" or ft == "str":
+        return fs != "other"
+    if fs == "int" and ft == "int":
+        signed_target = not t.startswith("U")
+        if s.startswith("U"):
+            return _INT_RANK[t] > _INT_RANK[s] if signed_target else _INT_RANK[t] >= _INT_RANK[s]
+        return signed_target and _INT_RANK[t] >= _INT_RANK[s]
+    if fs in ("int", "decimal", "float") and t == "DOUBLE":
+        return True
+    if fs in ("int", "bool") and ft in ("int", "bool"):
+        return ft == "bool" or _INT_RANK.get(t, 0) >= 1
+    return fs == "timestamp" and ft == "date"  # DATE -> TIMESTAMP fails past year 294247
+
+
+def _operands(node: exp.Expression) -> list[exp.Expression]:
+    return [c for c in node.iter_expressions() if not isinstance(c, _NOT_VALUES)]
+
+
+def _ancestors(node: exp.Expression) -> list[exp.Expression]:
+    out = []
+    p = node.parent
+    while p is not None:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def _plain(node: exp.Expression) -> str:
+    return node.sql(dialect="duckdb")
+
+
+def _snippet(node: exp.Expression) -> str:
+    text = node.sql(dialect="duckdb")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fname(node: exp.Expression) -> str:
+    """The construct's SQL name: ``REPEAT()`` for a function, ``COLLATE`` for an operator."""
+    if isinstance(node, exp.Anonymous):
+        return f"{node.name.upper()}()"
+    if isinstance(node, exp.Func):
+        return f"{node.sql_name()}()"
+    return node.key.upper()
