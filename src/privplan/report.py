@@ -597,8 +597,10 @@ def open_session(spec: ReportSpec, *, ledger: Any = None, budget: Any = None) ->
 
 
 def _plan_query(sess: Any, q: ReportQuery, budget: Any) -> PlannedQuery:
+    """Plan one report query with every check ``sess.sql`` runs before its charge, so a report
+    whose query would fail without looking at the data is refused before any query is run."""
     try:
-        return sess._plan(q.sql, {"budget": budget})
+        return sess._prepare(q.sql, {"budget": budget})[0]
     except PrivplanError as err:
         raise type(err)(f"report query `{q.name}`: {err}") from None
 

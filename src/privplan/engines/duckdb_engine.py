@@ -220,6 +220,7 @@ class PostProcessor:
     def __init__(self) -> None:
         self.con = duckdb.connect(":memory:")
         _secure(self.con)
+        self._samples: dict[tuple[tuple[str, str], ...], pd.DataFrame] = {}
 
     def run(self, sql: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         """Run the outer query over the noisy tables. Its failures concern noisy values only
@@ -242,12 +243,17 @@ class PostProcessor:
         is checked before the charge. Values are fixed (0, '', 2000-01-01, FALSE)."""
         from privplan.sql.totality import family
 
-        samples = {"int": "0", "float": "0", "decimal": "0", "str": "''", "bool": "FALSE",
-                   "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
-                   "interval": "INTERVAL 1 DAY"}
-        items = ", ".join(
-            f"CAST({samples.get(family(t), 'NULL')} AS {t}) AS \"{n}\"" for n, t in columns)
-        return self.con.execute(f"SELECT {items}").df()
+        key = tuple(columns)
+        if key not in self._samples:
+            samples = {"int": "0", "float": "0", "decimal": "0", "str": "''", "bool": "FALSE",
+                       "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
+                       "interval": "INTERVAL 1 DAY"}
+            items = ", ".join(f"CAST({samples.get(family(t), 'NULL')} AS {t}) AS \"{n}\""
+                              for n, t in columns)
+            if len(self._samples) > 256:
+                self._samples.clear()
+            self._samples[key] = self.con.execute(f"SELECT {items}").df()
+        return self._samples[key].copy()
 
     def close(self) -> None:
         self.con.close()

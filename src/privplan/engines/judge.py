@@ -76,10 +76,15 @@ class Judge:
         return True
 
     def fetch(self, sql: str) -> list[tuple[object, ...]]:
-        """Rows of a privplan-built query over constants only (e.g. typing a public domain)."""
+        """Rows of a privplan-built query over constants only (e.g. typing a public domain);
+        deterministic, so answers are kept."""
+        return list(self._fetch(sql))
+
+    @lru_cache(maxsize=1024)  # noqa: B019
+    def _fetch(self, sql: str) -> tuple[tuple[object, ...], ...]:
         with self._lock:
             try:
-                return self._con.execute(sql).fetchall()
+                return tuple(self._con.execute(sql).fetchall())
             except duckdb.Error as err:
                 raise JudgeError(_first_line(err), None) from None
 

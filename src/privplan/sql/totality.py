@@ -139,8 +139,21 @@ def make_total(expr: exp.Expression, column_types: dict[str, str], judge: Expres
     """Check ``expr`` (over columns typed ``column_types``, DuckDB type names) and return it
     made total, with its type. ``condition``: the expression is a WHERE/FILTER condition, so
     it must be a boolean. Raises :class:`UnsupportedQueryError` naming the construct, where,
-    why and the fix. Nothing here reads data."""
-    return _Checker(column_types, judge, sql, clause).run(expr, condition)
+    why and the fix. Nothing here reads data. An expression already checked (same text, same
+    column types) is answered from a cache."""
+    used = {c.name.lower() for c in expr.find_all(exp.Column)}
+    key = (expr.sql(dialect="duckdb"), tuple(sorted((c, t) for c, t in column_types.items()
+                                                    if c in used)), clause, condition, id(judge))
+    done = _DONE.get(key)
+    if done is None:
+        done = _Checker(column_types, judge, sql, clause).run(expr, condition)
+        if len(_DONE) >= 4096:
+            _DONE.clear()
+        _DONE[key] = done
+    return TotalExpression(done.expr.copy(), done.type)
+
+
+_DONE: dict[tuple[object, ...], TotalExpression] = {}
 
 
 class _Checker:
@@ -463,9 +476,14 @@ class _Checker:
                 self.refuse(node, f"`{_snippet(node)}` refused",
                             f"arithmetic on a {self.type_of(arg)} (`{_snippet(arg)}`).",
                             "Use numbers, dates or intervals.")
-        floating = all(self.fam(a) in ("float", "null") for a in operands)
-        if not (floating and self.fam(node) == "float"):
-            self.wrap.add(id(node))  # integer/decimal/date arithmetic can overflow or / 0
+        # computed in floating point (a DOUBLE operand makes the engine convert the others,
+        # which cannot fail) it cannot fail; integer, decimal and date arithmetic can overflow
+        # or divide by zero, and `/` of two integers is integer division on a connection with
+        # integer_division set
+        floating = (self.fam(node) == "float" and any(self.fam(a) == "float" for a in operands)
+                    and all(self.fam(a) in ("float", "int", "decimal", "null") for a in operands))
+        if not floating:
+            self.wrap.add(id(node))
 
     def cast(self, node: exp.Cast) -> None:
         source, target = self.type_of(node.this), self.type_of(node)
@@ -529,7 +547,7 @@ class _Checker:
                             "arguments (pattern, unit or format) are probably invalid")))
 
     def unsupported(self, node: exp.Expression) -> None:
-        self.refuse(node, f"{_fname(node)} refused in {self.clause}",
+        self.refuse(node, f"`{_snippet(node)}` refused in {self.clause}",
                     "privplan runs over private rows only expressions that cannot fail on any "
                     "value (a failure would reveal an un-noised bit about the data) and whose "
                     "cost does not grow with a value.",
