@@ -8,12 +8,14 @@ exits with status 3.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from privplan.errors import BudgetExceededError, PrivplanError
+from privplan.errors import BudgetExceededError, PolicyError, PrivplanError
 
 EXIT_USAGE = 2
 EXIT_BUDGET = 3
@@ -22,13 +24,23 @@ EXIT_BUDGET = 3
 def _budget(args: argparse.Namespace) -> Any:
     from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 
-    if args.rho is not None:
-        return ZCDP(args.rho)
-    if args.mu is not None:
-        return GDP(args.mu)
-    if args.delta is not None:
-        return ApproxDP(args.epsilon, args.delta)
-    return PureDP(args.epsilon)
+    with _valid_budget("query budget (--epsilon/--delta/--rho/--mu)"):
+        if args.rho is not None:
+            return ZCDP(args.rho)
+        if args.mu is not None:
+            return GDP(args.mu)
+        if args.delta is not None:
+            return ApproxDP(args.epsilon, args.delta)
+        return PureDP(args.epsilon)
+
+
+@contextlib.contextmanager
+def _valid_budget(what: str) -> Iterator[None]:
+    """A budget flag out of range (nan, inf, negative, δ ≥ 1) is a usage error, said plainly."""
+    try:
+        yield
+    except (TypeError, ValueError) as err:
+        raise PolicyError(f"invalid {what}: {err}") from None
 
 
 def _add_budget_args(p: argparse.ArgumentParser, eps_help: str) -> None:
@@ -56,9 +68,10 @@ def _open(args: argparse.Namespace) -> Any:
         raise PrivplanError("--total is required (the session's whole privacy budget), unless "
                             "--ledger names an existing ledger, which remembers its budget")
     else:
-        budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
-                  GDP: lambda: GDP(total),
-                  ApproxDP: lambda: ApproxDP(total, args.total_delta or args.delta)}[kind]()
+        with _valid_budget("session budget (--total/--total-delta)"):
+            budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
+                      GDP: lambda: GDP(total),
+                      ApproxDP: lambda: ApproxDP(total, args.total_delta or args.delta)}[kind]()
     return connect(args.database, policy=args.policy, budget=budget, ledger=ledger)
 
 

@@ -681,7 +681,12 @@ def _lane_sums(frame: pd.DataFrame, names: Sequence[str]) -> tuple[int, int]:
     try:
         con.execute("SET python_enable_replacements = false")
         try:
-            con.register("frame", frame)
+            try:
+                con.register("frame", frame)
+            except duckdb.Error:
+                # a layout DuckDB cannot scan in place (negative strides, e.g. df[::-1]):
+                # the same rows, contiguous, hash alike
+                con.register("frame", frame.copy(deep=True))
             types = dict(con.execute("SELECT column_name, column_type FROM "
                                      "(DESCRIBE frame)").fetchall())
             return lanes(f"hash({', '.join(_value_hash_sql(n, types[n]) for n in names)})")

@@ -61,13 +61,21 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
     refine = Region.full()
     for join in core.joins:
         keys = ", ".join(_ident(b) for _, b in join.pairs)
+        # the key as the join compares it (the private column's type and binary collation):
+        # '5', '05' and ' 5' are one BIGINT key; 'a' and 'A' are two keys even in a NOCASE
+        # column. A key with a NULL part matches no private row.
+        typed = [public_key_sql(join, a, _ident(b)) for a, b in join.pairs]
+        items = ", ".join(f"{t} AS __j{i}" for i, t in enumerate(typed))
+        matched = " AND ".join(f"__j{i} IS NOT NULL" for i in range(len(typed)))
         (most,) = engine.fetch_public(
-            f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {join.table_sql} "
-            f"GROUP BY {keys})")[0]
+            f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM (SELECT {items} FROM "
+            f"{join.table_sql}) WHERE {matched} "
+            f"GROUP BY {', '.join(f'__j{i}' for i in range(len(typed)))})")[0]
         if most > 1:
             raise UnsupportedQueryError(
-                f"JOIN {join.table.name} ON {keys}: the key is not unique in the public table "
-                f"(up to {most} rows share a key), so one private row would be counted up to "
+                f"JOIN {join.table.name} ON {keys}: the key is not unique in the public table as "
+                f"the join compares it (in the private column's type; up to {most} rows share "
+                f"a key), so one private row would be counted up to "
                 f"{most} times. Join on a unique key of '{join.table.name}', or de-duplicate it.")
         join.stability = 1
         # an inner join keeps only private rows whose key appears in the public table

@@ -53,7 +53,12 @@ class DuckDBEngine:
     def register(self, name: str, data: Any) -> None:
         """Expose a DataFrame (zero-copy) or a CSV/Parquet file as table ``name``."""
         if isinstance(data, pd.DataFrame):
-            self.con.register(name, data)
+            try:
+                self.con.register(name, data)
+            except duckdb.Error:
+                # DuckDB cannot scan some numpy layouts in place (negative strides, e.g.
+                # df[::-1]): register a contiguous copy of the same rows instead
+                self.con.register(name, data.copy(deep=True))
         elif isinstance(data, (str, Path)):
             path = Path(data)
             if not path.exists():

@@ -14,10 +14,12 @@ that holds no data at all:
   cannot be computed is found now, whatever the data.
 
 Everything sent here is built by privplan from the query text and the policy (never from data),
-so its messages may be shown to the user. The connection has external access disabled and its
-configuration locked, and default settings: the engine connection is checked to agree on the
-settings that change these answers (see :meth:`~privplan.engines.duckdb_engine.DuckDBEngine.
-check_settings`).
+so its messages may be shown to the user. The connection has external access disabled, its
+configuration locked and default settings. The owner's connection may differ (``integer_division``
+changes the type of ``/``, ``ieee_floating_point_ops`` makes a float division by zero fail,
+``default_collation`` changes string comparison): the checks built on these answers do not rely
+on those settings (every division runs inside ``TRY``, every string column and key is compared
+``COLLATE "binary"``).
 """
 
 from __future__ import annotations

@@ -194,7 +194,18 @@ def post_select(core: CorePlan, table: str, *, hidden: bool = False) -> exp.Sele
         out = out.where(having.this.transform(replace))
     order = s.args.get("order")
     if order is not None:
-        out.set("order", order.transform(replace))
+        # as in DuckDB, a bare name in ORDER BY means an output column when one has that name
+        # (SELECT sex AS educ, educ AS sex ... ORDER BY sex sorts by the output `sex`); any
+        # other reference means the table's column
+        outputs = {item.alias.lower() for item in items}
+        order = order.copy()
+        for ordered in order.expressions:
+            target = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+            if isinstance(target, exp.Column) and not target.table \
+                    and target.name.lower() in outputs:
+                continue
+            ordered.replace(ordered.transform(replace))
+        out.set("order", order)
     for arg in ("limit", "offset"):
         if s.args.get(arg) is not None:
             out.set(arg, s.args[arg])

@@ -112,9 +112,9 @@ class DPOptions:
         ε-DP, which implies (ε, δ)-DP, so the query gets at least the guarantee it asked for. An
         (ε, δ) session charges ``ApproxDP(epsilon, delta or 0)``.
         """
-        value = self.budget()
+        self.budget()  # checks that epsilon is set
         if kind is PureDP:
-            return PureDP(value.epsilon)
+            return PureDP(self.epsilon)  # the exact Fraction (a float could overflow or round)
         if kind is ApproxDP:
             return ApproxDP(self.epsilon, self.delta or 0)
         name = {ZCDP: "zCDP (rho=)", GDP: "Gaussian DP (mu=)"}.get(kind, kind.__name__)

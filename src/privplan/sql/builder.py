@@ -238,10 +238,13 @@ class _CoreBuilder:
         if group is None:
             return []
         keys: list[GroupKey] = []
-        for i, g in enumerate(group.expressions):
+        for g in group.expressions:
             expr = self._resolve_group_expr(g)
             self._no_aggregates(expr, "GROUP BY")
             norm = _strip_qualifiers(expr.copy())
+            if any(k.sql == norm.sql(dialect="duckdb") for k in keys):
+                continue  # GROUP BY x, x (or x and an alias of x) is GROUP BY x
+            i = len(keys)
             if self.unit and any(c.name.lower() == self.unit for c in norm.find_all(exp.Column)):
                 refuse(self.sql, g, f"GROUP BY over the privacy unit '{self.unit}' refused",
                        "its groups are single persons: releasing them would publish per-person "

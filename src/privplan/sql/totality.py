@@ -443,14 +443,20 @@ class _Checker:
 
     def pattern(self, node: exp.Expression) -> None:
         if isinstance(node, exp.Escape):
-            inner = node.this
-            if not self.is_const(node.expression):
-                self.refuse(node, "ESCAPE refused", "its character must be a constant.",
-                            "Write ESCAPE '\\'.")
-            if not self.is_const(inner.expression):
-                self.refuse(inner, "pattern refused", "a pattern must be a constant.",
-                            "Write the pattern as a quoted string.")
-            self.validate(node)
+            # DuckDB checks a LIKE pattern against its ESCAPE character lazily, when a row's
+            # value reaches the end of the pattern: so the check is made here, on the text
+            inner, escape = node.this, node.expression
+            literals = [x for x in (inner.expression, escape)
+                        if isinstance(x, exp.Literal) and x.is_string]
+            if len(literals) != 2:
+                self.refuse(node, "LIKE ... ESCAPE refused", "with ESCAPE, the pattern and the "
+                            "escape character must be quoted strings (they are checked now).",
+                            "Write e.g. s LIKE 'a!%' ESCAPE '!'.")
+            problem = _escape_problem(inner.expression.this, escape.this)
+            if problem is not None:
+                self.refuse(node, f"`{_snippet(node)}` refused", f"{problem}; the engine "
+                            "would fail only when a row's value reaches that point, which "
+                            "depends on the data.", "Fix the pattern or the ESCAPE character.")
             return
         subject, pattern = node.this, node.expression
         if self.fam(subject) not in ("str", "null"):
@@ -476,13 +482,13 @@ class _Checker:
                 self.refuse(node, f"`{_snippet(node)}` refused",
                             f"arithmetic on a {self.type_of(arg)} (`{_snippet(arg)}`).",
                             "Use numbers, dates or intervals.")
-        # computed in floating point (a DOUBLE operand makes the engine convert the others,
-        # which cannot fail) it cannot fail; integer, decimal and date arithmetic can overflow
-        # or divide by zero, and `/` of two integers is integer division on a connection with
-        # integer_division set
+        # + - * computed in floating point (a DOUBLE operand makes the engine convert the
+        # others, which cannot fail) cannot fail: an overflow is ±inf. Integer, decimal and date
+        # arithmetic can overflow; a division can fail on 0 whatever the types (on a connection
+        # with ieee_floating_point_ops off or integer_division on, too)
         floating = (self.fam(node) == "float" and any(self.fam(a) == "float" for a in operands)
                     and all(self.fam(a) in ("float", "int", "decimal", "null") for a in operands))
-        if not floating:
+        if not floating or isinstance(node, (exp.Div, exp.IntDiv, exp.Mod)):
             self.wrap.add(id(node))
 
     def cast(self, node: exp.Cast) -> None:
@@ -635,6 +641,23 @@ def _skeleton(node: exp.Expression, columns: dict[str, str], *,
         return n
 
     return out.transform(visit, copy=False)
+
+
+def _escape_problem(pattern: str, escape: str) -> str | None:
+    """Why DuckDB would reject ``LIKE pattern ESCAPE escape`` (None if it would not)."""
+    if len(escape) > 1:
+        return "the ESCAPE string must be empty or one character"
+    if not escape:
+        return None
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == escape:
+            if i + 1 == len(pattern):
+                return "the pattern ends with its escape character"
+            i += 2
+        else:
+            i += 1
+    return None
 
 
 def _decimal_scale(engine_type: str) -> int:

@@ -36,7 +36,7 @@ _DENIED_CLASSES: tuple[type[exp.Expression], ...] = tuple(
 )
 _DENIED_PREFIXES = ("read_", "random", "setseed", "uuid", "gen_random", "nextval", "currval",
                     "current_", "now", "get_current", "glob", "query", "sniff_", "parquet_",
-                    "getenv", "pragma", "duckdb_", "sql_auto", "summary", "range", "generate_series",
+                    "getenv", "getvariable", "setvariable", "pragma", "duckdb_", "sql_auto", "summary", "range", "generate_series",
                     "file", "md5", "sha", "hash", "to_json", "json_", "txid", "pg_", "version")
 
 _STATEMENT_HINT = (
@@ -127,6 +127,15 @@ def _check_node(sql: str, node: exp.Expression) -> None:
             refuse(sql, node, f"function {name}() refused",
                    "it is non-deterministic, reads outside the query, or exposes raw values.",
                    "Remove it, or use a deterministic scalar function.")
+    if isinstance(node, exp.Table):
+        extra = [k for k in ("when", "version", "system_time", "changes", "partition", "hints",
+                             "pivots", "laterals", "ordinality", "rows_from")
+                 if node.args.get(k)]
+        if extra:
+            refuse(sql, node, f"table modifier ({', '.join(extra)}) refused",
+                   "privplan queries the table as the policy and the session see it; a version, "
+                   "time travel, partition or pivot clause would read something else.",
+                   "Remove the clause after the table name.")
     if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous | exp.Func):
         refuse(sql, node, "table function refused",
                "queries may read only the tables the policy declares.",
