@@ -56,7 +56,9 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     n = len(exact)
     noisy: dict[str, Any] = {}
     for i in range(len(core.keys)):
-        noisy[key_column(i)] = exact[key_column(i)].to_numpy()
+        # the column's own array: a nullable integer key stays integer (to_numpy would make
+        # it float, and 2^53 + 1 would look like 2^53)
+        noisy[key_column(i)] = exact[key_column(i)].array
     keep = np.ones(n, dtype=bool)
     for p in planned:
         col = measure_column(p.measure)

@@ -25,7 +25,7 @@ from typing import Any
 
 from privplan.engines.judge import Judge, JudgeError
 from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
-from privplan.rewrite.engine_sql import BINARY, key_column
+from privplan.rewrite.engine_sql import DUPLICATES, released_key
 from privplan.sql.joins import public_name
 from privplan.sql.locate import with_location
 from privplan.sql.plan import CorePlan
@@ -98,8 +98,7 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
             continue
         candidates = list(key.domain_literals or
                           [typed_literal(v) for v in key.public_domain])
-        collate = f" {BINARY}" if family(target) == "str" else ""
-        typed = [f"CAST({c} AS {target}){collate}" for c in candidates]
+        typed = [released_key(f"CAST({c} AS {target})", target) for c in candidates]
         rows = ", ".join(f"({i}, {t})" for i, t in enumerate(typed))
         try:
             kept = judge.fetch(f"SELECT MIN(i), v FROM (VALUES {rows}) AS d(i, v) "
@@ -137,16 +136,17 @@ def typed_literal(value: Any) -> str:
     raise InternalError(f"cannot write a literal for {type(value).__name__} {value!r}")
 
 
-def check_one_row_per_key(core: CorePlan, frame: Any) -> None:
+def check_one_row_per_key(core: CorePlan, frame: Any) -> Any:
     """The engine statement must return at most one row per released key (checked, not
     assumed): two rows with one key would release one group's aggregate twice, each with
-    fresh noise. Runs on the exact rows before any noise is drawn; raises
-    :class:`InternalError` (nothing is released) if the invariant is broken."""
-    if not core.keys or len(frame) < 2:
-        return
-    cols = [key_column(i) for i in range(len(core.keys))]
-    if bool(frame.duplicated(subset=cols).any()):
+    fresh noise. The statement counts, with the engine's own equality, the rows sharing each
+    key (:func:`~privplan.rewrite.engine_sql.with_key_check`); this runs on the exact rows before
+    any noise is drawn and raises :class:`InternalError` (nothing is released) if a count is not
+    1. Returns the frame without the count."""
+    if DUPLICATES not in frame.columns:
+        return frame
+    if len(frame) and int(frame[DUPLICATES].max()) > 1:
         raise InternalError(
             "the engine returned two rows for one group key; nothing was released. This is a "
             "bug in privplan's key typing: please report it with the query.")
-
+    return frame.drop(columns=[DUPLICATES])

@@ -44,7 +44,7 @@ from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
 from privplan.result import Result
-from privplan.rewrite.engine_sql import BINARY, bounded_source, core_sql
+from privplan.rewrite.engine_sql import BINARY, bounded_source, core_sql, with_key_check
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
@@ -336,7 +336,8 @@ class Session:
 
     def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
         types = {n: c.type for n, c in core.table_policy.columns.items()}
-        return core_sql(core, types, [p.measure for p in planned])
+        return with_key_check(core_sql(core, types, [p.measure for p in planned]),
+                              len(core.keys))
 
     def _copies(self, core: CorePlan) -> bool:
         """Whether the core reads a session copy: always for user level (the bounded rows);
@@ -350,8 +351,7 @@ class Session:
             bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
-        exact = self.engine.run(stmt)
-        check_one_row_per_key(core, exact)
+        exact = check_one_row_per_key(core, self.engine.run(stmt))
         return noisy_frame(core, planned, exact)
 
 

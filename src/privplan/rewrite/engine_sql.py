@@ -35,11 +35,55 @@ BINARY = 'COLLATE "binary"'
 
 
 def key_sql(key: GroupKey) -> str:
-    """The key as the engine groups it: string keys in binary collation, like the analysis."""
+    """The key as the engine groups and releases it (see :func:`released_key`)."""
     text = key.expr.sql(dialect="duckdb")
-    if key.engine_type is not None and family(key.engine_type) == "str":
+    return released_key(text, key.engine_type) if key.engine_type is not None else text
+
+
+_EXACT_IN_PANDAS = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
+                              "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "FLOAT", "VARCHAR"})
+KEY_DATES = ("0001-01-01", "9999-12-31 23:59:59.999999")
+"""The range of dates and timestamps a released key may take (Python's and every pandas
+unit's); a key outside it is grouped with NULL."""
+
+
+def released_key(text: str, engine_type: str) -> str:
+    """A group key's SQL as the engine must group it so that every group's key reaches Python
+    exactly and distinctly, whatever the data (a conversion that failed after the charge would
+    reveal, un-noised, that some row has such a key; two groups whose keys Python cannot tell
+    apart would look like one key released twice):
+
+    * strings group in binary collation, like the analysis;
+    * a float NaN is grouped with NULL (pandas holds both as NaN);
+    * a date or timestamp outside years 1-9999 (infinity, 5877642-06-24) is grouped with NULL
+      (pandas and Python cannot hold it);
+    * HUGEINT, UHUGEINT and DECIMALs with more than 15 digits are released as their text
+      (pandas would round them to float, or fail).
+
+    Each is a fixed function of the key's value, so GROUP BY it is still a partitioning
+    function of the record (opaque keys are analysed as any partition; plain columns keep
+    their values, the view reads them in range); the same function is applied to a public
+    domain's values, so released keys and domain match.
+    """
+    t = engine_type.upper()
+    fam = family(t)
+    if fam == "str":
         return f"({text}) {BINARY}"
-    return text
+    if fam == "float":
+        return f"NULLIF({text}, CAST('nan' AS {t}))"
+    if fam in ("date", "timestamp"):
+        lo, hi = (f"{t} '{v}'" if fam == "timestamp" else f"DATE '{v[:10]}'" for v in KEY_DATES)
+        return f"CASE WHEN ({text}) BETWEEN {lo} AND {hi} THEN ({text}) END"
+    if t in _EXACT_IN_PANDAS or fam in ("null", "bool"):
+        return text
+    if fam == "decimal" and _precision(t) <= 15:
+        return text  # a decimal of at most 15 digits is one distinct double
+    return f"CAST(({text}) AS VARCHAR)"
+
+
+def _precision(decimal_type: str) -> int:
+    inside = decimal_type.partition("(")[2].rstrip(")")
+    return int(inside.split(",")[0]) if inside else 18
 
 
 def public_key_sql(join: Any, private_column: str, public_sql: str) -> str:
@@ -307,6 +351,20 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
     cols += [f"COALESCE(__agg.{measure_column(m)}, 0) AS {measure_column(m)}" for m in measures]
     return (f"WITH __agg AS ({inner}), __dom AS ({dom_sql}) "
             f"SELECT {', '.join(cols)} FROM __dom LEFT JOIN __agg ON {on}")
+
+
+DUPLICATES = "__privplan_rows_per_key"
+
+
+def with_key_check(sql: str, keys: int) -> str:
+    """``sql`` plus a column counting, *with the engine's own equality*, the rows that share
+    each row's key: the session checks it is 1 everywhere before any noise is drawn (one
+    released key, one exact aggregate; checked, not assumed)."""
+    if not keys:
+        return sql
+    part = ", ".join(key_column(i) for i in range(keys))
+    return (f"SELECT *, COUNT(*) OVER (PARTITION BY {part}) AS {DUPLICATES} "
+            f"FROM ({sql}) AS __released")
 
 
 def _checked(sql: str) -> str:

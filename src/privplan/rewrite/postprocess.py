@@ -140,7 +140,7 @@ def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]
     columns = flat_columns(core, items)
     if columns is None:
         return None
-    out: dict[str, Any] = {name: frame[column].to_numpy() for name, column in columns}
+    out: dict[str, Any] = {name: frame[column].array for name, column in columns}
     hidden_items: dict[str, Any] = {}
     if hidden:
         for i, _, use in items:

@@ -50,7 +50,7 @@ _SIMPLE = {"DOUBLE": "float", "FLOAT": "float", "REAL": "float", "VARCHAR": "str
            "BOOLEAN": "bool", "DATE": "date", "TIMESTAMP": "timestamp", "INTERVAL": "interval",
            '"NULL"': "null", "NULL": "null"}
 _SAMPLE = {"int": "0", "float": "CAST(0 AS DOUBLE)", "decimal": "CAST(0 AS DECIMAL(18,3))",
-           "str": "''", "bool": "FALSE", "date": "DATE '2000-01-01'",
+           "str": "'abc'", "bool": "FALSE", "date": "DATE '2000-01-01'",
            "timestamp": "TIMESTAMP '2000-01-01 00:00:00'", "interval": "INTERVAL 1 DAY",
            "null": "NULL"}
 
@@ -114,6 +114,10 @@ _STRING: dict[type[exp.Expression], tuple[str, ...]] = {
     exp.Replace: ("expression", "replacement"), exp.Concat: (), exp.DPipe: (),
     exp.SplitPart: ("delimiter", "part_index"),
 }
+# string functions with positions or counts: DuckDB rejects some positions (an offset beyond
+# its supported range) only when a value reaches them, so these run inside TRY (and their
+# constants are tried on a sample string now, to refuse what fails on every string)
+_POSITIONAL = (exp.Substring, exp.Left, exp.Right, exp.SplitPart, exp.StrPosition)
 # numeric functions: run inside TRY (integer overflow, ln(0), sqrt(-1) raise on some engines)
 _NUMERIC_FUNCS: dict[type[exp.Expression], tuple[str, ...]] = {
     exp.Abs: (), exp.Floor: ("decimals",), exp.Ceil: ("decimals",), exp.Round: ("decimals",),
@@ -278,10 +282,10 @@ class _Checker:
             pass
         elif isinstance(node, (*_PATTERN, exp.Escape)):
             self.pattern(node)
+        elif isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
+            pass  # a CASE branch: the CASE checks its parts
         elif isinstance(node, _CONDITIONAL):
             self.conditional(node)
-        elif isinstance(node, exp.If):  # a CASE branch (the CASE checks its parts)
-            pass
         elif isinstance(node, _ARITH):
             self.arithmetic(node)
         elif isinstance(node, exp.TryCast):
@@ -294,8 +298,10 @@ class _Checker:
         elif isinstance(node, exp.Try):
             self.inside_try(node)
         elif type(node) in _STRING:
-            self.function(node, _STRING[type(node)], wrap=False, allowed=("str", "null"),
-                          any_family=isinstance(node, (exp.Concat, exp.DPipe)))
+            positional = isinstance(node, _POSITIONAL)
+            self.function(node, _STRING[type(node)], wrap=positional, allowed=("str", "null"),
+                          any_family=isinstance(node, (exp.Concat, exp.DPipe)),
+                          validate=positional)
         elif type(node) in _NUMERIC_FUNCS:
             self.function(node, _NUMERIC_FUNCS[type(node)], wrap=True,
                           allowed=("int", "float", "decimal", "null"))
@@ -568,8 +574,12 @@ class _Checker:
         constant, in one batch: a failure here does not depend on the data."""
         checks: list[tuple[str, exp.Expression, str]] = []
         for node in expr.walk():
-            if id(node) in self.const and (node.parent is None or id(node.parent)
-                                           not in self.const):
+            if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
+                continue  # a CASE branch is not an expression; its parts are checked
+            parent = node.parent
+            if isinstance(parent, exp.If) and isinstance(parent.parent, exp.Case):
+                parent = parent.parent
+            if id(node) in self.const and (parent is None or id(parent) not in self.const):
                 if family(self.type_of(node)) == "other" and not isinstance(
                         node, (*_NOT_VALUES, exp.Interval)):
                     self.refuse(node, f"constant `{_snippet(node)}` refused",
@@ -590,23 +600,29 @@ class _Checker:
                         "it.", "Fix the constant (or use TRY_CAST).")
 
     def _wrapped(self, expr: exp.Expression) -> exp.Expression:
+        """``expr`` with each node that may fail inside ``TRY`` and each conversion that may
+        fail made a ``TRY_CAST``. Deepest nodes first, wrapping the nodes themselves (never
+        copies), so a node wrapped inside another keeps its own ``TRY``."""
         if not self.wrap and not self.casts:
             return expr
-        wrap, casts = self.wrap, self.casts
-
-        def visit(node: exp.Expression) -> exp.Expression:
-            if id(node) in casts:
-                inner = exp.Try(this=node.copy()) if id(node) in wrap else node.copy()
-                return exp.TryCast(this=inner,
-                                   to=exp.DataType.build(casts[id(node)], dialect="duckdb"))
-            if id(node) in wrap and not any(isinstance(a, exp.Try) or id(a) in wrap
-                                            for a in _ancestors(node)):
-                return exp.Try(this=node.copy())
-            return node
-
-        # transform visits parents first; a wrapped node's copy keeps its subtree as it is
-        out = expr.transform(visit, copy=False)
-        return out
+        root = expr
+        for node in reversed(list(expr.walk())):  # breadth-first, reversed: children first
+            try_it = id(node) in self.wrap and not any(
+                isinstance(a, exp.Try) or id(a) in self.wrap for a in _ancestors(node))
+            cast = self.casts.get(id(node))
+            if not try_it and cast is None:
+                continue
+            parent, key, index = node.parent, node.arg_key, node.index
+            new: exp.Expression = node
+            if try_it:
+                new = exp.Try(this=new)
+            if cast is not None:
+                new = exp.TryCast(this=new, to=exp.DataType.build(cast, dialect="duckdb"))
+            if parent is None:
+                root = new
+            else:
+                parent.set(key, new, index)
+        return root
 
     def refuse(self, node: exp.Expression, what: str, why: str, fix: str) -> None:
         raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", self.sql, node))
