@@ -140,12 +140,13 @@ def _constants(frame: pd.DataFrame, names: list[str]) -> str:
     """A SELECT list of one constant per column, typed as DuckDB types a pandas column of that
     dtype (int64 → BIGINT, float64 → DOUBLE, datetime64 → TIMESTAMP, strings → VARCHAR)."""
     items = []
-    for column, name in zip(frame.columns, names):
-        dtype = frame[column].dtype
+    for j, name in enumerate(names):  # by position: two outputs may read one column
+        dtype = frame.iloc[:, j].dtype
         if pd.api.types.is_bool_dtype(dtype):
             value = "FALSE"
         elif pd.api.types.is_integer_dtype(dtype):
-            value = f"CAST(0 AS {_INT_TYPES.get(np.dtype(dtype).itemsize, 'BIGINT')})"
+            size = np.dtype(getattr(dtype, "numpy_dtype", dtype)).itemsize  # Int64 too
+            value = f"CAST(0 AS {_INT_TYPES.get(size, 'BIGINT')})"
         elif pd.api.types.is_float_dtype(dtype):
             value = "CAST(0 AS DOUBLE)"
         elif pd.api.types.is_datetime64_any_dtype(dtype):
@@ -203,8 +204,9 @@ def assemble(
     accuracy: dict[str, ColumnAccuracy] = {}
     bounds: dict[str, Any] = {}  # interval columns, made into one frame at the end
     for i, name, use in items[0]:
-        if use is None or name not in df.columns:
+        if use is None or i >= df.shape[1]:
             continue
+        column = df.iloc[:, i]  # by position: two outputs may share a name
         if use.func in ("count", "sum"):
             mid = use.count if use.sum is None else use.sum
             p = by_id[mid]
@@ -213,7 +215,8 @@ def assemble(
                                  std=p.noise.std() * scale,
                                  halfwidth=interval_halfwidth(p.noise) * scale)
             accuracy[name] = acc
-            values = pd.to_numeric(df[name])
+            # a later UNION ALL branch may have put text in this column: no interval there
+            values = pd.to_numeric(column, errors="coerce")
             bounds[f"{name}_low"] = values - acc.halfwidth
             bounds[f"{name}_high"] = values + acc.halfwidth
         else:

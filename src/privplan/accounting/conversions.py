@@ -285,6 +285,11 @@ def _mu_to_pure_float(mu: float) -> float:
     return float(special.log_ndtr(mu / 2)) - float(special.log_ndtr(-mu / 2))
 
 
+_MU_CAP = Fraction(1000)
+"""Beyond μ = 1000, μ(ε) overflows a double; any ε that fits μ = 1000 fits a larger μ too, so the
+conversion uses the cap (smaller ε: sound, and such budgets mean no privacy anyway)."""
+
+
 def gdp_to_pure_epsilon(mu: Number) -> PureDP:
     """The largest ε (rounded down) whose :func:`pure_to_gdp` fits within μ.
 
@@ -296,7 +301,8 @@ def gdp_to_pure_epsilon(mu: Number) -> PureDP:
         raise ValueError(f"gdp_to_pure_epsilon: mu must be non-negative, got {mu!r}")
     if m == 0:
         return PureDP(0)
-    eps = _float_down(_mu_to_pure_float(_float_at_most(m)))
+    raw = _mu_to_pure_float(_float_at_most(min(m, _MU_CAP)))
+    eps = _float_down(raw)
     for _ in range(60):
         if pure_to_gdp(PureDP(eps)).exact_mu <= m:
             return PureDP(eps)

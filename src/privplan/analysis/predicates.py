@@ -181,12 +181,15 @@ def _const(e: exp.Expression) -> _Const:
 
 def _number(text: str) -> _Const:
     """Type a numeric literal as DuckDB does: INTEGER/BIGINT/HUGEINT, DECIMAL(p,s) or DOUBLE."""
+    if "e" in text.lower():  # before Fraction(), which would compute 10**exponent exactly
+        try:
+            return _double(float(text), text)
+        except ValueError:
+            raise _NotAnalysed(f"numeric literal {text} is not analysed") from None
     try:
         q = Fraction(text)
     except (ValueError, ZeroDivisionError):
         raise _NotAnalysed(f"numeric literal {text} is not analysed") from None
-    if "e" in text.lower():
-        return _double(float(text), text)
     if "." in text:
         if sum(ch.isdigit() for ch in text) < _DECIMAL_MAX_DIGITS - 1:
             return _Const("decimal", q, len(text.partition(".")[2]))

@@ -9,6 +9,7 @@ user's SQL never does.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ class DuckDBEngine:
         """Run an engine statement. A failure raised while reading rows may quote a raw value
         (e.g. a failed cast), so its message is withheld (DESIGN.md invariant 5)."""
         try:
-            return self.con.execute(sql).df()
+            return _frame(self.con.execute(sql))
         except duckdb.Error as err:
             raise ExecutionError(
                 f"the engine failed while executing the query ({type(err).__name__}); the "
@@ -213,6 +214,16 @@ class DuckDBEngine:
         self.con.close()
 
 
+def _frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The result as a DataFrame. DuckDB's conversion of some types (TIMESTAMP WITH TIME ZONE)
+    calls pandas APIs that pandas deprecates; that warning is about DuckDB's code, not the
+    query, so it is not passed on (under warnings-as-errors it would fail a charged answer)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        return result.df()
+
+
 def _materialized_name(select_sql: str) -> str:
     return "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
 
@@ -233,7 +244,7 @@ class PostProcessor:
         for name, df in tables.items():
             self.con.register(name, df)
         try:
-            return self.con.execute(sql).df()
+            return _frame(self.con.execute(sql))
         except duckdb.Error as err:
             raise PostProcessingError(
                 f"the outer query (HAVING, ORDER BY, LIMIT, expressions) failed over the noisy "

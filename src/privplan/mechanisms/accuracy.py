@@ -237,7 +237,8 @@ def variance_interval(
         c_lo, c_hi = c - abs(c_half), c + abs(c_half)
         factor_hi = c_lo / (c_lo - 1) if c_lo >= 2 else math.inf
         factor_lo = c_hi / (c_hi - 1) if c_hi >= 2 else 1.0
-        lo, hi = lo * factor_lo, hi * factor_hi
+        # (a zero bound stays zero: 0 · inf would be NaN)
+        lo, hi = lo * factor_lo, (hi * factor_hi if hi > 0 else 0.0)
         cap *= 2
     hi = min(hi, cap)
     return (lo, hi) if lo <= hi else (0.0, cap)

@@ -199,6 +199,9 @@ def _number(sql: str, toks: list[Token]) -> Fraction | None:
     m = _NUMERIC_LITERAL.fullmatch(sql[toks[0].start:toks[-1].end + 1])
     if m is None:
         return None
+    _, _, exponent = m.group(2).lower().partition("e")
+    if exponent and abs(int(exponent)) > 400:  # Fraction would compute 10**exponent exactly
+        return Fraction(10) ** 400 if int(exponent) > 0 else Fraction(0)
     value = Fraction(m.group(2))
     return -value if m.group(1) == "-" else value
 

@@ -345,6 +345,11 @@ class _CoreBuilder:
                        "Compute the inner aggregate in its own query.")
         func = _AGGREGATES[type(agg)]
         arg = agg.this
+        if arg is None:
+            if func != "count":
+                refuse(self.sql, agg, f"{func.upper()}() refused", "it needs a column.",
+                       f"Write {func.upper()}(<column>).")
+            arg = exp.Star()  # COUNT() is COUNT(*) in DuckDB
         distinct_units = False
         if isinstance(arg, exp.Distinct):
             inner = arg.expressions

@@ -19,6 +19,12 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
     if not isinstance(sql, str) or not sql.strip():
         raise ParseError("empty query: pass one SELECT statement, e.g. SELECT COUNT(*) FROM t")
     try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ParseError(
+            f"the SQL is not valid Unicode at character {err.start + 1} (an unpaired surrogate "
+            f"{sql[err.start]!r}): pass text that encodes as UTF-8.") from None
+    try:
         statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]
     except SqlglotParseError as err:
         first = err.errors[0] if err.errors else {}

@@ -579,15 +579,20 @@ class _Checker:
             parent = node.parent
             if isinstance(parent, exp.If) and isinstance(parent.parent, exp.Case):
                 parent = parent.parent
-            if id(node) in self.const and (parent is None or id(parent) not in self.const):
-                if family(self.type_of(node)) == "other" and not isinstance(
-                        node, (*_NOT_VALUES, exp.Interval)):
-                    self.refuse(node, f"constant `{_snippet(node)}` refused",
-                                f"its type is {self.type_of(node)}.",
-                                "Use numbers that fit in 128 bits, strings, booleans, dates "
-                                "or timestamps.")
-                if not isinstance(node, (*_LEAVES, *_NOT_VALUES)):
-                    checks.append((_plain(node), node, f"`{_snippet(node)}` cannot be computed"))
+            if id(node) not in self.const:
+                continue
+            root = parent is None or id(parent) not in self.const
+            if root and family(self.type_of(node)) == "other" and not isinstance(
+                    node, (*_NOT_VALUES, exp.Interval)):
+                self.refuse(node, f"constant `{_snippet(node)}` refused",
+                            f"its type is {self.type_of(node)}.",
+                            "Use numbers that fit in 128 bits, strings, booleans, dates "
+                            "or timestamps.")
+            # every constant part on its own, not only the whole: the engine need not evaluate
+            # them in the order a check would (DATE '2020-01-01' IN (DATE '2020-01-01',
+            # DATE '2020-02-30') stops at the first match when evaluated whole)
+            if not isinstance(node, (*_LEAVES, *_NOT_VALUES, exp.Paren)):
+                checks.append((_plain(node), node, f"`{_snippet(node)}` cannot be computed"))
         checks += self.constant_checks
         if not checks:
             return
@@ -694,6 +699,9 @@ def _number_type(text: str) -> str:
             return "DOUBLE"
         scale = len(text.partition(".")[2])
         return f"DECIMAL({max(digits, scale, 1)},{scale})"
+    digits = sum(ch.isdigit() for ch in text)
+    if digits > 39:  # beyond HUGEINT (and beyond what int() converts quickly)
+        return "BIGNUM"
     try:
         v = abs(int(text))
     except ValueError:
