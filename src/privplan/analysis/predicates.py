@@ -50,6 +50,7 @@ from sqlglot import exp
 
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval, Value
+from privplan.sql.locate import snippet
 
 ColumnType = Literal["int", "float", "str", "bool", "date", "timestamp"]
 COLUMN_TYPES: frozenset[str] = frozenset(get_args(ColumnType))
@@ -671,8 +672,7 @@ def _str_ends(iv: Interval) -> Interval | None:
 
 
 def _snippet(e: exp.Expression) -> str:
-    text = e.sql(dialect="duckdb")
-    return text if len(text) <= 80 else text[:77] + "..."
+    return snippet(e, 80)
 
 
 def _describe(e: exp.Expression) -> str:

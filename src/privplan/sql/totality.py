@@ -39,6 +39,7 @@ from typing import Literal, Protocol
 from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
+from privplan.sql.locate import snippet as _snippet
 from privplan.sql.locate import with_location
 
 Family = Literal["int", "float", "decimal", "str", "bool", "date", "timestamp", "interval",
@@ -748,9 +749,6 @@ def _plain(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
-def _snippet(node: exp.Expression) -> str:
-    text = node.sql(dialect="duckdb")
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _fname(node: exp.Expression) -> str:
