@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import struct
 import sys
 import time
@@ -83,18 +82,34 @@ from typing import Any, Literal, cast
 import duckdb
 import pyarrow as pa
 import pytest
-import yaml
 from sqlglot import exp, parse_one
 from sqlglot.errors import SqlglotError
 
-import privplan as pp
 import privplan.testing
 from privplan.analysis.predicates import ColumnType, region_of
 from privplan.analysis.regions import Region
 from privplan.policy import Policy
 from privplan.session import typed_source
 
-DATA = Path(__file__).parent / "data"
+if not __package__:  # run as a script (see the end of the file): import as part of the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "adversarial"
+
+from ._oracle_support import (
+    REFUSALS,
+    BaseLayoutRun,
+    StorageLayout,
+    engine_message,
+    failures_line,
+    first_line,
+    group_findings,
+    layouts_first,
+    load_data,
+    load_layouts,
+    mask,
+    text_table,
+    timings_line,
+)
 
 # -----------------------------------------------------------------------------------------------
 # The policy table
@@ -123,9 +138,6 @@ POLICY: dict[str, Any] = {
         }
     }
 }
-
-REFUSALS: tuple[type[Exception], ...] = (pp.UnsupportedQueryError, pp.PolicyError)
-"""Errors that refuse a query before anything is charged: the pair is then safe."""
 
 SESSION_QUERIES = 25
 """Queries per session before a fresh one: the accountant's work grows with its history."""
@@ -156,13 +168,8 @@ class Pool:
         return None
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(StorageLayout):
     """One physical storage of the policy table (see data/disjoint_layouts.yaml)."""
-
-    name: str
-    columns: Mapping[str, str]
-    settings: Mapping[str, str]
 
     def signature(self, columns: Iterable[str]) -> tuple[tuple[str, str], ...]:
         """What can change the answer to a predicate over ``columns``: their storage types,
@@ -174,14 +181,9 @@ class Layout:
             sig += tuple(sorted(self.settings.items()))
         return sig
 
-    def describe(self) -> str:
-        cols = ", ".join(f"{c} {t}" for c, t in self.columns.items())
-        sets = "; ".join(f"SET {k}='{v}'" for k, v in self.settings.items()) or "no settings"
-        return f"layout {self.name!r}: ({cols}); {sets}"
-
 
 def load_pools() -> dict[str, Pool]:
-    raw = yaml.safe_load((DATA / "disjoint_literals.yaml").read_text(encoding="utf-8"))
+    raw = load_data("disjoint_literals.yaml")
     return {
         kind: Pool(
             families={k: tuple(v) for k, v in spec["families"].items()},
@@ -190,14 +192,6 @@ def load_pools() -> dict[str, Pool]:
         )
         for kind, spec in raw.items()
     }
-
-
-def load_layouts() -> list[Layout]:
-    raw = yaml.safe_load((DATA / "disjoint_layouts.yaml").read_text(encoding="utf-8"))
-    return [
-        Layout(spec["name"], dict(spec["columns"]), dict(spec.get("settings") or {}))
-        for spec in raw["layouts"]
-    ]
 
 
 # -----------------------------------------------------------------------------------------------
@@ -761,9 +755,7 @@ def staging_rows(pools: Mapping[str, Pool]) -> Staging:
                 rows.append({**base, c2: sec[c2]})
             rows.append({**sec, column: v})
         blocks[column] = (first, len(rows))
-    table = pa.table({"id": pa.array(range(1, len(rows) + 1), pa.int64()),
-                      **{c: pa.array([r[c] for r in rows], pa.string())
-                         for c in PREDICATE_COLUMNS}})
+    table = text_table({c: [r[c] for r in rows] for c in PREDICATE_COLUMNS})
     return Staging(table, blocks)
 
 
@@ -793,22 +785,13 @@ class Outcome:
         return isinstance(self.error, REFUSALS)
 
 
-class LayoutRun:
+class LayoutRun(BaseLayoutRun[Layout]):
     """The candidate rows stored in one layout, with a privplan session to ask."""
 
     def __init__(self, layout: Layout, staging: Staging) -> None:
-        self.layout = layout
+        types = {"id": "BIGINT", **{c: layout.columns[c] for c in PREDICATE_COLUMNS}}
+        super().__init__(layout, TABLE, types, staging.table, {"pure": POLICY}, SESSION_QUERIES)
         self.staging = staging
-        self.con = duckdb.connect(":memory:")
-        for key, value in layout.settings.items():
-            self.con.execute(f"SET {key} = '{value}'")
-        cols = ", ".join(f'"{c}" {layout.columns[c]}' for c in PREDICATE_COLUMNS)
-        self.con.execute(f'CREATE TABLE "{TABLE}" ("id" BIGINT, {cols})')
-        self.con.register("__disjoint_staging", staging.table)
-        casts = ", ".join(f'TRY_CAST("{c}" AS {_base_type(layout.columns[c])})'
-                          for c in PREDICATE_COLUMNS)
-        self.con.execute(f'INSERT INTO "{TABLE}" SELECT "id", {casts} FROM __disjoint_staging')
-        self.con.unregister("__disjoint_staging")
         last = self.con.execute(f'SELECT max(id) FROM "{TABLE}"').fetchone()
         self.last_id = int(last[0]) if last else 0
         actual = {r[0].lower(): r[1] for r in
@@ -816,35 +799,11 @@ class LayoutRun:
         table_policy = Policy.from_dict(POLICY).table(TABLE)
         self.typed = typed_source(f'"{TABLE}"', TABLE, table_policy.columns, actual)
         self.view = f'{self.typed} AS "{TABLE}"'  # predicates may qualify columns with t.
-        self._session: Any = None
-        self._used = 0
-        self._last_statement: str | None = None
 
     # -- the session path (authoritative) --------------------------------------------------------
-    def session(self) -> Any:
-        if self._session is None or self._used >= SESSION_QUERIES:
-            self._session = pp.connect(self.con, policy=POLICY, budget=pp.PureDP(1e9))
-            self._used = 0
-            self._record_statements(getattr(self._session, "engine", None))
-        self._used += 1
-        return self._session
-
-    def _record_statements(self, engine: Any) -> None:
-        """Keep the last statement the session's engine runs, for failure reports (test only:
-        wraps the instance's ``run``; a session without one is simply not recorded)."""
-        run = getattr(engine, "run", None)
-        if run is None:
-            return
-
-        def recording(sql: str, *args: Any, **kw: Any) -> Any:
-            self._last_statement = sql
-            return run(sql, *args, **kw)
-
-        engine.run = recording
-
     def count(self, where: str) -> Outcome:
         """privplan's exact answer to ``SELECT COUNT(*) AS n FROM t WHERE <where>``."""
-        sess = self.session()
+        sess = self.session("pure")
         self._last_statement = None
         sql = f"SELECT COUNT(*) AS n FROM {TABLE} WHERE {where}"
         try:
@@ -876,9 +835,9 @@ class LayoutRun:
                     self.con.execute(
                         f"SELECT count_if({expr}) FROM {self.view} WHERE id = 1").fetchone()
                 except duckdb.Error:
-                    flagged[k] = Flag("constant error", _first_line(err))
+                    flagged[k] = Flag("constant error", first_line(err))
                 else:
-                    flagged[k] = Flag("data error", _first_line(err))
+                    flagged[k] = Flag("data error", first_line(err))
                 continue
             if row is not None and row[0]:
                 flagged[k] = Flag("overlap", f"{row[0]} rows")
@@ -910,7 +869,7 @@ class LayoutRun:
             row = self.con.execute(f"SELECT id FROM {self.view} WHERE "
                                    f"{engine_form(pair)} LIMIT 1").fetchone()
         except duckdb.Error as err:
-            return f"{note}; plain DuckDB on the typed view raised: {_first_line(err)}"
+            return f"{note}; plain DuckDB on the typed view raised: {first_line(err)}"
         if row is None:
             return f"{note}; plain DuckDB on the typed view finds no row either"
         return f"{note}\n{self._describe_row(pair, int(row[0]))}"
@@ -924,7 +883,7 @@ class LayoutRun:
                 values = rel.fetchone() or ()
                 return ", ".join(f"{n}={v!r}" for n, v in zip(names, values))
             except duckdb.Error as err:
-                return f"<{_first_line(err)}>"
+                return f"<{first_line(err)}>"
 
         truth = []
         for label, p in (("p1", pair.sql1), ("p2", pair.sql2)):
@@ -933,30 +892,16 @@ class LayoutRun:
                                        f"WHERE id = {row_id}").fetchone()
                 truth.append(f"{label}={row[0] if row else '?'}")
             except duckdb.Error as err:
-                truth.append(f"{label} raised {_first_line(err)}")
+                truth.append(f"{label} raised {first_line(err)}")
         return (f"witness id={row_id}\n      stored: {fetch(chr(34) + TABLE + chr(34))}\n"
                 f"      typed view: {fetch(self.typed)}\n"
                 f"      on the typed view (plain DuckDB): {', '.join(truth)}")
 
-    def engine_message(self, pair: Pair, outcome: Outcome) -> str:
-        """The engine's own message for a failed statement (privplan withholds it): the
-        recorded engine statement re-run with plain DuckDB, else the pair on the typed view."""
-        sql = outcome.statement or f"SELECT count_if({engine_form(pair)}) FROM {self.view}"
-        try:
-            self.con.execute(sql).fetchall()
-        except duckdb.Error as err:
-            return _first_line(err)
-        return "re-running the statement with plain DuckDB does not raise"
-
-
-def _base_type(physical: str) -> str:
-    """The type to cast staging text to (a column's collation is declared on the table)."""
-    return physical.split(" COLLATE ")[0]
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return text if len(text) < 300 else text[:297] + "..."
+    def pair_engine_message(self, pair: Pair, outcome: Outcome) -> str:
+        """The engine's own message for a failed statement (:func:`engine_message`): the
+        recorded engine statement, else the pair on the typed view."""
+        return engine_message(self.con, outcome.statement or
+                              f"SELECT count_if({engine_form(pair)}) FROM {self.view}")
 
 
 def engine_form(pair: Pair) -> str:
@@ -986,14 +931,13 @@ class Finding:
     def describe(self) -> str:
         err = self.outcome.error
         got = (f"count={self.outcome.count}" if err is None
-               else f"{type(err).__name__}: {_first_line(err)[:70]}...")
+               else f"{type(err).__name__}: {first_line(err)[:70]}...")
         return f"[{self.run.layout.name}] {got}\n      {self.pair.describe()}"
 
 
 def _mask(message: str) -> str:
-    """A message with its values masked, so failures of one cause group together."""
-    message = re.sub(r"'[^']*'|\"[^\"]*\"", "?", message)
-    return re.sub(r"-?\d+(?:[:.\-+]\d+)*", "N", message)[:240]
+    """:func:`mask` for this oracle's failure classes (SQL in backticks is kept)."""
+    return mask(message, 240, code=False)
 
 
 @dataclass
@@ -1017,10 +961,7 @@ class OracleReport:
 
     def groups(self) -> dict[tuple[str, str], list[Finding]]:
         """Findings by (kind, cause), each list smallest pair first."""
-        out: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-        for f in self.findings:
-            out[(f.kind, f.cause)].append(f)
-        return {k: sorted(v, key=lambda f: len(f.pair.where())) for k, v in sorted(out.items())}
+        return group_findings(self.findings, lambda f: len(f.pair.where()))
 
     def crash_groups(self) -> dict[str, list[Pair]]:
         out: dict[str, list[Pair]] = defaultdict(list)
@@ -1038,7 +979,7 @@ class OracleReport:
              f"{dict(self.flags) or 'none'}"),
             (f"session checks: {self.session_checks} ({self.flagged_checks} requested by the "
              f"pre-screen); refusals: {dict(self.refusals) or 'none'}"),
-            "timings: " + ", ".join(f"{k} {t:.1f}s" for k, t in self.timings.items()),
+            timings_line(self.timings),
         ]
         if self.refusal_reasons:
             lines.append("top refusal reasons:")
@@ -1050,8 +991,7 @@ class OracleReport:
         if v.analyser_errors:
             lines.append(f"ANALYSER CRASHES (region_of raised): {len(v.analyser_errors)} pairs")
         if self.findings:
-            by_kind = Counter(f.kind for f in self.findings)
-            lines.append(f"FAILURES: {dict(by_kind)} in {len(self.groups())} classes")
+            lines.append(failures_line(self.findings, len(self.groups())))
         return "\n".join(lines)
 
     def render(self) -> str:
@@ -1070,11 +1010,7 @@ class OracleReport:
             if (kind, cause) in self.details:
                 out.append(self.details[(kind, cause)])
             out.append("   more pairs (smallest first, one per layout first):")
-            firsts: dict[str, Finding] = {}
-            for f in members:
-                firsts.setdefault(f.run.layout.name, f)
-            chosen = {id(f) for f in firsts.values()}
-            shown = [*firsts.values(), *(f for f in members if id(f) not in chosen)]
+            shown = layouts_first(members, lambda f: f.run.layout.name)
             out += [f"   - {f.describe()}" for f in shown[:MORE_PAIRS]]
         return "\n".join(out)
 
@@ -1086,7 +1022,8 @@ class Oracle:
         t0 = time.perf_counter()
         self.pools = load_pools()
         self.staging = staging_rows(self.pools)
-        self.runs = [LayoutRun(layout, self.staging) for layout in (layouts or load_layouts())]
+        self.runs = [LayoutRun(layout, self.staging)
+                     for layout in (layouts or load_layouts("disjoint_layouts.yaml", Layout))]
         self.rows = self.staging.table.num_rows
         self.setup_seconds = time.perf_counter() - t0
         self.report = OracleReport()
@@ -1148,7 +1085,7 @@ class Oracle:
         if outcome.refused:
             assert outcome.error is not None
             report.refusals[type(outcome.error).__name__] += 1
-            report.refusal_reasons[_first_line(outcome.error)[:110]] += 1
+            report.refusal_reasons[first_line(outcome.error)[:110]] += 1
         if passed or outcome.refused:
             if flag is not None and flag.kind != "constant error":
                 report.view_only[f"{run.layout.name}: {flag.kind}"] += 1
@@ -1172,9 +1109,9 @@ class Oracle:
         if kind == "overlap":  # one class per storage of the columns involved
             return "; ".join(f"{k} {v}" for k, v in run.layout.signature(pair.columns))
         if kind == "engine error":
-            return _mask(run.engine_message(pair, outcome))
+            return _mask(run.pair_engine_message(pair, outcome))
         assert outcome.error is not None
-        return _mask(_first_line(outcome.error))
+        return _mask(first_line(outcome.error))
 
     def still_fails(self, finding: Finding, p1: Node, p2: Node) -> bool:
         candidate = replace(finding.pair, p1=p1, p2=p2)
@@ -1219,7 +1156,7 @@ class Oracle:
                 lines.append("      " + f.run.witness(small))
             else:
                 lines.append("      engine message (the engine statement re-run with plain "
-                             f"DuckDB): {f.run.engine_message(small, got)}")
+                             f"DuckDB): {f.run.pair_engine_message(small, got)}")
             stmt = got.statement or f.outcome.statement
             if stmt:
                 lines.append(f"      engine statement: {stmt}")
@@ -1239,7 +1176,7 @@ class Oracle:
                     got = self.runs[0].count(node.sql())
                     said = (f"count={got.count}" if got.error is None else
                             f"{type(got.error).__module__}.{type(got.error).__name__}: "
-                            f"{_first_line(got.error)}")
+                            f"{first_line(got.error)}")
                     self.report.crash_details[err] = (
                         f"   minimal: region_of(parse_one({node.sql()!r}), ...) raises\n"
                         f"   a session asked SELECT COUNT(*) ... WHERE {node.sql()} says: {said}")

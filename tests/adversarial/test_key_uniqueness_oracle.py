@@ -76,7 +76,7 @@ import random
 import re
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,12 +87,37 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-import yaml
 
 import privplan as pp
-import privplan.testing
 
-DATA = Path(__file__).parent / "data"
+if not __package__:  # run as a script (see the end of the file): import as part of the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "adversarial"
+
+from ._oracle_support import (
+    APPROX_DELTA,
+    APPROX_EPSILON,
+    BINARY,
+    PURE_EPSILON,
+    BaseLayoutRun,
+    SessionOutcome,
+    StorageLayout,
+    collated,
+    engine_keys,
+    engine_message,
+    failures_line,
+    first_line,
+    first_per_signature,
+    group_findings,
+    layouts_first,
+    load_data,
+    load_layouts,
+    mask,
+    rotated,
+    shrink_ids,
+    text_table,
+    timings_line,
+)
 
 # -----------------------------------------------------------------------------------------------
 # The policy table, the public tables
@@ -121,7 +146,6 @@ type's own, else through TRY_CAST to the policy type (unsigned 64/128-bit intege
 strings COLLATE "binary". This is the oracle's own statement of the contract (it does not call
 privplan's typed view)."""
 
-BINARY = 'COLLATE "binary"'
 EXACT = "__keys_oracle_exact"
 """A temp table holding the engine statement's rows, re-computed by plain DuckDB."""
 
@@ -191,14 +215,9 @@ JOINS: tuple[Join, ...] = (
     Join("pub_s", "s", ("label",)),
 )
 
-REFUSALS: tuple[type[Exception], ...] = (pp.UnsupportedQueryError, pp.PolicyError)
-"""Errors that refuse a query before anything is charged."""
-
 NEEDS_DELTA = "needs an (ε, δ) budget"
 """The refusal of a non-public key under a PureDP budget (retried with ApproxDP)."""
 
-PURE_EPSILON = 1.0
-APPROX_EPSILON, APPROX_DELTA = 20.0, 1e-6  # selection threshold 4 with noise disabled
 SESSION_QUERIES = 8
 """Queries per session before a fresh one: the accountant's work grows with its history."""
 
@@ -215,32 +234,18 @@ class Pools:
     public_values: Mapping[str, list[Any]]
 
 
-@dataclass(frozen=True)
-class Layout:
-    name: str
-    columns: Mapping[str, str]
-    settings: Mapping[str, str]
-
-    def describe(self) -> str:
-        cols = ", ".join(f"{c} {t}" for c, t in self.columns.items())
-        sets = "; ".join(f"SET {k}='{v}'" for k, v in self.settings.items()) or "no settings"
-        return f"layout {self.name!r}: ({cols}); {sets}"
+Layout = StorageLayout
+"""A storage of the policy table (which layouts answer a query alike: :func:`signature`)."""
 
 
 def load_pools() -> Pools:
-    raw = yaml.safe_load((DATA / "keys_literals.yaml").read_text(encoding="utf-8"))
+    raw = load_data("keys_literals.yaml")
     return Pools(
         families={k: tuple(v) for k, v in raw["case_results"].items()},
         conditions=tuple(raw["conditions"]),
         rows={k: tuple(v) for k, v in raw["rows"].items()},
         public_values={k: list(v) for k, v in raw["public_values"].items()},
     )
-
-
-def load_layouts() -> list[Layout]:
-    raw = yaml.safe_load((DATA / "keys_layouts.yaml").read_text(encoding="utf-8"))
-    return [Layout(spec["name"], dict(spec["columns"]), dict(spec.get("settings") or {}))
-            for spec in raw["layouts"]]
 
 
 def make_policy(pools: Pools, public: bool) -> dict[str, Any]:
@@ -385,7 +390,7 @@ def candidate_rows(pools: Pools, seed: int = 7, count: int = 720) -> pa.Table:
     """Every column cycles through its texts in its own shuffled order, so each value appears
     in many rows and meets many values of the other columns."""
     rng = random.Random(seed)
-    data: dict[str, list[Any]] = {"id": list(range(1, count + 1))}
+    data: dict[str, list[str | None]] = {}
     for column, texts in pools.rows.items():
         order = list(texts)
         values: list[str | None] = []
@@ -393,47 +398,28 @@ def candidate_rows(pools: Pools, seed: int = 7, count: int = 720) -> pa.Table:
             rng.shuffle(order)
             values.extend(order)
         data[column] = values[:count]
-    return pa.table({"id": pa.array(data["id"], pa.int64()),
-                     **{c: pa.array(data[c], pa.string()) for c in pools.rows}})
+    return text_table(data)
 
 
 @dataclass
-class Outcome:
+class Outcome(SessionOutcome):
     """What a session answered."""
 
-    sql: str
-    kind: str  # "pure" or "approx"
+    kind: str = field(kw_only=True)  # "pure" or "approx"
     df: Any = None
     cost: Any = None
     query_cost: Any = None
-    error: BaseException | None = None
-    statement: str | None = None
-    spent_before: Any = None
-    spent_after: Any = None
     query: Query | None = None
 
-    @property
-    def refused(self) -> bool:
-        return isinstance(self.error, REFUSALS)
 
-
-class LayoutRun:
+class LayoutRun(BaseLayoutRun[Layout]):
     """The candidate rows stored in one layout, with privplan sessions to ask."""
 
     def __init__(self, layout: Layout, rows: pa.Table, pools: Pools) -> None:
-        self.layout = layout
-        self.con = duckdb.connect(":memory:")
-        for key, value in layout.settings.items():
-            self.con.execute(f"SET {key} = '{value}'")
-        self.types = {"id": "BIGINT", "age": "BIGINT", **layout.columns}
-        cols = ", ".join(f'"{c}" {self.types[c]}' for c in COLUMN_TYPES)
-        self.ddl = f'CREATE TABLE "{TABLE}" ({cols})'
-        self.con.execute(self.ddl)
-        self.con.register("__keys_staging", rows)
-        casts = ", ".join(f'TRY_CAST("{c}" AS {self.types[c].split(" COLLATE ")[0]})'
-                          for c in COLUMN_TYPES)
-        self.con.execute(f'INSERT INTO "{TABLE}" SELECT {casts} FROM __keys_staging')
-        self.con.unregister("__keys_staging")
+        types = {"id": "BIGINT", "age": "BIGINT", **layout.columns}
+        super().__init__(layout, TABLE, {c: types[c] for c in COLUMN_TYPES}, rows,
+                         {"pure": make_policy(pools, True), "approx": make_policy(pools, False)},
+                         SESSION_QUERIES)
         for name, (ddl, values) in PUBLIC_TABLES.items():
             self.con.execute(f"CREATE TABLE {name} ({ddl})")
             self.con.execute(f"INSERT INTO {name} VALUES {', '.join(f'({v})' for v in values)}")
@@ -452,64 +438,14 @@ class LayoutRun:
                 value += f" {BINARY}"
             items.append(f'{value} AS "{col}"')
         self.view = f'(SELECT {", ".join(items)} FROM "{TABLE}")'
-        self.policies = {"pure": make_policy(pools, True), "approx": make_policy(pools, False)}
-        self._sessions: dict[str, Any] = {}
-        self._used: Counter[str] = Counter()
-        self._last_statement: str | None = None
         self._multiplicity: dict[Join, int] = {}
-        self.total_rows = rows.num_rows
-
-    # -- sessions ------------------------------------------------------------------------------
-    def session(self, kind: str) -> Any:
-        if kind not in self._sessions or self._used[kind] >= SESSION_QUERIES:
-            budget = pp.PureDP(1e9) if kind == "pure" else pp.ApproxDP(1e9, 0.5)
-            sess = pp.connect(self.con, policy=self.policies[kind], budget=budget)
-            self._record_statements(sess)
-            self._sessions[kind] = sess
-            self._used[kind] = 0
-        self._used[kind] += 1
-        return self._sessions[kind]
-
-    def fresh_session(self, kind: str) -> Any:
-        budget = pp.PureDP(1e9) if kind == "pure" else pp.ApproxDP(1e9, 0.5)
-        sess = pp.connect(self.con, policy=self.policies[kind], budget=budget)
-        self._record_statements(sess)
-        return sess
-
-    def _record_statements(self, sess: Any) -> None:
-        """Keep the last statement the session's engine runs (test only: wraps the instance's
-        ``run``; a session without one is simply not recorded)."""
-        engine: Any = getattr(sess, "engine", None)
-        run = getattr(engine, "run", None)
-        if run is None:
-            return
-        original: Any = run
-
-        def recording(sql: str, *args: Any, **kw: Any) -> Any:
-            self._last_statement = sql
-            return original(sql, *args, **kw)
-
-        engine.run = recording
 
     def ask(self, sql: str, kind: str, sess: Any = None) -> Outcome:
         sess = sess if sess is not None else self.session(kind)
-        out = Outcome(sql, kind)
-        self._last_statement = None
-        out.spent_before = sess.spent()
-        budget = ({"epsilon": PURE_EPSILON} if kind == "pure"
-                  else {"epsilon": APPROX_EPSILON, "delta": APPROX_DELTA})
-        try:
-            with privplan.testing.noise_disabled():
-                res = sess.sql(sql, **budget)
-        except Exception as err:  # noqa: BLE001 -- every outcome is classified by the caller
-            out.error = err
-        else:
+        out = Outcome(sql, kind=kind)
+        res = self.ask_session(sess, out, kind)
+        if res is not None:
             out.df, out.cost, out.query_cost = res.df, res.cost, res.query_cost
-        out.statement = self._last_statement
-        try:
-            out.spent_after = sess.spent()
-        except Exception as err:  # noqa: BLE001
-            out.spent_after = f"spent() raised {type(err).__name__}"
         return out
 
     # -- the plain side --------------------------------------------------------------------------
@@ -598,17 +534,13 @@ def _pandas_merges(con: duckdb.DuckDBPyConnection, statement: str, column: str,
                    engine_type: str, values: Any) -> bool:
     """Whether the engine's distinct values of ``column`` are fewer once read into pandas."""
     row = con.execute(f'SELECT count(*) FROM (SELECT 1 FROM ({statement}) AS e GROUP BY '
-                      f'{_collated(f"e.{chr(34)}{column}{chr(34)}", engine_type)})').fetchone()
+                      f'{collated(f"e.{chr(34)}{column}{chr(34)}", engine_type)})').fetchone()
     return row is not None and len({_norm(v) for v in values}) < row[0]
 
 
 def out_query(out: Outcome) -> Query | None:
     """The generated query an outcome answers (kept by the oracle for causes)."""
     return getattr(out, "query", None)
-
-
-def _collated(expr: str, engine_type: str) -> str:
-    return f"({expr}) {BINARY}" if engine_type.upper().startswith("VARCHAR") else expr
 
 
 # -- the release rule, as the oracle states it (it does not call privplan's released_key) --------
@@ -688,17 +620,9 @@ def _is_null(value: Any) -> bool:
         return False
 
 
-def _first_line(err: BaseException | str) -> str:
-    text = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return text if len(text) < 300 else text[:297] + "..."
-
-
 def _mask(message: str) -> str:
-    """A message with its values (and quoted SQL snippets) masked, so that failures and
-    refusals of one cause group together."""
-    message = re.sub(r"`[^`]*`", "`...`", message)
-    message = re.sub(r"'[^']*'|\"[^\"]*\"", "?", message)
-    return re.sub(r"-?\d+(?:[:.\-+]\d+)*", "N", message)[:200]
+    """:func:`mask` for this oracle's failure classes (refusal reasons are cut to 160)."""
+    return mask(message, 200)
 
 
 def _norm(value: Any) -> str:
@@ -753,10 +677,7 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)
 
     def groups(self) -> dict[tuple[str, str], list[Finding]]:
-        out: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-        for f in self.findings:
-            out[(f.kind, f.cause)].append(f)
-        return {k: sorted(v, key=lambda f: len(f.sql)) for k, v in sorted(out.items())}
+        return group_findings(self.findings, lambda f: len(f.sql))
 
     def summary(self) -> str:
         lines = [
@@ -768,10 +689,9 @@ class Report:
         ]
         for reason, n in self.refusal_reasons.most_common(12):
             lines.append(f"   {n:5d} x {reason}")
-        lines.append("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items()))
+        lines.append(timings_line(self.timings))
         if self.findings:
-            kinds = Counter(f.kind for f in self.findings)
-            lines.append(f"FAILURES: {dict(kinds)} in {len(self.groups())} classes")
+            lines.append(failures_line(self.findings, len(self.groups())))
         return "\n".join(lines)
 
     def render(self) -> str:
@@ -783,11 +703,7 @@ class Report:
             if (kind, cause) in self.reproducers:
                 out.append(self.reproducers[(kind, cause)])
             out.append("   cases (smallest first, one per layout first):")
-            firsts: dict[str, Finding] = {}
-            for f in members:
-                firsts.setdefault(f.layout, f)
-            chosen = {id(f) for f in firsts.values()}
-            shown = [*firsts.values(), *(f for f in members if id(f) not in chosen)]
+            shown = layouts_first(members, lambda f: f.layout)
             out += [f"   - {f.describe()}" for f in shown[:6]]
         return "\n".join(out)
 
@@ -798,7 +714,7 @@ class Oracle:
         self.pools = load_pools()
         self.rows = candidate_rows(self.pools)
         self.runs = [LayoutRun(layout, self.rows, self.pools)
-                     for layout in (layouts or load_layouts())]
+                     for layout in (layouts or load_layouts("keys_layouts.yaml", Layout))]
         self.setup_seconds = time.perf_counter() - t0
         self.report = Report()
 
@@ -819,15 +735,7 @@ class Oracle:
     def layouts_for(self, query: Query, n: int) -> list[LayoutRun]:
         """One layout per signature (:func:`signature`), starting from a rotating one: layouts
         that store the query's columns alike, under the settings that matter, answer alike."""
-        order = self.runs[n % len(self.runs):] + self.runs[:n % len(self.runs)]
-        seen: set[tuple[tuple[str, str], ...]] = set()
-        out = []
-        for run in order:
-            sig = signature(run.layout, query)
-            if sig not in seen:
-                seen.add(sig)
-                out.append(run)
-        return out
+        return first_per_signature(rotated(self.runs, n), lambda r: signature(r.layout, query))
 
     # -- one query on one layout -----------------------------------------------------------------
     def check(self, run: LayoutRun, query: Query) -> list[Finding]:
@@ -855,15 +763,16 @@ class Oracle:
             err = out.error
             if out.refused:
                 report.refusals[f"{out.kind}: {type(err).__name__}"] += 1
-                report.refusal_reasons[_mask(_first_line(err))[:160]] += 1
+                report.refusal_reasons[_mask(first_line(err))[:160]] += 1
                 if out.spent_after != out.spent_before:
                     fail("charged refusal", type(err).__name__,
-                         f"spent {out.spent_before} -> {out.spent_after}: {_first_line(err)}")
+                         f"spent {out.spent_before} -> {out.spent_after}: {first_line(err)}")
             elif type(err).__name__ == "ExecutionError":
-                fail("engine error", self.engine_cause(run, out), _first_line(err))
+                fail("engine error", _mask(engine_message(run.con, out.statement)),
+                     first_line(err))
             else:
                 fail(f"unexpected {type(err).__name__}", self.unexpected_cause(run, out),
-                     _first_line(err))
+                     first_line(err))
             report.findings += findings
             return findings
 
@@ -895,7 +804,7 @@ class Oracle:
         key_cols, key_types = names[:ekeys], types[:ekeys]
         count_col = names[ekeys]
         q = [f'"{c}"' for c in names]
-        grouped = ", ".join(_collated(f"e.{c}", t) for c, t in zip(q[:ekeys], key_types))
+        grouped = ", ".join(collated(f"e.{c}", t) for c, t in zip(q[:ekeys], key_types))
         total, distinct = run.con.execute(
             f"SELECT (SELECT count(*) FROM {EXACT}), (SELECT count(*) FROM (SELECT 1 FROM "
             f"{EXACT} AS e GROUP BY {grouped}))").fetchone() or (0, 0)
@@ -932,7 +841,7 @@ class Oracle:
         try:
             plain, plain_types, spec_types = run.plain_groups(query)
         except duckdb.Error as err:
-            fail("harness", "plain query failed", _first_line(err))
+            fail("harness", "plain query failed", first_line(err))
         else:
             # each key in the form the documented semantics release it: the engine's key type
             # is the released type of the key's plain type, and the released frame holds it
@@ -948,8 +857,8 @@ class Oracle:
                     fail("release form", f"{etype} key in pandas: {problem.split(' [')[0]}",
                          f"k{n}: {problem}")
             on = " AND ".join(
-                f"{_collated(f'e.{q[slot[n]]}', key_types[slot[n]])} IS NOT DISTINCT FROM "
-                f"{_collated(f'g.k{n}', spec_types[n])}" for n in range(nkeys))
+                f"{collated(f'e.{q[slot[n]]}', key_types[slot[n]])} IS NOT DISTINCT FROM "
+                f"{collated(f'g.k{n}', spec_types[n])}" for n in range(nkeys))
             missing = ("g.n > 0 AND e.__present IS NULL" if query.complete and out.kind == "pure"
                        else "FALSE")
             try:
@@ -960,7 +869,7 @@ class Oracle:
                     f"WHERE (e.__present AND e.{q[ekeys]} <> coalesce(g.n, 0)) OR ({missing}) "
                     "LIMIT 5").fetchall()
             except duckdb.Error as err:
-                fail("harness", "comparison failed", _first_line(err))
+                fail("harness", "comparison failed", first_line(err))
             else:
                 if bad:
                     fail("count", _families(key_types, query),
@@ -978,46 +887,24 @@ class Oracle:
 
     # -- causes ------------------------------------------------------------------------------------
     @staticmethod
-    def engine_cause(run: LayoutRun, out: Outcome) -> str:
-        """What made the statement fail: the engine itself, or the conversion of its result to
-        a pandas frame (privplan withholds the message)."""
-        if out.statement is None:
-            return "no engine statement recorded"
-        try:
-            run.con.execute(out.statement).fetchall()
-        except duckdb.Error as err:
-            return "engine: " + _mask(_first_line(err))
-        try:
-            run.con.execute(out.statement).df()
-        except Exception as err:  # noqa: BLE001
-            return "result to pandas: " + _mask(_first_line(err))
-        return "does not fail when re-run with plain DuckDB"
-
-    @staticmethod
     def unexpected_cause(run: LayoutRun, out: Outcome) -> str:
         err = out.error
         assert err is not None
-        cause = f" (cause: {type(err.__cause__).__name__}: {_mask(_first_line(err.__cause__))})" \
+        cause = f" (cause: {type(err.__cause__).__name__}: {_mask(first_line(err.__cause__))})" \
             if err.__cause__ is not None else ""
         if "two rows for one group key" in str(err) and out.statement is not None:
-            rel = run.con.sql(out.statement)
-            keys = [f'"{c}"' for c in rel.columns if c.startswith("__k")]
-            ktypes = [str(t) for c, t in zip(rel.columns, rel.types) if c.startswith("__k")]
-            grouped = ", ".join(_collated(f"e.{c}", t) for c, t in zip(keys, ktypes))
-            row = run.con.execute(
-                f"SELECT (SELECT count(*) FROM ({out.statement}) AS e), (SELECT count(*) FROM "
-                f"(SELECT 1 FROM ({out.statement}) AS e GROUP BY {grouped}))").fetchone()
-            if row is not None and row[0] == row[1]:
+            keys = engine_keys(run.con, out.statement)
+            ktypes = keys.types
+            if keys.distinct:
                 frame = run.con.execute(out.statement).df()
-                lossy = [t for c, t in zip(rel.columns, ktypes)
-                         if c.startswith("__k") and _pandas_merges(run.con, out.statement, c, t,
-                                                                   frame[c])]
+                lossy = [t for c, t in zip(keys.columns, ktypes)
+                         if _pandas_merges(run.con, out.statement, c, t, frame[c])]
                 return ("check_one_row_per_key fires on keys DuckDB holds distinct: distinct "
                         f"values of a {_families(lossy or ktypes, None)[13:]} key collide once "
                         "converted to pandas")
             return ("check_one_row_per_key: real duplicate keys; "
                     + _families(ktypes, out_query(out)))
-        return _mask(_first_line(err)) + cause
+        return _mask(first_line(err)) + cause
 
     # -- reproducers -------------------------------------------------------------------------------
     def explain(self) -> None:
@@ -1073,17 +960,7 @@ class Oracle:
         ids = list(range(1, run.total_rows + 1))
         if not fails(ids):
             return "(does not fail again when restricted by id)"
-        chunk = len(ids) // 2
-        while chunk >= 1 and budget > 0:
-            i = 0
-            while i < len(ids) and budget > 0:
-                budget -= 1
-                candidate = ids[:i] + ids[i + chunk:]
-                if candidate and fails(candidate):
-                    ids = candidate
-                else:
-                    i += chunk
-            chunk //= 2
+        ids = shrink_ids(ids, fails, budget)
         rows = run.con.execute(f'SELECT COLUMNS(*)::VARCHAR FROM "{TABLE}" WHERE id IN '
                                f"({', '.join(map(str, ids))}) ORDER BY id").fetchall()
         names = list(COLUMN_TYPES)
@@ -1274,9 +1151,9 @@ def test_regression(oracle: Oracle, case: Regression) -> None:
     if out.error is not None and not out.refused or findings:
         pytest.fail(oracle.report.render(), pytrace=False)
     if out.refused:
-        print(f"refused: {_first_line(out.error or '')}")
+        print(f"refused: {first_line(out.error or '')}")
         assert out.spent_after == out.spent_before
-        assert not case.must_answer, f"refused: {_first_line(out.error or '')}"
+        assert not case.must_answer, f"refused: {first_line(out.error or '')}"
         return
     expected = (pp.PureDP(PURE_EPSILON) if case.kind == "pure"
                 else pp.ApproxDP(APPROX_EPSILON, APPROX_DELTA))
@@ -1324,4 +1201,4 @@ if __name__ == "__main__":  # the full report, for whoever fixes what the test f
         fs = o.judge(run, _regression_query(case.sql), got)
         status = "refused" if got.refused else ("FAIL" if fs or got.error else "ok")
         print(f"regression {case.name}: {status} "
-              f"{'' if got.error is None else _first_line(got.error)[:100]}")
+              f"{'' if got.error is None else first_line(got.error)[:100]}")

@@ -57,17 +57,35 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import duckdb
 import pyarrow as pa
 import pytest
-import yaml
 
-import privplan as pp
-import privplan.testing
+if not __package__:  # run as a script (see the end of the file): import as part of the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "adversarial"
 
-DATA = Path(__file__).parent / "data"
+from ._oracle_support import (
+    BaseLayoutRun,
+    SessionOutcome,
+    StorageLayout,
+    engine_keys,
+    engine_message,
+    failures_line,
+    first_line,
+    first_per_signature,
+    group_findings,
+    layouts_first,
+    load_data,
+    load_layouts,
+    mask,
+    rotated,
+    shrink_ids,
+    text_table,
+    timings_line,
+)
 
 # -----------------------------------------------------------------------------------------------
 # The policy table
@@ -98,9 +116,6 @@ LONG_STRINGS = ("x" * 10_000, "\u00e9" * 5_000 + "%_")
 POLICY: dict[str, Any] = {
     "tables": {TABLE: {"privacy_unit": "row",
                        "columns": {c: {"type": k} for c, k in COLUMN_TYPES.items()}}}}
-
-REFUSALS: tuple[type[Exception], ...] = (pp.UnsupportedQueryError, pp.PolicyError)
-"""Errors that refuse a query before anything is charged."""
 
 KEY_LAYOUTS = 2
 """A value construct is asked as a GROUP BY key on this many of its layouts."""
@@ -138,11 +153,11 @@ class Construct:
         return tuple(c for c in VALUE_KIND if re.search(rf"\b{c}\b", text))
 
 
-@dataclass(frozen=True)
-class Layout:
-    name: str
-    columns: Mapping[str, str]
-    settings: Mapping[str, str]
+class Layout(StorageLayout):
+    """A storage of the policy table; the second columns (:data:`TWIN`) are stored like their
+    twins."""
+
+    column_note: ClassVar[str] = "; j, g, s2, d2, ts2 alike"
 
     def storage(self, column: str) -> str:
         return self.columns[TWIN.get(column, column)]
@@ -159,14 +174,9 @@ class Layout:
             sig += (("TimeZone", self.settings.get("TimeZone", "")),)
         return sig
 
-    def describe(self) -> str:
-        cols = ", ".join(f"{c} {t}" for c, t in self.columns.items())
-        sets = "; ".join(f"SET {k}='{v}'" for k, v in self.settings.items()) or "no settings"
-        return f"layout {self.name!r}: ({cols}; j, g, s2, d2, ts2 alike); {sets}"
-
 
 def load_constructs() -> list[Construct]:
-    raw = yaml.safe_load((DATA / "total_constructs.yaml").read_text(encoding="utf-8"))
+    raw = load_data("total_constructs.yaml")
     out = [Construct(group, sql, kind) for group, items in raw.items() for sql, kind in items]
     for t in NUMERIC_TYPES:  # + - * / // % and unary minus on every numeric type
         a, b = ("f", "g") if t in ("FLOAT", "DOUBLE") or t.startswith("DECIMAL") else ("i", "j")
@@ -178,16 +188,10 @@ def load_constructs() -> list[Construct]:
 
 
 def load_values() -> dict[str, list[str | None]]:
-    raw = yaml.safe_load((DATA / "total_values.yaml").read_text(encoding="utf-8"))
+    raw = load_data("total_values.yaml")
     out = {kind: list(values) for kind, values in raw.items()}
     out["str"] += list(LONG_STRINGS)
     return out
-
-
-def load_layouts() -> list[Layout]:
-    raw = yaml.safe_load((DATA / "total_layouts.yaml").read_text(encoding="utf-8"))
-    return [Layout(spec["name"], dict(spec["columns"]), dict(spec.get("settings") or {}))
-            for spec in raw["layouts"]]
 
 
 def edge_rows(values: Mapping[str, list[str | None]]) -> pa.Table:
@@ -203,8 +207,7 @@ def edge_rows(values: Mapping[str, list[str | None]]) -> pa.Table:
     for k in range(longest):
         rows.append({c: values[VALUE_KIND[c]][(k + n) % len(values[VALUE_KIND[c]])]
                      for n, c in enumerate(columns)})
-    return pa.table({"id": pa.array(range(1, len(rows) + 1), pa.int64()),
-                     **{c: pa.array([r.get(c) for r in rows], pa.string()) for c in columns}})
+    return text_table({c: [r.get(c) for r in rows] for c in columns})
 
 
 # -----------------------------------------------------------------------------------------------
@@ -255,115 +258,32 @@ def forms(construct: Construct, slow: bool) -> list[str]:
 
 
 @dataclass
-class Outcome:
-    sql: str
-    error: BaseException | None = None
-    statement: str | None = None
-    spent_before: Any = None
-    spent_after: Any = None
+class Outcome(SessionOutcome):
+    """What a session did with one query, and how many rows it answered."""
+
     rows: int = 0
 
-    @property
-    def refused(self) -> bool:
-        return isinstance(self.error, REFUSALS)
 
+class LayoutRun(BaseLayoutRun[Layout]):
+    """The edge rows stored in one layout, with privplan sessions to ask."""
 
-class LayoutRun:
     def __init__(self, layout: Layout, rows: pa.Table) -> None:
-        self.layout = layout
-        self.con = duckdb.connect(":memory:")
-        for key, value in layout.settings.items():
-            self.con.execute(f"SET {key} = '{value}'")
-        self.types = {"id": "BIGINT", **{c: layout.storage(c) for c in VALUE_KIND}}
-        cols = ", ".join(f'"{c}" {t}' for c, t in self.types.items())
-        self.ddl = f'CREATE TABLE "{TABLE}" ({cols})'
-        self.con.execute(self.ddl)
-        self.con.register("__total_staging", rows)
-        casts = ", ".join(f'TRY_CAST("{c}" AS {t.split(" COLLATE ")[0]})'
-                          for c, t in self.types.items())
-        self.con.execute(f'INSERT INTO "{TABLE}" SELECT {casts} FROM __total_staging')
-        self.con.unregister("__total_staging")
-        self.total_rows = rows.num_rows
-        self._sessions: dict[str, Any] = {}
-        self._used: Counter[str] = Counter()
-        self._last_statement: str | None = None
-
-    def session(self, kind: str, fresh: bool = False) -> Any:
-        if fresh or kind not in self._sessions or self._used[kind] >= SESSION_QUERIES:
-            budget = pp.PureDP(1e9) if kind == "pure" else pp.ApproxDP(1e9, 0.5)
-            sess = pp.connect(self.con, policy=POLICY, budget=budget)
-            self._record_statements(sess)
-            if fresh:
-                return sess
-            self._sessions[kind] = sess
-            self._used[kind] = 0
-        self._used[kind] += 1
-        return self._sessions[kind]
-
-    def _record_statements(self, sess: Any) -> None:
-        """Keep the last statement the session's engine runs (test only: wraps the instance's
-        ``run``; a session without one is simply not recorded)."""
-        engine: Any = getattr(sess, "engine", None)
-        run = getattr(engine, "run", None)
-        if run is None:
-            return
-        original: Any = run
-
-        def recording(sql: str, *args: Any, **kw: Any) -> Any:
-            self._last_statement = sql
-            return original(sql, *args, **kw)
-
-        engine.run = recording
+        types = {"id": "BIGINT", **{c: layout.storage(c) for c in VALUE_KIND}}
+        super().__init__(layout, TABLE, types, rows, {"pure": POLICY, "approx": POLICY},
+                         SESSION_QUERIES)
 
     def ask(self, ask: Ask, restrict: str | None = None, fresh: bool = False) -> Outcome:
         sess = self.session(ask.session_kind, fresh)
-        sql = ask.sql(restrict)
-        out = Outcome(sql)
-        self._last_statement = None
-        out.spent_before = sess.spent()
-        budget = ({"epsilon": 1.0} if ask.session_kind == "pure"
-                  else {"epsilon": 20.0, "delta": 1e-6})
-        try:
-            with privplan.testing.noise_disabled():
-                res = sess.sql(sql, **budget)
+        out = Outcome(ask.sql(restrict))
+        res = self.ask_session(sess, out, ask.session_kind)
+        if res is not None:
             out.rows = len(res.df)
-        except Exception as err:  # noqa: BLE001 -- every outcome is classified by the caller
-            out.error = err
-        out.statement = self._last_statement
-        try:
-            out.spent_after = sess.spent()
-        except Exception as err:  # noqa: BLE001
-            out.spent_after = f"spent() raised {type(err).__name__}"
         return out
-
-    def engine_message(self, statement: str | None) -> str:
-        """The engine's own message for a failed statement (privplan withholds it)."""
-        if statement is None:
-            return "no engine statement was run"
-        try:
-            self.con.execute(statement).fetchall()
-        except duckdb.Error as err:
-            return "engine: " + _first_line(err)
-        except Exception as err:  # noqa: BLE001 -- e.g. a Python conversion of a value
-            return f"fetching the rows: {type(err).__name__}: {_first_line(err)}"
-        try:
-            self.con.execute(statement).df()
-        except Exception as err:  # noqa: BLE001
-            return f"result to pandas: {_first_line(err)}"
-        return "does not fail when re-run with plain DuckDB"
-
-
-def _first_line(err: BaseException | str) -> str:
-    text = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return text if len(text) < 300 else text[:297] + "..."
 
 
 def _mask(message: str) -> str:
-    """A message with its values (and quoted SQL snippets) masked, so that failures and
-    refusals of one cause group together."""
-    message = re.sub(r"`[^`]*`", "`...`", message)
-    message = re.sub(r"'[^']*'|\"[^\"]*\"", "?", message)
-    return re.sub(r"-?\d+(?:[:.\-+]\d+)*", "N", message)[:160]
+    """:func:`mask` for this oracle's failure classes and refusal reasons."""
+    return mask(message, 160)
 
 
 # -----------------------------------------------------------------------------------------------
@@ -381,7 +301,7 @@ class Finding:
 
     def describe(self) -> str:
         err = self.outcome.error
-        got = "answered" if err is None else f"{type(err).__name__}: {_first_line(err)[:80]}"
+        got = "answered" if err is None else f"{type(err).__name__}: {first_line(err)[:80]}"
         return f"[{self.run.layout.name}] {self.outcome.sql}\n        -> {got}"
 
 
@@ -399,10 +319,7 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)
 
     def groups(self) -> dict[tuple[str, str], list[Finding]]:
-        out: dict[tuple[str, str], list[Finding]] = defaultdict(list)
-        for f in self.findings:
-            out[(f.kind, f.cause)].append(f)
-        return {k: sorted(v, key=lambda f: len(f.outcome.sql)) for k, v in sorted(out.items())}
+        return group_findings(self.findings, lambda f: len(f.outcome.sql))
 
     def summary(self) -> str:
         lines = [(f"totality oracle: {self.constructs} constructs, {self.asks} session queries, "
@@ -419,10 +336,9 @@ class Report:
                         if c not in self.answered_constructs[g])
         lines.append(f"constructs refused on every layout and form ({len(always)}): "
                      + "; ".join(always))
-        lines.append("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.timings.items()))
+        lines.append(timings_line(self.timings))
         if self.findings:
-            kinds = Counter(f.kind for f in self.findings)
-            lines.append(f"FAILURES: {dict(kinds)} in {len(self.groups())} classes")
+            lines.append(failures_line(self.findings, len(self.groups())))
         return "\n".join(lines)
 
     def render(self) -> str:
@@ -436,11 +352,9 @@ class Report:
                     f"   constructs: {'; '.join(constructs[:12])}"]
             if (kind, cause) in self.details:
                 out.append(self.details[(kind, cause)])
-            firsts: dict[str, Finding] = {}
-            for f in members:
-                firsts.setdefault(f.run.layout.name, f)
             out.append("   queries (smallest first, one per layout first):")
-            out += [f"   - {f.describe()}" for f in list(firsts.values())[:5]]
+            shown = layouts_first(members, lambda f: f.run.layout.name, rest=False)
+            out += [f"   - {f.describe()}" for f in shown[:5]]
         return "\n".join(out)
 
 
@@ -449,7 +363,8 @@ class Oracle:
         t0 = time.perf_counter()
         self.constructs = load_constructs()
         self.rows = edge_rows(load_values())
-        self.runs = [LayoutRun(layout, self.rows) for layout in (layouts or load_layouts())]
+        self.runs = [LayoutRun(layout, self.rows)
+                     for layout in (layouts or load_layouts("total_layouts.yaml", Layout))]
         self.setup_seconds = time.perf_counter() - t0
         self.report = Report()
 
@@ -458,20 +373,13 @@ class Oracle:
         (its columns are cast to the type under test first) runs on one layout whose storage
         of those columns holds the widest values (ints as HUGEINT, floats as DOUBLE: NaN, ±inf,
         1e308)."""
-        order = self.runs[n % len(self.runs):] + self.runs[:n % len(self.runs)]
+        order = rotated(self.runs, n)
         if construct.wide_only:
             widest = {"i": "HUGEINT", "f": "DOUBLE"}
             wide = [r for r in order if all(r.layout.columns[c] == t for c, t in widest.items()
                                             if c in construct.columns)]
             return wide[:1] or order[:1]
-        seen: set[tuple[tuple[str, str], ...]] = set()
-        out = []
-        for run in order:
-            sig = run.layout.signature(construct.columns)
-            if sig not in seen:
-                seen.add(sig)
-                out.append(run)
-        return out
+        return first_per_signature(order, lambda r: r.layout.signature(construct.columns))
 
     def run(self, constructs: Sequence[Construct], slow: bool) -> Report:
         report = self.report = Report(constructs=len(constructs))
@@ -504,21 +412,21 @@ class Oracle:
         finding: Finding | None = None
         if out.refused:
             report.refused[type(err).__name__] += 1
-            report.refusal_reasons[_mask(_first_line(err))] += 1
+            report.refusal_reasons[_mask(first_line(err))] += 1
             report.refused_constructs[group].add(sql)
             if out.spent_after != out.spent_before:
                 finding = Finding("charged refusal", type(err).__name__, ask, run, out)
         elif type(err).__name__ == "ExecutionError":
-            finding = Finding("engine error", _mask(run.engine_message(out.statement)), ask,
+            finding = Finding("engine error", _mask(engine_message(run.con, out.statement)), ask,
                               run, out)
         elif "two rows for one group key" in str(err):
             finding = Finding(f"unexpected {type(err).__name__}", self.duplicate_cause(run, out),
                               ask, run, out)
         else:
-            cause = _mask(_first_line(err))
+            cause = _mask(first_line(err))
             if err.__cause__ is not None:
                 cause += f" (cause {type(err.__cause__).__name__}: " \
-                         f"{_mask(_first_line(err.__cause__))})"
+                         f"{_mask(first_line(err.__cause__))})"
             finding = Finding(f"unexpected {type(err).__name__}", cause, ask, run, out)
         if finding is not None:
             report.findings.append(finding)
@@ -531,15 +439,9 @@ class Oracle:
         stmt = out.statement
         if stmt is None:
             return "check_one_row_per_key fired (no statement recorded)"
-        rel = run.con.sql(stmt)
-        keys = [(f'"{c}"', str(t)) for c, t in zip(rel.columns, rel.types)
-                if c.startswith("__k")]
-        grouped = ", ".join(f"({c}) COLLATE \"binary\"" if t.startswith("VARCHAR") else c
-                            for c, t in keys)
-        row = run.con.execute(f"SELECT (SELECT count(*) FROM ({stmt})), (SELECT count(*) FROM "
-                              f"(SELECT 1 FROM ({stmt}) GROUP BY {grouped}))").fetchone()
-        types = [t for _, t in keys]
-        if row is not None and row[0] == row[1]:
+        keys = engine_keys(run.con, stmt)
+        types = keys.types
+        if keys.distinct:
             return (f"check_one_row_per_key fires on keys DuckDB holds distinct (key type "
                     f"{types}: distinct values, e.g. NaN and NULL or integers beyond 2^53, "
                     "collide once converted to pandas)")
@@ -559,8 +461,8 @@ class Oracle:
                      f"      policy: {POLICY['tables'][TABLE]['columns']}",
                      f"      SQL: {f.outcome.sql}",
                      (f"      error: {type(f.outcome.error).__name__}: "
-                     f"{_first_line(f.outcome.error or '')}"),
-                     f"      engine message: {run.engine_message(f.outcome.statement)}",
+                     f"{first_line(f.outcome.error or '')}"),
+                     f"      engine message: {engine_message(run.con, f.outcome.statement)}",
                      f"      {self.witness(f)}",
                      (f"      spent before/after: {f.outcome.spent_before} -> "
                      f"{f.outcome.spent_after}")]
@@ -587,17 +489,7 @@ class Oracle:
         ids: list[int] = list(row[0]) if row else []
         if not fails(ids):
             return "(does not fail again when restricted by id)"
-        chunk = len(ids) // 2
-        while chunk >= 1 and budget > 0:
-            i = 0
-            while i < len(ids) and budget > 0:
-                budget -= 1
-                candidate = ids[:i] + ids[i + chunk:]
-                if candidate and fails(candidate):
-                    ids = candidate
-                else:
-                    i += chunk
-            chunk //= 2
+        ids = shrink_ids(ids, fails, budget)
         used = ["id", *ask.construct.columns]
         rows = run.con.execute(
             f"SELECT {', '.join(f'CAST({c} AS VARCHAR)' for c in used)} FROM \"{TABLE}\" "
