@@ -17,6 +17,7 @@ from typing import Any
 
 from privplan.errors import BudgetExceededError, PolicyError, PrivplanError
 
+EXIT_FOUND = 1
 EXIT_USAGE = 2
 EXIT_BUDGET = 3
 
@@ -93,6 +94,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({
                 "budget": budget.describe(), "spent": sess.spent().describe(),
+                "chain_verified": True,
                 "remaining": sess.remaining().describe(), "why": total.witness_detail,
                 "queries": [{"id": e.query_id, "added": e.marginal.describe(),
                              "total_after": e.total_after.describe(), "sql": e.sql,
@@ -100,11 +102,23 @@ def cmd_budget(args: argparse.Namespace) -> int:
             return 0
         print(f"budget {budget.describe()}; spent {sess.spent().describe()}; "
               f"remaining {sess.remaining().describe()}")
+        print(f"ledger: hash chain verified over {len(entries)} entries on open "
+              "(`privplan ledger verify` also recomputes the total)")
         print(f"why: {total.witness_detail}")
         for e in entries:
             print(f"  {e.query_id:>5}  +{e.marginal.describe():<14} -> "
                   f"{e.total_after.describe():<14} {' '.join(e.sql.split())[:80]}")
     return 0
+
+
+def cmd_ledger_verify(args: argparse.Namespace) -> int:
+    """Verify a ledger on its own: hash chain, recorded totals, recomputed composed total.
+    Exit status 0 when every check passes, 1 when something was found."""
+    from privplan.ledger_verify import verification_json, verify_ledger
+
+    result = verify_ledger(args.path, policy=args.policy)
+    print(verification_json(result) if args.json else result)
+    return 0 if result.ok else EXIT_FOUND
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -152,6 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--database", default=None, help="DuckDB file (optional)")
     budget.add_argument("--json", action="store_true", help="machine-readable output")
     budget.set_defaults(func=cmd_budget)
+
+    ledger = sub.add_parser("ledger", help="durable ledger tools")
+    ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)
+    verify = ledger_sub.add_parser(
+        "verify", help="check a ledger's hash chain and recompute its composed total")
+    verify.add_argument("path", help="SQLite ledger file")
+    verify.add_argument("--policy", default=None,
+                        help="policy YAML (only for ledgers that do not record their policy)")
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    verify.set_defaults(func=cmd_ledger_verify)
 
     for name, func, helptext in (("query", cmd_query, "answer one SQL query with DP"),
                                  ("explain", cmd_explain, "show plan, costs and accuracy")):

@@ -7,24 +7,39 @@ write transaction, so several processes sharing one file serialise), the caller 
 entries other processes committed, checks the budget, and appends; the entry is committed (WAL,
 ``synchronous=FULL``) before the caller may release anything (DESIGN.md invariant 3).
 
-A damaged ledger is never reset: opening a truncated, corrupted or foreign file raises
-:class:`LedgerError` and leaves the file as it is.
+In-memory state follows the durable write, never precedes it (invariant 9): what a charging
+transaction reads or appends is *staged*, and applied only after its COMMIT returns. If the
+COMMIT fails (disk full, an I/O error), SQLite rolls the transaction back and the ledger forgets
+what it had staged — and everything it had seen — so the next transaction rebuilds from the
+file; the caller's ``on_failure`` hooks drop their state too. Otherwise a session could believe
+a charge it never recorded and miss another process's charge made in its place.
+
+A damaged or altered ledger is never reset: opening a truncated, corrupted, foreign or edited
+file raises :class:`LedgerError` and leaves the file as it is (the hash chain of
+:mod:`privplan.ledger_chain` is verified on open and for every entry read later). The file being
+charged must stay the file at its path (checked on every charge): a ledger deleted or moved
+under an open session is refused rather than charged in a place no one will read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
+from privplan.ledger_chain import ChainHead, changed, entry_hash, root_hash, verify_rows
 from privplan.ledger_codec import (
     decode_cost,
     decode_mechanism,
@@ -32,8 +47,14 @@ from privplan.ledger_codec import (
     encode_mechanism,
 )
 
-FORMAT = "privplan-ledger-1"
+FORMAT = "privplan-ledger-2"
+"""Entries carry a hash chain (:mod:`privplan.ledger_chain`); meta holds its root and head."""
+LEGACY_FORMATS = ("privplan-ledger-1",)
+"""Formats upgraded in place on first open (their entries get a chain as they are)."""
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+"""What reading or writing the file can raise (damaged text surfaces as UnicodeDecodeError)."""
+_FIELDS = "seq, query_id, sql, time, marginal, total_after, mechanisms"
 
 
 @dataclass(frozen=True)
@@ -52,13 +73,18 @@ class Charging(Protocol):
     """Exclusive access to the ledger for one check-and-charge."""
 
     def unseen(self) -> list[LedgerEntry]: ...
+    def unseen_mechanisms(self) -> list[MechanismSpec]: ...
     def next_query_id(self) -> str: ...
     def append(self, entry: LedgerEntry) -> None: ...
+    def on_commit(self, action: Callable[[], None]) -> None: ...
 
 
 def policy_fingerprint(policy: Any) -> str:
     text = json.dumps(policy.to_dict(), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ in memory
 
 
 class MemoryLedger:
@@ -78,30 +104,60 @@ class MemoryLedger:
     def next_query_id(self) -> str:
         return f"q{len(self._entries) + 1}"
 
+    def recorded_total(self) -> Any | None:
+        """The total the last entry recorded (None when empty)."""
+        return self._entries[-1].total_after if self._entries else None
+
     @contextmanager
     def charging(self) -> Iterator[Charging]:
         with self._lock:
-            yield _MemoryCharging(self)
+            txn = _MemoryCharging(self)
+            yield txn
+            self._entries.extend(txn.appended)
+            self._seen = txn.seen + len(txn.appended)
+            txn.committed()
 
     def close(self) -> None:
         pass
 
 
-class _MemoryCharging:
+class _Hooks:
+    """``on_commit`` actions, run after the durable write (and only then)."""
+
+    def __init__(self) -> None:
+        self._after: list[Callable[[], None]] = []
+
+    def on_commit(self, action: Callable[[], None]) -> None:
+        self._after.append(action)
+
+    def committed(self) -> None:
+        for action in self._after:
+            action()
+
+
+class _MemoryCharging(_Hooks):
     def __init__(self, ledger: MemoryLedger) -> None:
+        super().__init__()
         self.ledger = ledger
+        self.appended: list[LedgerEntry] = []
+        self.seen = ledger._seen
 
     def unseen(self) -> list[LedgerEntry]:
-        out = self.ledger._entries[self.ledger._seen:]
-        self.ledger._seen = len(self.ledger._entries)
+        out = self.ledger._entries[self.seen:]
+        self.seen = len(self.ledger._entries)
         return out
 
+    def unseen_mechanisms(self) -> list[MechanismSpec]:
+        return [m for e in self.unseen() for m in e.mechanisms]
+
     def next_query_id(self) -> str:
-        return self.ledger.next_query_id()
+        return f"q{len(self.ledger._entries) + len(self.appended) + 1}"
 
     def append(self, entry: LedgerEntry) -> None:
-        self.ledger._entries.append(entry)
-        self.ledger._seen = len(self.ledger._entries)
+        self.appended.append(entry)
+
+
+# ------------------------------------------------------------------------------ SQLite
 
 
 class SQLiteLedger:
@@ -109,38 +165,37 @@ class SQLiteLedger:
 
     def __init__(self, path: str | Path, *, timeout: float = 120.0) -> None:
         self.path = Path(path)
-        existed = self.path.exists()
-        if existed:
-            _check_file(self.path)
+        self._lock = threading.Lock()
+        self._failure_hooks: list[Callable[[], None]] = []
+        _check_directory(self.path)
+        if not self.path.exists():
+            _create(self.path)
+        _check_file(self.path)
         try:
             self.con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None,
                                        check_same_thread=False)
+            self.con.text_factory = _text
+            # everything is checked before anything could be written (even the journal mode)
+            self._check_integrity()
+            self._verified = ChainHead(0, "")  # the last entry this process verified
+            self._seen = 0  # the last entry the session consumed (admitted)
+            if self._meta().get("format") == FORMAT:
+                self._verify()
             self.con.execute("PRAGMA journal_mode=WAL")
             self.con.execute("PRAGMA synchronous=FULL")
-            if existed:
-                self._check_integrity()
-            else:
-                self._create()
-        except sqlite3.DatabaseError as err:
-            raise LedgerError(
-                f"ledger '{self.path}' cannot be opened: {err}. The file is damaged or is not a "
-                "privplan ledger; it was left untouched. Restore it from a backup — privplan never "
-                "resets a ledger, because that would forget spent budget."
-            ) from None
-        self._seen = 0
-        self._lock = threading.Lock()
+        except _DB_ERRORS as err:
+            with contextlib.suppress(Exception):
+                self.con.close()
+            raise _failure(self.path, err, "opening it") from None
+        except LedgerError:
+            self.con.close()
+            raise
+        self._identity = _identity(self.path)
+        if self._meta().get("format") != FORMAT:
+            self._upgrade()
+            self._verify()
 
-    # -- set-up -------------------------------------------------------------------------------
-    def _create(self) -> None:
-        self.con.execute("BEGIN IMMEDIATE")
-        self.con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self.con.execute(
-            "CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "query_id TEXT NOT NULL UNIQUE, sql TEXT NOT NULL, time REAL NOT NULL, "
-            "marginal TEXT NOT NULL, total_after TEXT NOT NULL, mechanisms TEXT NOT NULL)")
-        self.con.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
-        self.con.execute("COMMIT")
-
+    # -- set-up and verification --------------------------------------------------------------
     def _check_integrity(self) -> None:
         (result,) = self.con.execute("PRAGMA quick_check").fetchone()
         if result != "ok":
@@ -150,16 +205,70 @@ class SQLiteLedger:
         if not {"meta", "entries"} <= tables:
             raise sqlite3.DatabaseError("it has no privplan ledger tables")
         row = self.con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        if row is None or row[0] != FORMAT:
+        if row is None or row[0] not in (FORMAT, *LEGACY_FORMATS):
             raise sqlite3.DatabaseError(f"unknown ledger format {row[0] if row else None!r}")
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+
+    def _root(self, meta: dict[str, str]) -> str:
+        """The chain's root for this ledger's recorded budget and policy ('' before first use)."""
+        if "budget" not in meta:
+            return ""
+        return root_hash(FORMAT, meta["budget"], meta.get("policy", ""))
+
+    def _upgrade(self) -> None:
+        """A ledger of an earlier format gets the chain over its entries as they are (they were
+        not tamper-evident before; from now on they are)."""
+        meta = self._meta()
+        if meta.get("format") == FORMAT:
+            return
+        with self._write() as con:
+            meta = self._meta()
+            if meta.get("format") == FORMAT:
+                return  # another process upgraded it meanwhile
+            columns = {r[1] for r in con.execute("PRAGMA table_info(entries)")}
+            if "hash" not in columns:
+                con.execute("ALTER TABLE entries ADD COLUMN hash TEXT")
+            head = ChainHead(0, self._root(meta))
+            for row in con.execute(f"SELECT {_FIELDS} FROM entries ORDER BY seq").fetchall():
+                h = entry_hash(head.hash, row)
+                con.execute("UPDATE entries SET hash = ? WHERE seq = ?", (h, row[0]))
+                head = ChainHead(int(row[0]), h)
+            _set_head(con, head)
+            if "budget" in meta:
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('root', ?)",
+                            (self._root(meta),))
+            con.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
+
+    def _verify(self) -> None:
+        """Verify the whole chain: root (budget and policy), every entry, and the head."""
+        try:
+            meta = self._meta()
+            root = self._root(meta)
+            if "budget" in meta and meta.get("root") != root:
+                raise changed(self.path, "its budget or policy record does not match the root "
+                                         "of its chain")
+            rows = self.con.execute(
+                f"SELECT {_FIELDS}, hash FROM entries ORDER BY seq").fetchall()
+        except _DB_ERRORS as err:
+            raise _failure(self.path, err, "reading it") from None
+        head = verify_rows(self.path, ChainHead(0, root), rows)
+        stored = ChainHead(int(meta.get("head_seq", "0")), meta.get("head_hash", root))
+        if stored != head:
+            raise changed(self.path, f"its last entries are missing or were changed (the record "
+                                     f"of its last entry says {stored.seq}, the entries end at "
+                                     f"{head.seq})")
+        self._verified = head
 
     def bind(self, budget: Any, policy: Any) -> None:
         """Record (first use) or check the budget and policy the ledger's entries were charged
-        under. A different budget or policy would change what the entries mean, so it is refused."""
+        under. A different budget or policy would change what the entries mean, so it is
+        refused. The policy itself is kept too, so the ledger can be verified on its own."""
         fingerprint = policy_fingerprint(policy)
         want = {"budget": json.dumps(encode_cost(budget)), "policy": fingerprint}
         with self._write() as con:
-            stored = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            stored = self._meta()
             for key, value in want.items():
                 if key not in stored:
                     con.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
@@ -175,6 +284,13 @@ class SQLiteLedger:
                         f"ledger '{self.path}' was charged under a different policy; its entries "
                         "cannot be composed with queries under this one. Use the original policy "
                         "or a new ledger file.")
+            if "root" not in stored:
+                root = root_hash(FORMAT, want["budget"], fingerprint)
+                con.execute("INSERT INTO meta VALUES ('root', ?)", (root,))
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('policy_json', ?)", (
+                    json.dumps(policy.to_dict(), sort_keys=True, default=str),))
+                if self._verified.seq == 0:
+                    self._verified = ChainHead(0, root)
 
     # -- reading ------------------------------------------------------------------------------
     def stored_budget(self) -> Any | None:
@@ -183,72 +299,204 @@ class SQLiteLedger:
             row = self.con.execute("SELECT value FROM meta WHERE key = 'budget'").fetchone()
         return decode_cost(json.loads(row[0])) if row else None
 
+    def stored_policy(self) -> dict[str, Any] | None:
+        """The policy the entries were charged under, as recorded (None if not recorded)."""
+        with self._lock:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'policy_json'").fetchone()
+        return json.loads(row[0]) if row else None
+
     def entries(self) -> tuple[LedgerEntry, ...]:
         with self._lock:
-            rows = self._fetch(0)
+            rows, _ = self._fetch(0, verify_from=ChainHead(0, self._root(self._meta())))
         return tuple(_entry(r) for r in rows)
+
+    def recorded_total(self) -> Any | None:
+        """The composed total the last entry recorded (None for an empty ledger), after
+        verifying the entries other processes appended since. Each entry's total was computed,
+        under the ledger's lock, by composing it with every entry before it, so the last one is
+        the total of the whole ledger; it is what the budget was enforced against."""
+        with self._lock:
+            _, self._verified = self._fetch(self._verified.seq, verify_from=self._verified)
+            try:
+                row = self.con.execute(
+                    "SELECT total_after FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+            except _DB_ERRORS as err:
+                raise _failure(self.path, err, "reading it") from None
+        return decode_cost(json.loads(row[0])) if row else None
 
     def next_query_id(self) -> str:
         with self._lock:
             (n,) = self.con.execute("SELECT COUNT(*) FROM entries").fetchone()
         return f"q{n + 1}"
 
-    def _fetch(self, after: int) -> list[tuple[Any, ...]]:
+    def _fetch(self, after: int, verify_from: ChainHead
+               ) -> tuple[list[tuple[Any, ...]], ChainHead]:
+        """Entries after seq ``after``, each verified against the chain from ``verify_from``,
+        and the chain's new head."""
         try:
-            return self.con.execute(
-                "SELECT seq, query_id, sql, time, marginal, total_after, mechanisms FROM entries "
-                "WHERE seq > ? ORDER BY seq", (after,)).fetchall()
-        except sqlite3.DatabaseError as err:
-            raise LedgerError(f"ledger '{self.path}' cannot be read: {err}") from None
+            rows = self.con.execute(
+                f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
+                (after,)).fetchall()
+        except _DB_ERRORS as err:
+            raise _failure(self.path, err, "reading it") from None
+        head = verify_rows(self.path, verify_from, rows)
+        return [r[:7] for r in rows], head
 
     # -- writing ------------------------------------------------------------------------------
+    def on_failure(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when a write fails (a session drops its in-memory accounting)."""
+        self._failure_hooks.append(action)
+
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, committed: Callable[[], None] | None = None
+               ) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the ledger's lock; ``committed`` runs after a successful
+        COMMIT, still under the lock (so no other thread reads in between)."""
         with self._lock:
             try:
                 self.con.execute("BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as err:
-                raise LedgerError(f"ledger '{self.path}' cannot be locked: {err}") from None
+            except _DB_ERRORS as err:
+                raise _failure(self.path, err, "locking it for a charge") from None
             try:
+                self._check_identity()
                 yield self.con
+            except _DB_ERRORS as err:
+                with contextlib.suppress(sqlite3.Error):
+                    self.con.execute("ROLLBACK")
+                self._forget()
+                raise _failure(self.path, err, "recording a charge") from None
             except BaseException:
-                self.con.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    self.con.execute("ROLLBACK")
                 raise
-            else:
+            try:
                 self.con.execute("COMMIT")
+            except _DB_ERRORS as err:
+                # SQLite rolls the transaction back: nothing staged may survive in memory
+                with contextlib.suppress(sqlite3.Error):
+                    self.con.execute("ROLLBACK")
+                self._forget()
+                raise _failure(self.path, err, "recording a charge") from None
+            if committed is not None:
+                committed()
+
+    def _forget(self) -> None:
+        """After a failed write: forget what was seen, so the next read rebuilds from the file,
+        and tell the sessions to drop their accounting."""
+        self._seen = 0
+        for action in self._failure_hooks:
+            action()
+
+    def _check_identity(self) -> None:
+        """The file being charged must be the file at the path (not deleted or replaced)."""
+        try:
+            now = _identity(self.path)
+        except OSError:
+            now = None
+        if now != self._identity:
+            raise LedgerError(
+                f"ledger '{self.path}' is no longer the file this session opened (it was deleted, "
+                "moved or replaced, or its directory was). Charging it would record spent budget "
+                "where no later session reads it, so nothing was charged or released. Restore "
+                "the file, then open a new session.")
 
     @contextmanager
     def charging(self) -> Iterator[Charging]:
-        with self._write() as con:
-            yield _SQLiteCharging(self, con)
+        txn: _SQLiteCharging | None = None
+
+        def committed() -> None:  # now (and only now) the staged state becomes the ledger's
+            assert txn is not None
+            self._seen, self._verified = txn.seen, txn.verified
+            txn.committed()
+
+        with self._write(committed) as con:
+            txn = _SQLiteCharging(self, con)
+            yield txn
 
     def close(self) -> None:
         self.con.close()
 
 
-class _SQLiteCharging:
+class _SQLiteCharging(_Hooks):
+    """One charging transaction: reads and appends are staged until the COMMIT succeeds.
+
+    ``verified`` is the last entry whose hash this process has checked; entries after it are
+    verified as they are read (each continues the chain from it). ``seen`` is the last entry
+    the session has consumed. Entries up to ``verified`` were checked against this same file
+    when it was opened, or since, and are not hashed again."""
+
     def __init__(self, ledger: SQLiteLedger, con: sqlite3.Connection) -> None:
+        super().__init__()
         self.ledger = ledger
         self.con = con
+        self.seen = ledger._seen
+        self.verified = ledger._verified
+
+    def _verify_new(self) -> None:
+        """Verify the entries appended (by any process) after ``verified``, and check the
+        file's record of its last entry agrees (no entry vanished since it was verified)."""
+        _, self.verified = self.ledger._fetch(self.verified.seq, verify_from=self.verified)
+        meta = self.ledger._meta()
+        recorded = ChainHead(int(meta.get("head_seq", "0")),
+                             meta.get("head_hash", self.verified.hash))
+        if recorded != self.verified:
+            raise changed(self.ledger.path, "its last entries changed while it was open")
+
+    def _rows(self, columns: str) -> list[tuple[Any, ...]]:
+        try:
+            return self.con.execute(f"SELECT {columns} FROM entries WHERE seq > ? ORDER BY seq",
+                                    (self.seen,)).fetchall()
+        except _DB_ERRORS as err:
+            raise _failure(self.ledger.path, err, "reading it") from None
 
     def unseen(self) -> list[LedgerEntry]:
-        rows = self.ledger._fetch(self.ledger._seen)
-        if rows:
-            self.ledger._seen = rows[-1][0]
+        self._verify_new()
+        rows = self._rows(_FIELDS)
+        self.seen = self.verified.seq
         return [_entry(r) for r in rows]
+
+    def unseen_mechanisms(self) -> list[MechanismSpec]:
+        """The mechanisms of the entries not consumed yet (only those are decoded)."""
+        self._verify_new()
+        rows = self._rows("mechanisms")
+        self.seen = self.verified.seq
+        return [decode_mechanism(m) for (text,) in rows for m in json.loads(text)]
 
     def next_query_id(self) -> str:
         (n,) = self.con.execute("SELECT COUNT(*) FROM entries").fetchone()
         return f"q{n + 1}"
 
     def append(self, entry: LedgerEntry) -> None:
-        cur = self.con.execute(
-            "INSERT INTO entries (query_id, sql, time, marginal, total_after, mechanisms) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (entry.query_id, entry.sql, entry.time, json.dumps(encode_cost(entry.marginal)),
-             json.dumps(encode_cost(entry.total_after)),
-             json.dumps([encode_mechanism(m) for m in entry.mechanisms])))
-        self.ledger._seen = int(cur.lastrowid or self.ledger._seen)
+        self._verify_new()
+        fields = (self.verified.seq + 1, entry.query_id, entry.sql, entry.time,
+                  json.dumps(encode_cost(entry.marginal)),
+                  json.dumps(encode_cost(entry.total_after)),
+                  json.dumps([encode_mechanism(m) for m in entry.mechanisms]))
+        h = entry_hash(self.verified.hash, fields)
+        try:
+            self.con.execute(
+                f"INSERT INTO entries ({_FIELDS}, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (*fields, h))
+            _set_head(self.con, ChainHead(int(fields[0]), h))
+        except _DB_ERRORS as err:
+            raise _failure(self.ledger.path, err, "recording a charge") from None
+        self.verified = ChainHead(int(fields[0]), h)
+        self.seen = self.verified.seq
+
+
+def _text(raw: bytes) -> str:
+    """Stored text as UTF-8; text that is not (a damaged file) is a database error, refused
+    like any other damage."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise sqlite3.DatabaseError("the file holds text that is not valid UTF-8 "
+                                    "(malformed)") from None
+
+
+def _set_head(con: sqlite3.Connection, head: ChainHead) -> None:
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('head_seq', ?)", (str(head.seq),))
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('head_hash', ?)", (head.hash,))
 
 
 def _entry(row: tuple[Any, ...]) -> LedgerEntry:
@@ -259,17 +507,129 @@ def _entry(row: tuple[Any, ...]) -> LedgerEntry:
                        mechanisms=tuple(decode_mechanism(m) for m in json.loads(mechs)))
 
 
+# ------------------------------------------------------------------------------ the file
+
+
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ("CREATE TABLE entries (seq INTEGER PRIMARY KEY, query_id TEXT NOT NULL UNIQUE, "
+     "sql TEXT NOT NULL, time REAL NOT NULL, marginal TEXT NOT NULL, total_after TEXT NOT NULL, "
+     "mechanisms TEXT NOT NULL, hash TEXT)"),
+)
+
+
+def _create(path: Path) -> None:
+    """Create a new, complete ledger file at ``path`` atomically: it is built under a temporary
+    name in the same directory and linked into place, so a process that opens the path at the
+    same moment sees either no file or a whole one (never an empty one); if another process
+    links first, its file is used."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
+    try:
+        con = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode=DELETE")
+            con.execute("BEGIN")
+            for statement in _SCHEMA:
+                con.execute(statement)
+            con.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+            con.execute("COMMIT")
+        finally:
+            con.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    except _DB_ERRORS as err:
+        raise _failure(path, err, "creating it") from None
+    except OSError as err:
+        raise LedgerError(
+            f"ledger '{path}' cannot be created: {err.strerror or err}. Check that its directory "
+            "is writable (and on a file system with hard links), or pass another path.") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _check_directory(path: Path) -> None:
+    parent = path.parent
+    if not parent.exists():
+        raise LedgerError(
+            f"ledger '{path}': its directory '{parent}' does not exist. Create the directory, "
+            "or pass a path in an existing one.")
+    if not parent.is_dir():
+        raise LedgerError(f"ledger '{path}': '{parent}' is not a directory.")
+
+
 def _check_file(path: Path) -> None:
     if path.is_dir():
         raise LedgerError(f"ledger path '{path}' is a directory; pass a file path")
-    with path.open("rb") as f:
-        header = f.read(len(_SQLITE_HEADER))
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        raise LedgerError(
+            f"ledger '{path}' cannot be read: {err.strerror or err}. Check its permissions.") from None
     if header != _SQLITE_HEADER:
         what = "empty" if not header else "not an SQLite file"
         raise LedgerError(
             f"ledger '{path}' is {what} (truncated or corrupted?). It was left untouched: "
             "privplan never resets a ledger, because that would forget spent budget. Restore it "
             "from a backup, or pass a new path to start a new budget.")
+
+
+def _failure(path: Path, err: Exception, doing: str) -> LedgerError:
+    """A :class:`LedgerError` naming the real cause of an SQLite failure and the fix."""
+    if isinstance(err, UnicodeDecodeError):
+        err = sqlite3.DatabaseError("it holds text that is not valid UTF-8 (malformed)")
+    name = getattr(err, "sqlite_errorname", "") or ""
+    text = str(err)
+    low = text.lower()
+    tail = (" Nothing was charged or released; the ledger file was left as it is."
+            if doing == "recording a charge" else " The file was left as it is.")
+    if name == "SQLITE_FULL" or "disk is full" in low or "file too large" in low:
+        cause, fix = "the disk is full", "Free space on its file system, then try again."
+    elif name.startswith("SQLITE_READONLY") or "readonly" in low or "read-only" in low:
+        cause = "the ledger file, its directory or its file system is read-only"
+        fix = "Make them writable (the ledger records every charge), or use a writable path."
+    elif name.startswith("SQLITE_CANTOPEN") or "unable to open" in low:
+        cause = "the file cannot be opened (missing directory or no permission)"
+        fix = "Check the path and its permissions."
+    elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low:
+        cause = "another process holds it locked for longer than the timeout"
+        fix = "Try again when the other session's charge is done."
+    elif name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in low \
+            or "not a database" in low or "integrity" in low or "ledger tables" in low \
+            or "ledger format" in low:
+        return LedgerError(
+            f"ledger '{path}' cannot be used: {text}. The file is damaged or is not a "
+            "privplan ledger; it was left untouched. Restore it from a backup — privplan never "
+            "resets a ledger, because that would forget spent budget.")
+    elif name.startswith("SQLITE_IOERR") or "i/o" in low:
+        cause, fix = _io_cause(path)
+    else:
+        cause, fix = f"SQLite reported: {text}", "Check the file and its disk."
+    return LedgerError(f"ledger '{path}' failed while {doing}: {cause} ({text}). {fix}{tail}")
+
+
+def _io_cause(path: Path) -> tuple[str, str]:
+    """What an I/O error most likely was: no space left, a file size limit, or the disk."""
+    import resource
+    import shutil
+
+    with contextlib.suppress(OSError):
+        if shutil.disk_usage(path.parent).free < 1 << 20:
+            return "the disk is full", "Free space on its file system, then try again."
+    with contextlib.suppress(OSError, ValueError):
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if soft != resource.RLIM_INFINITY:
+            why = (f"the file could not grow: the process's file size limit (ulimit -f, {soft} "
+                   "bytes) was reached, as on a full disk")
+            return why, "Raise the limit or free space, then try again."
+    return ("an I/O error (a failing disk, or the file vanished)",
+            "Check the disk and the file, then try again.")
 
 
 def open_ledger(ledger: Any) -> Any:
