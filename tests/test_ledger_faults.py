@@ -95,9 +95,11 @@ def test_a_failed_commit_never_lets_the_budget_be_overspent(db: Path, tmp_path: 
 # ------------------------------------------------------------------------ corruption
 
 
-def _base_ledger(db: Path, path: Path) -> dict[str, object]:
-    """A closed ledger (one file, WAL checkpointed) with overlapping and disjoint charges."""
+def _base_ledger(db: Path, path: Path, checkpoint_every: int = 256) -> dict[str, object]:
+    """A closed ledger (one file, WAL checkpointed) with overlapping and disjoint charges (and
+    with ``checkpoint_every`` small, the composed state's checkpoint)."""
     with _session(db, path, pp.PureDP(5)) as s:
+        s.ledger.checkpoint_every = checkpoint_every
         for i in range(12):
             s.sql(f"SELECT COUNT(*) FROM visits WHERE age = {i}", epsilon=0.05)
         s.sql("SELECT hospital, COUNT(*) FROM visits GROUP BY hospital", epsilon=0.1)
@@ -107,14 +109,15 @@ def _base_ledger(db: Path, path: Path) -> dict[str, object]:
 
 def _state(db: Path, path: Path) -> dict[str, object]:
     with _session(db, path, pp.PureDP(5)) as s:
-        return {"spent": s.spent(),
+        return {"spent": s.spent(), "composed": s.accountant.total.cost,
                 "entries": [(e.query_id, e.sql, e.marginal, e.total_after, e.mechanisms)
                             for e in s.ledger.entries()]}
 
 
-def _flip_trials(db: Path, tmp_path: Path, trials: int, seed: int) -> None:
+def _flip_trials(db: Path, tmp_path: Path, trials: int, seed: int,
+                 checkpoint_every: int = 256) -> None:
     base = tmp_path / "base.sqlite"
-    want = _base_ledger(db, base)
+    want = _base_ledger(db, base, checkpoint_every)
     data = base.read_bytes()
     rng = random.Random(seed)
     outcomes = {"refused": 0, "unchanged": 0}
@@ -138,15 +141,20 @@ def _flip_trials(db: Path, tmp_path: Path, trials: int, seed: int) -> None:
     assert outcomes["refused"] > 0 and sum(outcomes.values()) == trials, outcomes
 
 
-def test_flipped_bytes_are_refused_or_harmless(db: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkpoint_every", [256, 3])
+def test_flipped_bytes_are_refused_or_harmless(db: Path, tmp_path: Path,
+                                               checkpoint_every: int) -> None:
     """Any byte flip either leaves every entry and the total exactly as they were (it hit free
-    space) or is refused with a LedgerError (never another exception), the file untouched."""
-    _flip_trials(db, tmp_path, trials=60, seed=1)
+    space, or a checkpoint, which is then ignored) or is refused with a LedgerError (never
+    another exception), the file untouched."""
+    _flip_trials(db, tmp_path, trials=60, seed=1, checkpoint_every=checkpoint_every)
 
 
 @pytest.mark.slow
-def test_500_random_corruptions_change_nothing_silently(db: Path, tmp_path: Path) -> None:
-    _flip_trials(db, tmp_path, trials=500, seed=2024)
+@pytest.mark.parametrize("checkpoint_every", [256, 3])
+def test_500_random_corruptions_change_nothing_silently(db: Path, tmp_path: Path,
+                                                        checkpoint_every: int) -> None:
+    _flip_trials(db, tmp_path, trials=500, seed=2024, checkpoint_every=checkpoint_every)
 
 
 def _edit(path: Path, sql: str, *params: object) -> None:

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
 from privplan.ledger_chain import ChainHead, changed, entry_hash, root_hash, verify_rows
+from privplan.ledger_checkpoint import CHECKPOINT_EVERY, binding
 from privplan.ledger_codec import (
     decode_cost,
     decode_mechanism,
@@ -97,6 +98,10 @@ class MemoryLedger:
 
     def bind(self, budget: Any, policy: Any) -> None:
         """Nothing to check: an in-memory ledger lives and dies with its session."""
+
+    def claim(self) -> None:
+        """Reserve this ledger object for one session (see :func:`_claim`)."""
+        _claim(self)
 
     def entries(self) -> tuple[LedgerEntry, ...]:
         return tuple(self._entries)
@@ -179,6 +184,9 @@ class SQLiteLedger:
             self._check_integrity()
             self._verified = ChainHead(0, "")  # the last entry this process verified
             self._seen = 0  # the last entry the session consumed (admitted)
+            self._checkpoint: tuple[int, bytes] | None = None  # bound to the chain (verified)
+            self._checkpoint_seq = 0  # the newest checkpoint this process knows of
+            self.checkpoint_every = CHECKPOINT_EVERY
             if self._meta().get("format") == FORMAT:
                 self._verify()
             self.con.execute("PRAGMA journal_mode=WAL")
@@ -194,6 +202,10 @@ class SQLiteLedger:
         if self._meta().get("format") != FORMAT:
             self._upgrade()
             self._verify()
+
+    def claim(self) -> None:
+        """Reserve this ledger object for one session (see :func:`_claim`)."""
+        _claim(self)
 
     # -- set-up and verification --------------------------------------------------------------
     def _check_integrity(self) -> None:
@@ -242,24 +254,100 @@ class SQLiteLedger:
             con.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
     def _verify(self) -> None:
-        """Verify the whole chain: root (budget and policy), every entry, and the head."""
+        """Verify the chain: the root (budget and policy), the head, and every entry, or,
+        when a checkpoint bound to the chain covers the first entries, every entry from the
+        checkpoint's on (the entries before it are verified whenever they are read)."""
         try:
             meta = self._meta()
             root = self._root(meta)
             if "budget" in meta and meta.get("root") != root:
                 raise changed(self.path, "its budget or policy record does not match the root "
                                          "of its chain")
+            start, checkpoint = ChainHead(0, root), self._bound_checkpoint(root)
+            if checkpoint is not None:
+                start = checkpoint[2]
             rows = self.con.execute(
-                f"SELECT {_FIELDS}, hash FROM entries ORDER BY seq").fetchall()
+                f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
+                (start.seq,)).fetchall()
         except _DB_ERRORS as err:
             raise _failure(self.path, err, "reading it") from None
-        head = verify_rows(self.path, ChainHead(0, root), rows)
+        head = verify_rows(self.path, start, rows)
+        if checkpoint is not None:
+            self._checkpoint = checkpoint[:2]
+            self._checkpoint_seq = checkpoint[0]
         stored = ChainHead(int(meta.get("head_seq", "0")), meta.get("head_hash", root))
         if stored != head:
             raise changed(self.path, f"its last entries are missing or were changed (the record "
                                      f"of its last entry says {stored.seq}, the entries end at "
                                      f"{head.seq})")
         self._verified = head
+
+    def _bound_checkpoint(self, root: str) -> tuple[int, bytes, ChainHead] | None:
+        """The stored checkpoint, its entry, and the chain head just before that entry, if the
+        checkpoint is bound to this chain; else None (then it is ignored: it is only a cache)."""
+        if not self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'checkpoint'").fetchone():
+            return None
+        # read as bytes: a damaged checkpoint is ignored, whatever its bytes became
+        row = self.con.execute("SELECT seq, CAST(binding AS BLOB), CAST(state AS BLOB) "
+                               "FROM checkpoint WHERE id = 1").fetchone()
+        if row is None or not isinstance(row[0], int) or not isinstance(row[2], bytes):
+            return None
+        seq, bound, blob = row
+        hashes = dict(self.con.execute("SELECT seq, hash FROM entries WHERE seq IN (?, ?)",
+                                       (seq - 1, seq)).fetchall())
+        if seq not in hashes or bound != binding(seq, hashes[seq], root, blob).encode():
+            return None
+        before = ChainHead(seq - 1, root if seq == 1 else hashes.get(seq - 1, ""))
+        return seq, blob, before
+
+    def checkpoint(self) -> tuple[int, bytes] | None:
+        """The checkpoint found bound to the chain when the ledger was opened: (the entry it
+        covers up to, its bytes), or None. See :mod:`privplan.ledger_checkpoint`."""
+        return self._checkpoint
+
+    def resume(self, seq: int) -> None:
+        """The session's accounting was restored from the checkpoint up to entry ``seq``: only
+        later entries are unseen."""
+        with self._lock:
+            self._seen = seq
+
+    def mechanisms_through(self, seq: int) -> list[MechanismSpec]:
+        """Every mechanism of entries 1..``seq``, read after verifying them from the root."""
+        with self._lock:
+            try:
+                rows = self.con.execute(
+                    f"SELECT {_FIELDS}, hash FROM entries WHERE seq <= ? ORDER BY seq",
+                    (seq,)).fetchall()
+            except _DB_ERRORS as err:
+                raise _failure(self.path, err, "reading it") from None
+            head = verify_rows(self.path, ChainHead(0, self._root(self._meta())), rows)
+        if head.seq != seq or len(rows) != seq:
+            raise changed(self.path, f"entries before {seq} are missing")
+        return [decode_mechanism(m) for r in rows for m in json.loads(r[6])]
+
+    def save_checkpoint(self, export: Callable[[], bytes]) -> bool:
+        """Store ``export()`` (the session's accounting after the last entry it consumed) as
+        the checkpoint, when :attr:`checkpoint_every` entries have passed since the newest one.
+        Runs under the ledger's lock, so the state and the entry it covers agree."""
+        if self._seen - self._checkpoint_seq < self.checkpoint_every:
+            return False
+        with self._write() as con:
+            seq = self._seen
+            con.execute("CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY "
+                        "CHECK (id = 1), seq INTEGER NOT NULL, binding TEXT NOT NULL, "
+                        "state BLOB NOT NULL)")
+            row = con.execute("SELECT seq FROM checkpoint WHERE id = 1").fetchone()
+            if seq == 0 or (row is not None and isinstance(row[0], int) and row[0] >= seq):
+                self._checkpoint_seq = max(self._checkpoint_seq, row[0] if row else 0)
+                return False
+            blob = export()
+            (entry,) = con.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+            root = self._root(self._meta())
+            con.execute("INSERT OR REPLACE INTO checkpoint VALUES (1, ?, ?, ?)",
+                        (seq, binding(seq, entry, root, blob), blob))
+        self._checkpoint_seq = seq
+        return True
 
     def bind(self, budget: Any, policy: Any) -> None:
         """Record (first use) or check the budget and policy the ledger's entries were charged
@@ -551,6 +639,18 @@ def _create(path: Path) -> None:
 def _identity(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
+
+
+def _claim(ledger: Any) -> None:
+    """A ledger object remembers which entries its session has admitted, so it can serve one
+    session only: a second session on the same object would skip the first one's charges and
+    under-count. Sessions that share a budget share the ledger *file* (each opens its own)."""
+    if getattr(ledger, "_claimed", False):
+        raise LedgerError(
+            "this ledger object already serves another session; two sessions on one object "
+            "would miss each other's charges. Pass the ledger's path to each session instead "
+            "(they then share the budget through the file).")
+    ledger._claimed = True
 
 
 def _check_directory(path: Path) -> None:

@@ -2,8 +2,9 @@
 
 Three checks, from the file alone (its recorded policy, or one passed in):
 
-1. the hash chain (budget and policy record, every entry, the last entry) is intact — the same
-   check every session makes when it opens the ledger (:mod:`privplan.ledger_chain`);
+1. the hash chain (budget and policy record, every entry, the last entry) is intact — the
+   check a session makes on open for the entries after the ledger's checkpoint, and on every
+   read for the ones before it (:mod:`privplan.ledger_chain`, :mod:`privplan.ledger_checkpoint`);
 2. the recorded totals never decrease, and each entry's recorded marginal is the difference
    of the totals around it;
 3. the composed total, recomputed from every recorded mechanism at once with the composition
@@ -83,9 +84,13 @@ def verify_ledger(path: str | Path, policy: Any = None) -> LedgerVerification:
         out.findings.append(str(err))
         return out
     try:
-        out.chain_intact = True
         out.budget = ledger.stored_budget()
-        entries = ledger.entries()
+        try:  # every entry, verified from the chain's root (whatever a checkpoint covers)
+            entries = ledger.entries()
+        except LedgerError as err:
+            out.findings.append(str(err))
+            return out
+        out.chain_intact = True
         out.entries = len(entries)
         recorded = ledger.stored_policy()
         if policy is not None:

@@ -13,6 +13,7 @@ The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
@@ -25,7 +26,7 @@ import pandas as pd
 
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
-from privplan.accounting.model import TableModel
+from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
 from privplan.assemble import assemble, check_outer_query, noisy_frame
 from privplan.boundary import privplan_errors
@@ -37,9 +38,10 @@ from privplan.engine_semantics import (
 )
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.engines.judge import judge
-from privplan.errors import BudgetExceededError, PolicyError
+from privplan.errors import BudgetExceededError, LedgerError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
+from privplan.ledger_checkpoint import decode_states, encode_states
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
@@ -133,6 +135,7 @@ class Session:
         self.budget = budget
         self.kind = type(budget)
         self.ledger = open_ledger(ledger)
+        self.ledger.claim()
         self.ledger.bind(budget, self.policy)
         self.engine = DuckDBEngine(database)
         # a larger exact_limit lets the solver search longer before it falls back to a proven
@@ -194,6 +197,7 @@ class Session:
             # admitted in memory only once the entry is durable (after the COMMIT); if the
             # COMMIT fails, the ledger raises and the session's accounting is rebuilt
             txn.on_commit(lambda: accountant.admit(specs))
+        self._save_checkpoint()
         # -- run, noise, post-process ---------------------------------------------------------
         frames = [self._run_core(core, planned.for_core(i), stmt)
                   for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
@@ -235,10 +239,50 @@ class Session:
         planning a query needs every recorded mechanism, admitted here in one composition."""
         if self._accountant is None:
             self._tables = {t.name: t.table_model() for t in self.policy.private_tables()}
-            self._accountant = Accountant(self._tables, self.kind, **(
+            self._accountant = self._restored() or Accountant(self._tables, self.kind, **(
                 {"exact_limit": self._exact_limit} if self._exact_limit is not None else {}))
             self._sync()
         return self._accountant
+
+    def _restored(self) -> Accountant | None:
+        """The accounting of the ledger's first entries from its checkpoint (see
+        :mod:`privplan.ledger_checkpoint`), or None when there is none or it does not fit
+        this session (then the whole ledger is admitted instead: same total, slower)."""
+        found = getattr(self.ledger, "checkpoint", lambda: None)()
+        if found is None:
+            return None
+        seq, blob = found
+        try:
+            states = decode_states(blob)
+            for st in states:
+                if st.table not in self._tables and "+" in st.table:
+                    joined = self._joined_table(st.table)
+                    self._tables[joined.name] = joined.table_model()
+            exact = {"exact_limit": self._exact_limit} if self._exact_limit is not None else {}
+            restored = Accountant.restore(self._tables, self.kind, states,
+                                          lambda table: self._specs_through(seq, table), **exact)
+        except Exception:  # noqa: BLE001 - any checkpoint that cannot be used is only a lost cache
+            return None
+        self.ledger.resume(seq)
+        return restored
+
+    def _specs_through(self, seq: int, table: str) -> list[MechanismSpec]:
+        """The mechanisms on ``table`` of ledger entries 1..``seq`` (verified from the chain's
+        root when read), as the session admits them (see :meth:`_catch_up`)."""
+        types = self._policy_types(table)
+        return [replace(m, region=conform_region(m.region, types))
+                for m in self.ledger.mechanisms_through(seq) if m.table == table]
+
+    def _save_checkpoint(self) -> None:
+        """After a charge: store the accounting as the ledger's checkpoint when enough entries
+        have passed since the last one. A failure loses only the cache, never a charge (which
+        was committed before), so it is not raised."""
+        save = getattr(self.ledger, "save_checkpoint", None)
+        if save is None or self._accountant is None:
+            return
+        accountant = self._accountant
+        with contextlib.suppress(LedgerError, ValueError):
+            save(lambda: encode_states(accountant.export_state()))
 
     def _drop_accounting(self) -> None:
         """After a failed durable write: forget the in-memory accounting (in-memory state

@@ -23,12 +23,13 @@ PureDP(epsilon=1.0)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.accounting.solver import (
     DEFAULT_EXACT_LIMIT,
     Composition,
+    SolverState,
     TableSolver,
     _check_kinds,
     _table_model,
@@ -89,6 +90,37 @@ class Accountant:
             total = combine_tables([s.cost for s in solvers.values()], self._kind)
         self._solvers, self._total = solvers, total
         return total
+
+    def export_state(self) -> list[SolverState]:
+        """Every table's solver as plain values, in order of first admission (a checkpoint)."""
+        return [s.export_state() for s in self._solvers.values()]
+
+    @classmethod
+    def restore(
+        cls,
+        tables: Mapping[str, TableModel],
+        kind: type,
+        states: Sequence[SolverState],
+        load_specs: Callable[[str], Sequence[MechanismSpec]],
+        *,
+        exact_limit: int = DEFAULT_EXACT_LIMIT,
+    ) -> Accountant:
+        """The accountant whose :meth:`export_state` gave ``states``, under ``tables`` and
+        ``kind``; a table's specs are read through ``load_specs(table)`` only when needed.
+
+        Its total is the one the saved solvers had computed, so admitting more continues
+        exactly as the saving accountant would have. Raises ``ValueError`` when a state does
+        not fit (another model, kind or search limit): the caller then rebuilds from specs.
+        """
+        acc = cls(tables, kind, exact_limit=exact_limit)
+        for st in states:
+            if st.exact_limit != exact_limit or st.table in acc._solvers:
+                raise ValueError("the saved state is for another search limit, or repeats a table")
+            model = _table_model(acc._tables, st.table)
+            acc._solvers[st.table] = TableSolver.from_state(
+                st, model, kind, lambda t=st.table: load_specs(t))
+        acc._total = combine_tables([s.cost for s in acc._solvers.values()], kind)
+        return acc
 
     def add_table(self, name: str, model: TableModel) -> None:
         """Register a table first seen after construction (e.g. two private tables joined on

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -67,7 +67,8 @@ from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet, Value
 from privplan.errors import InternalError, PolicyError
 
-__all__ = ["DEFAULT_EXACT_LIMIT", "Composition", "TableSolver", "compose"]
+__all__ = ["DEFAULT_EXACT_LIMIT", "Composition", "SolverState", "TableSolver", "compose",
+           "model_key"]
 
 DEFAULT_EXACT_LIMIT = 10_000
 """Search work one composition (or admission) may spend before settling for a proven bound:
@@ -189,6 +190,54 @@ class _Best:
     bound_note: str = ""  # why the value is a bound, when it is one
 
 
+def model_key(model: TableModel) -> tuple[str, int, tuple[str, ...]]:
+    """A table model as plain values, the same in every process (a checkpoint is only restored
+    under the model it was computed for)."""
+    return (model.neighbourhood, model.unit.max_rows, tuple(sorted(model.unit.unit_level_columns)))
+
+
+@dataclass(frozen=True)
+class SolverState:
+    """A :class:`TableSolver` as plain values and arrays, without its mechanisms' specs.
+
+    What a durable checkpoint stores (:mod:`privplan.ledger_checkpoint`) so that a new session
+    resumes the composition where the ledger's entries left it instead of re-solving them all.
+    ``arrays`` holds ``lo``, ``hi``, ``row_mech`` (per atom-box row), ``part``, ``full``, ``wf``,
+    ``wx_idx``, ``keys_idx``, ``max_groups`` (per mechanism) and ``narrow`` (per column);
+    ``bests`` the worst pair found per weight coordinate for each neighbourhood search, as
+    (value, exact, cells, note).
+    """
+
+    table: str
+    kind: str
+    exact_limit: int
+    model: tuple[str, int, tuple[str, ...]]
+    columns: tuple[str, ...]
+    axes: tuple[tuple[Value, ...], ...]
+    poisoned: tuple[str, ...]
+    headroom: int
+    widened: bool
+    notes: tuple[str, ...]
+    scales: tuple[tuple[int | None, int, float], ...]
+    ids: list[str]
+    wx_table: list[tuple[Fraction, ...]]
+    keys_table: list[tuple[int, ...]]
+    arrays: Mapping[str, np.ndarray]
+    bests: Mapping[str, tuple[tuple[Fraction, bool, tuple[Cell, ...], str], ...]]
+
+
+_ARRAYS = ("lo", "hi", "row_mech", "part", "full", "wf", "narrow")
+
+
+def _best_counts(model: TableModel, q: int, n: int) -> dict[str, int]:
+    """How many worst pairs :meth:`TableSolver.extended` keeps per search (one per weight
+    coordinate, for the searches the model needs; none before any mechanism)."""
+    k, replace = model.unit.max_rows, model.neighbourhood == "replace"
+    if n == 0:
+        return {"single": 0, "pair": 0, "unit": 0}
+    return {"single": q, "pair": q if k == 1 and replace else 0, "unit": q if k > 1 else 0}
+
+
 class TableSolver:
     """The composed cost of one table's mechanisms; :meth:`extended` adds more, incrementally.
 
@@ -221,7 +270,7 @@ class TableSolver:
 
     @property
     def mechanisms(self) -> tuple[MechanismSpec, ...]:
-        return tuple(m.spec for m in self._inst.mechs)
+        return tuple(self._inst.mechs.specs())
 
     def extended(self, new: Sequence[MechanismSpec]) -> TableSolver:
         """A solver for the old mechanisms plus ``new`` (all on this table, of this kind)."""
@@ -276,6 +325,78 @@ class TableSolver:
         out._single, out._pair, out._unit = tuple(single), tuple(pair), tuple(unit)
         return out
 
+    def export_state(self) -> SolverState:
+        """This solver's state as plain values (see :class:`SolverState`)."""
+        inst = self._inst
+        ids, wx_idx, wx_table, keys_idx, keys_table, groups = inst.mechs.columns()
+        arrays = {name: getattr(inst, name) for name in _ARRAYS}
+        arrays["wx_idx"] = np.array(wx_idx, dtype=np.int64)
+        arrays["keys_idx"] = np.array(keys_idx, dtype=np.int64)
+        arrays["max_groups"] = np.array(groups, dtype=np.int64)
+        return SolverState(
+            table=self.table, kind=self.kind.__name__, exact_limit=self.exact_limit,
+            model=model_key(self.model), columns=inst.columns,
+            axes=tuple(tuple(a.values) for a in inst.axes), poisoned=tuple(sorted(inst.poisoned)),
+            headroom=inst.headroom, widened=inst.widened, notes=inst.notes,
+            scales=tuple((sc.denom, sc.total, sc.tol) for sc in inst.scales),
+            ids=ids, wx_table=wx_table, keys_table=keys_table, arrays=arrays,
+            bests={name: tuple((b.value, b.exact, b.cells, b.bound_note) for b in bests)
+                   for name, bests in (("single", self._single), ("pair", self._pair),
+                                       ("unit", self._unit))})
+
+    @classmethod
+    def from_state(cls, state: SolverState, model: TableModel, kind: type,
+                   load_specs: Callable[[], Sequence[MechanismSpec]]) -> TableSolver:
+        """The solver ``state`` was exported from, for ``model`` and ``kind`` (checked), its
+        mechanisms' specs read through ``load_specs`` only if ever needed. Raises
+        ``ValueError`` for a state that does not fit (another model, kind, or inconsistent
+        shapes): the caller then rebuilds from the mechanisms themselves."""
+        if state.kind != kind.__name__ or state.model != model_key(model):
+            raise ValueError("the saved state is for another privacy definition or table model")
+        out = cls(state.table, model, kind, exact_limit=state.exact_limit)
+        q, d, n = out._q, len(state.columns), len(state.ids)
+        a = {name: np.asarray(state.arrays[name]) for name in
+             (*_ARRAYS, "wx_idx", "keys_idx", "max_groups")}
+        rows = a["lo"].shape[0] if a["lo"].ndim == 2 else -1
+        ok = (
+            len(state.axes) == d and len(state.scales) == q
+            and a["lo"].shape == (rows, d) and a["hi"].shape == (rows, d)
+            and a["row_mech"].shape == (rows,) and a["wf"].shape == (n, q)
+            and all(a[k].shape == (n,) for k in ("part", "full", "wx_idx", "keys_idx",
+                                                   "max_groups"))
+            and a["narrow"].shape == (d,)
+            and all(len(w) == q for w in state.wx_table)
+            and all(0 <= k < d for ks in state.keys_table for k in ks)
+            and (n == 0 or (0 <= int(a["wx_idx"].min()) and int(a["wx_idx"].max())
+                            < len(state.wx_table) and 0 <= int(a["keys_idx"].min())
+                            and int(a["keys_idx"].max()) < len(state.keys_table)))
+            and (rows == 0 or (0 <= int(a["row_mech"].min()) and int(a["row_mech"].max()) < n))
+            and {name: len(bs) for name, bs in state.bests.items()} == _best_counts(model, q, n)
+        )
+        if not ok:
+            raise ValueError("the saved solver state is inconsistent")
+        inst = object.__new__(_Instance)
+        inst.headroom = state.headroom
+        inst.columns = tuple(state.columns)
+        inst.col_index = {c: i for i, c in enumerate(inst.columns)}
+        inst.axes = tuple(_Axis(list(v)) for v in state.axes)
+        inst.poisoned = frozenset(state.poisoned)
+        inst.cell_maps = ((None,) * d, 0)
+        inst.widened, inst.notes = state.widened, tuple(state.notes)
+        inst.scales = tuple(_Scale(dn, tot, tol) for dn, tot, tol in state.scales)
+        for name in _ARRAYS:
+            setattr(inst, name, a[name])
+        base = _MechColumns(list(state.ids), a["wx_idx"], list(state.wx_table), a["keys_idx"],
+                            list(state.keys_table), a["max_groups"], a["part"], a["full"],
+                            load_specs, {})
+        inst.mechs = _Mechs(base, (), ())
+        out._inst = inst
+        out._single, out._pair, out._unit = (
+            tuple(_Best(v, e, tuple(tuple(c) for c in cells), note)
+                  for v, e, cells, note in state.bests.get(name, ()))
+            for name in ("single", "pair", "unit"))
+        return out
+
     @cached_property
     def cost(self) -> TableCost:
         """This table's weights per coordinate with the witness of the first non-zero one."""
@@ -295,7 +416,7 @@ class TableSolver:
             exact = all(b.exact for b in bests) and not inst.widened
         lead = next((b for b in bests if b.value), bests[0])
         witness_idx = _witness(inst, lead)
-        witness = tuple(inst.mechs[i].spec.id for i in witness_idx)
+        witness = inst.mechs.ids(witness_idx)
         detail = _detail(inst, lead, witness_idx, k, replace)
         rule = _rule(inst, lead, witness_idx, k, replace)
         if inst.widened:
@@ -417,12 +538,147 @@ class _Axis:
 
 @dataclass(frozen=True)
 class _Mech:
-    spec: MechanismSpec
+    id: str
     wx: tuple[Fraction, ...]  # exact additive weights
     part: int  # 0: no partition, 1: keys are columns, 2: opaque keys
     keys: tuple[int, ...]  # instance column indices of the key columns (part == 1)
     max_groups: int | None
     full: bool  # region is the whole domain
+
+
+@dataclass
+class _MechColumns:
+    """Mechanisms restored from a checkpoint, as columns: a :class:`_Mech` is made only when
+    one is read, and the specs are loaded (by the caller's loader) only when asked for."""
+
+    ids: list[str]
+    wx_idx: np.ndarray
+    wx_table: list[tuple[Fraction, ...]]
+    keys_idx: np.ndarray
+    keys_table: list[tuple[int, ...]]
+    max_groups: np.ndarray  # -1: no limit
+    part: np.ndarray
+    full: np.ndarray
+    load_specs: Callable[[], Sequence[MechanismSpec]]
+    made: dict[int, _Mech]
+    loaded: list[MechanismSpec] | None = None
+    id_objects: np.ndarray | None = None
+
+    def get(self, i: int) -> _Mech:
+        m = self.made.get(i)
+        if m is None:
+            g = int(self.max_groups[i])
+            m = self.made[i] = _Mech(
+                self.ids[i], self.wx_table[int(self.wx_idx[i])], int(self.part[i]),
+                self.keys_table[int(self.keys_idx[i])], None if g < 0 else g, bool(self.full[i]))
+        return m
+
+    def id_array(self) -> np.ndarray:
+        """The ids as an array of objects (indexed many at a time to name witnesses)."""
+        if self.id_objects is None:
+            self.id_objects = np.array(self.ids, dtype=object)
+        return self.id_objects
+
+    def specs(self) -> list[MechanismSpec]:
+        if self.loaded is None:
+            specs = list(self.load_specs())
+            if [m.id for m in specs] != self.ids:
+                raise InternalError("the specs loaded for a restored solver are not the "
+                                    "mechanisms it was saved with")
+            self.loaded = specs
+        return self.loaded
+
+
+class _Mechs:
+    """An instance's mechanisms in admission order, immutable; :meth:`plus` shares the old part.
+
+    A restored solver's first mechanisms are a :class:`_MechColumns` (read lazily); the ones
+    admitted since are plain :class:`_Mech` with their specs."""
+
+    __slots__ = ("_base", "_n0", "_tail", "_tail_specs")
+
+    def __init__(self, base: _MechColumns | None, tail: tuple[_Mech, ...],
+                 tail_specs: tuple[MechanismSpec, ...]) -> None:
+        self._base = base
+        self._n0 = len(base.ids) if base is not None else 0
+        self._tail = tail
+        self._tail_specs = tail_specs
+
+    @classmethod
+    def empty(cls) -> _Mechs:
+        return cls(None, (), ())
+
+    def __len__(self) -> int:
+        return self._n0 + len(self._tail)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __getitem__(self, i: int | np.integer[Any]) -> _Mech:
+        if i < self._n0:
+            assert self._base is not None
+            return self._base.get(int(i))
+        return self._tail[i - self._n0]
+
+    def __iter__(self) -> Iterator[_Mech]:
+        for i in range(self._n0):
+            assert self._base is not None
+            yield self._base.get(i)
+        yield from self._tail
+
+    def ids(self, indices: Iterable[int]) -> tuple[str, ...]:
+        """The ids of the mechanisms at ``indices`` (without making restored ones)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if self._base is None or not idx.size:
+            return tuple(self._tail[i].id for i in idx.tolist())
+        base = self._base.id_array()
+        n0, tail = self._n0, self._tail
+        head = base[idx[idx < n0]].tolist()
+        return (*head, *(tail[i - n0].id for i in idx[idx >= n0].tolist()))
+
+    def key_columns(self, indices: Sequence[int]) -> set[int]:
+        """The key columns of the mechanisms at ``indices`` (without making restored ones)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        out: set[int] = set()
+        if self._base is not None:
+            head = idx[idx < self._n0]
+            for k in np.unique(self._base.keys_idx[head]).tolist():
+                out.update(self._base.keys_table[k])
+        for i in idx[idx >= self._n0].tolist():
+            out.update(self._tail[i - self._n0].keys)
+        return out
+
+    def plus(self, added: Sequence[_Mech], specs: Sequence[MechanismSpec]) -> _Mechs:
+        return _Mechs(self._base, self._tail + tuple(added), self._tail_specs + tuple(specs))
+
+    def specs(self) -> list[MechanismSpec]:
+        head = self._base.specs() if self._base is not None else []
+        return [*head, *self._tail_specs]
+
+    def columns(self) -> tuple[list[str], list[int], list[tuple[Fraction, ...]], list[int],
+                               list[tuple[int, ...]], list[int]]:
+        """ids, weight-tuple index, weight tuples, key-tuple index, key tuples, max groups
+        (-1: none): the columnar form a checkpoint stores."""
+        wx_table: dict[tuple[Fraction, ...], int] = {}
+        keys_table: dict[tuple[int, ...], int] = {}
+        ids: list[str] = []
+        wx_idx: list[int] = []
+        keys_idx: list[int] = []
+        groups: list[int] = []
+        b = self._base
+        if b is not None:
+            wx_table = {w: i for i, w in enumerate(b.wx_table)}
+            keys_table = {k: i for i, k in enumerate(b.keys_table)}
+            ids.extend(b.ids)
+            wx_idx.extend(b.wx_idx.tolist())
+            keys_idx.extend(b.keys_idx.tolist())
+            groups.extend(b.max_groups.tolist())
+        for m in self._tail:
+            ids.append(m.id)
+            wx_idx.append(wx_table.setdefault(m.wx, len(wx_table)))
+            keys_idx.append(keys_table.setdefault(m.keys, len(keys_table)))
+            groups.append(-1 if m.max_groups is None else m.max_groups)
+        return ids, wx_idx, list(wx_table), keys_idx, list(keys_table), groups
 
 
 @dataclass(frozen=True)
@@ -555,7 +811,7 @@ class _Instance:
     col_index: dict[str, int]
     axes: tuple[_Axis, ...]
     poisoned: frozenset[str]
-    mechs: tuple[_Mech, ...]
+    mechs: _Mechs
     part: np.ndarray
     full: np.ndarray
     lo: np.ndarray
@@ -574,7 +830,7 @@ class _Instance:
         inst = object.__new__(cls)
         inst.headroom = headroom
         inst.columns, inst.col_index, inst.axes, inst.poisoned = (), {}, (), poisoned
-        inst.mechs = ()
+        inst.mechs = _Mechs.empty()
         inst.part = np.zeros(0, dtype=np.int8)
         inst.full = np.zeros(0, dtype=bool)
         inst.lo = np.zeros((0, 0), dtype=np.int64)
@@ -624,7 +880,7 @@ class _Instance:
             return inst, poisoned != self.poisoned and bool(self.mechs), new_rows
 
     def specs(self) -> list[MechanismSpec]:
-        return [m.spec for m in self.mechs]
+        return self.mechs.specs()
 
     def _extend(
         self, specs: Sequence[MechanismSpec], poisoned: frozenset[str]
@@ -695,10 +951,10 @@ class _Instance:
         widened = self.widened
         new_rows: list[Cell2] = []
         new_row_mech: list[int] = []
-        mechs = list(self.mechs)
+        added: list[_Mech] = []
         region_rows: dict[int, tuple[list[Cell2], bool]] = {}
         for m in specs:
-            idx = len(mechs)
+            idx = len(self.mechs) + len(added)
             got = region_rows.get(id(m.region))
             if got is None:
                 got = region_rows[id(m.region)] = inst._rows_of(m.region)
@@ -711,7 +967,7 @@ class _Instance:
                 notes.append(f"{m.id}: constraints on unorderable columns were dropped")
             new_rows.extend(rows)
             new_row_mech.extend([idx] * len(rows))
-            mechs.append(inst._mech_of(m, rows))
+            added.append(inst._mech_of(m, rows))
         d = len(columns)
         narrow = np.concatenate((self.narrow, np.zeros(len(new_tops), dtype=np.int64)))
         if new_rows:
@@ -724,8 +980,7 @@ class _Instance:
         inst.lo, inst.hi = lo, hi
         inst.narrow = narrow
         inst.row_mech = np.concatenate((self.row_mech, np.array(new_row_mech, dtype=np.int64)))
-        added = mechs[len(self.mechs) :]
-        inst.mechs = tuple(mechs)
+        inst.mechs = mechs = self.mechs.plus(added, specs)
         inst.part = np.concatenate((self.part, np.array([m.part for m in added], dtype=np.int8)))
         inst.full = np.concatenate((self.full, np.array([m.full for m in added], dtype=bool)))
         inst.widened, inst.notes = widened, tuple(dict.fromkeys(notes))
@@ -777,11 +1032,11 @@ class _Instance:
         full = any(r == full_row for r in rows)
         p = m.partition
         if p is None:
-            return _Mech(m, tuple(m.cost.weights()), 0, (), None, full)
+            return _Mech(m.id, tuple(m.cost.weights()), 0, (), None, full)
         if p.key_columns is None or any(c in self.poisoned for c in p.key_columns):
-            return _Mech(m, tuple(m.cost.weights()), 2, (), p.max_groups_per_unit, full)
+            return _Mech(m.id, tuple(m.cost.weights()), 2, (), p.max_groups_per_unit, full)
         keys = tuple(sorted({self.col_index[c] for c in p.key_columns}))
-        return _Mech(m, tuple(m.cost.weights()), 1, keys, p.max_groups_per_unit, full)
+        return _Mech(m.id, tuple(m.cost.weights()), 1, keys, p.max_groups_per_unit, full)
 
     # -- evaluation ----------------------------------------------------------------------------
     def _order(self, cols: Iterable[int]) -> list[int]:
@@ -1875,9 +2130,7 @@ def _witness(inst: _Instance, best: _Best) -> tuple[int, ...]:
 
 def _describe_cell(inst: _Instance, cell: Cell, relevant: Iterable[int]) -> str:
     relevant = list(relevant)
-    cols: set[int] = set()
-    for i in relevant:
-        cols.update(inst.mechs[i].keys)
+    cols = inst.mechs.key_columns(relevant)
     chosen = np.zeros(len(inst.mechs), dtype=bool)
     chosen[relevant] = True
     rows = chosen[inst.row_mech]
@@ -1894,7 +2147,7 @@ def _detail(
     k: int,
     replace: bool,
 ) -> str:
-    ids = ", ".join(inst.mechs[i].spec.id for i in witness) or "nothing"
+    ids = _some_ids(inst, witness)
     if best.bound_note and not best.cells:
         return f"upper bound ({best.bound_note})"
     if not best.cells:
@@ -1913,7 +2166,7 @@ def _detail(
         a, b = cells
         ha, hb = inst.hit_mask(a), inst.hit_mask(b)
         twice = [
-            inst.mechs[i].spec.id
+            inst.mechs[i].id
             for i in witness
             if ha[i] and hb[i] and inst.part[i] and not inst.forced_same(i, a, b)
         ]
@@ -1927,6 +2180,18 @@ def _detail(
     if best.bound_note:
         text += f" (upper bound: {best.bound_note})"
     return text
+
+
+_IDS_SHOWN = 12
+
+
+def _some_ids(inst: _Instance, witness: Sequence[int]) -> str:
+    """The witness's mechanism ids for a message: all of a few, the first of many."""
+    if not witness:
+        return "nothing"
+    shown = ", ".join(inst.mechs.ids(witness[:_IDS_SHOWN]))
+    more = len(witness) - _IDS_SHOWN
+    return shown if more <= 0 else f"{len(witness):,} mechanisms ({shown} and {more:,} more)"
 
 
 def _rule(inst: _Instance, best: _Best, witness: tuple[int, ...], k: int, replace: bool) -> str:
