@@ -402,6 +402,7 @@ KILL_TARGET = """
     db, ledger = sys.argv[1], sys.argv[2]
     sess = pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()), budget=pp.PureDP(1e6),
                       ledger=ledger)
+    sess.ledger.checkpoint_every = 3  # kills land in checkpoint writes too
     i = 0
     while True:
         i += 1
@@ -432,6 +433,8 @@ def _kill_trials(db: Path, tmp_path: Path, trials: int, seed: int) -> None:
         with _session(db, ledger, pp.PureDP(1e6)) as s:
             total = s.spent()
             committed = {e.query_id for e in s.ledger.entries()}
+            composed = s.accountant.total.cost  # from the checkpoint, if one was written
+        assert composed == total, "the checkpoint and the entries disagree"
         assert last_total <= total, "the total decreased after a kill"
         assert received <= committed, f"answers without a charge: {received - committed}"
         last_total = total
@@ -446,3 +449,41 @@ def test_killed_processes_never_release_uncharged_answers(db: Path, tmp_path: Pa
 @pytest.mark.slow
 def test_100_kills_on_the_charge_path(db: Path, tmp_path: Path) -> None:
     _kill_trials(db, tmp_path, trials=100, seed=2026)
+
+
+# ------------------------------------------------------------------ opening while others charge
+
+WRITER = """
+    import sys
+    import privplan as pp
+    from privplan.demo.data import demo_policy_path
+    db, ledger, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()), budget=pp.PureDP(1e6),
+                    ledger=ledger) as sess:
+        sess.ledger.checkpoint_every = 7
+        for i in range(n):
+            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {i % 90}", epsilon=0.01)
+"""
+
+
+def test_opening_while_another_process_charges_is_never_refused(db: Path,
+                                                                tmp_path: Path) -> None:
+    """A session opening (and asking ``spent()``) while another process appends reads the head
+    and the entries of one moment: an append in between is not mistaken for a change."""
+    ledger = tmp_path / "busy.sqlite"
+    _session(db, ledger, pp.PureDP(1e6)).close()
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(db),
+                               str(ledger), "150"], stderr=subprocess.PIPE, text=True)
+    opened, totals = 0, []
+    try:
+        while writer.poll() is None:
+            led = SQLiteLedger(ledger)
+            totals.append(led.recorded_total())
+            led.close()
+            opened += 1
+    finally:
+        _, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert opened > 10
+    seen = [t for t in totals if t is not None]
+    assert all(a <= b for a, b in zip(seen, seen[1:])), "a total went down"

@@ -258,17 +258,18 @@ class SQLiteLedger:
         when a checkpoint bound to the chain covers the first entries, every entry from the
         checkpoint's on (the entries before it are verified whenever they are read)."""
         try:
-            meta = self._meta()
-            root = self._root(meta)
-            if "budget" in meta and meta.get("root") != root:
-                raise changed(self.path, "its budget or policy record does not match the root "
-                                         "of its chain")
-            start, checkpoint = ChainHead(0, root), self._bound_checkpoint(root)
-            if checkpoint is not None:
-                start = checkpoint[2]
-            rows = self.con.execute(
-                f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
-                (start.seq,)).fetchall()
+            with _snapshot(self.con):  # the meta row and the entries as of one moment
+                meta = self._meta()
+                root = self._root(meta)
+                if "budget" in meta and meta.get("root") != root:
+                    raise changed(self.path, "its budget or policy record does not match the "
+                                             "root of its chain")
+                start, checkpoint = ChainHead(0, root), self._bound_checkpoint(root)
+                if checkpoint is not None:
+                    start = checkpoint[2]
+                rows = self.con.execute(
+                    f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
+                    (start.seq,)).fetchall()
         except _DB_ERRORS as err:
             raise _failure(self.path, err, "reading it") from None
         head = verify_rows(self.path, start, rows)
@@ -405,9 +406,9 @@ class SQLiteLedger:
         the total of the whole ledger; it is what the budget was enforced against."""
         with self._lock:
             _, self._verified = self._fetch(self._verified.seq, verify_from=self._verified)
-            try:
-                row = self.con.execute(
-                    "SELECT total_after FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+            try:  # the last *verified* entry (another process may have appended since)
+                row = self.con.execute("SELECT total_after FROM entries WHERE seq = ?",
+                                       (self._verified.seq,)).fetchone()
             except _DB_ERRORS as err:
                 raise _failure(self.path, err, "reading it") from None
         return decode_cost(json.loads(row[0])) if row else None
@@ -570,6 +571,17 @@ class _SQLiteCharging(_Hooks):
             raise _failure(self.ledger.path, err, "recording a charge") from None
         self.verified = ChainHead(int(fields[0]), h)
         self.seen = self.verified.seq
+
+
+@contextmanager
+def _snapshot(con: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every statement inside sees the file as of one moment (WAL), so
+    another process's append cannot fall between reading the head and reading the entries."""
+    con.execute("BEGIN")
+    try:
+        yield
+    finally:
+        con.execute("COMMIT")
 
 
 def _text(raw: bytes) -> str:
