@@ -230,7 +230,6 @@ def main() -> None:
         print("  ".join(f"{f.format(r[k]):>{len(h)}}" for h, k, f in cols))
     print("targets (reported, not asserted): open < 0.5 s and an admission < 50 ms at 100k")
     write_json(Path(args.out), {"machine": machine_info(), "rows": rows})
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -319,3 +319,39 @@ def test_one_ledger_object_serves_one_session(db: Path, tmp_path: Path, make: ob
             assert b.spent() == pp.PureDP(2.0)
         assert a.spent() == pp.PureDP(2.0)
     a.close()
+
+
+def test_a_failing_checkpoint_write_loses_only_the_cache(db: Path, tmp_path: Path) -> None:
+    """The checkpoint is written after the charge committed: when writing it fails (here a
+    real SQLite error: a table of that name the writer cannot fill), the answer is released,
+    the charge stands, and the session's accounting is rebuilt from the file."""
+    path = tmp_path / "l.sqlite"
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
+        s.sql(QUERIES[0], epsilon=0.1)
+    _edit(path, "CREATE TABLE checkpoint (x)")
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
+        s.ledger.checkpoint_every = 1
+        for q in QUERIES[1:6]:
+            assert s.sql(q, epsilon=0.1).df is not None
+        spent = s.spent()
+    report = verify_ledger(path, POLICY)
+    assert report.entries == 6 and not report.findings
+    assert spent == report.recomputed_total == report.recorded_total
+    assert _composed(db, path) == (spent, spent, False)
+
+
+def test_a_checkpoint_that_cannot_be_encoded_is_skipped(db: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import privplan.session as session_module
+
+    def fail(states: object) -> bytes:
+        raise ValueError("cannot store this state")
+
+    monkeypatch.setattr(session_module, "encode_states", fail)
+    path = tmp_path / "l.sqlite"
+    _charged(db, path, every=1)
+    assert not _has_checkpoint(path) or sqlite3.connect(path).execute(
+        "SELECT COUNT(*) FROM checkpoint").fetchone()[0] == 0
+    monkeypatch.undo()
+    spent, total, used = _composed(db, path)
+    assert not used and spent == total == verify_ledger(path, POLICY).recomputed_total

@@ -289,9 +289,13 @@ class SQLiteLedger:
         if not self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                                 "AND name = 'checkpoint'").fetchone():
             return None
-        # read as bytes: a damaged checkpoint is ignored, whatever its bytes became
-        row = self.con.execute("SELECT seq, CAST(binding AS BLOB), CAST(state AS BLOB) "
-                               "FROM checkpoint WHERE id = 1").fetchone()
+        # read as bytes: a damaged checkpoint is ignored, whatever its bytes (or its table's
+        # columns) became
+        try:
+            row = self.con.execute("SELECT seq, CAST(binding AS BLOB), CAST(state AS BLOB) "
+                                   "FROM checkpoint WHERE id = 1").fetchone()
+        except sqlite3.OperationalError:
+            return None
         if row is None or not isinstance(row[0], int) or not isinstance(row[2], bytes):
             return None
         seq, bound, blob = row

@@ -90,6 +90,12 @@ def encode_states(states: list[SolverState]) -> bytes:
     return b"".join([_MAGIC, struct.pack("<Q", len(header)), header, *chunks])
 
 
+def _strings(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(type(v) is str for v in value):
+        raise ValueError("mechanism ids must be strings")
+    return value
+
+
 def decode_states(blob: bytes) -> list[SolverState]:
     """The solver states :func:`encode_states` wrote. Raises ``ValueError`` (or another
     exception of the decoders) for bytes it did not write; callers treat any failure as "no
@@ -120,7 +126,7 @@ def decode_states(blob: bytes) -> list[SolverState]:
             widened=bool(t["widened"]), notes=tuple(map(str, t["notes"])),
             scales=tuple((None if d is None else int(d), int(tot), float(tol))
                          for d, tot, tol in t["scales"]),
-            ids=[str(i) for i in t["ids"]],
+            ids=_strings(t["ids"]),
             wx_table=[tuple(Fraction(w) for w in ws) for ws in t["wx_table"]],
             keys_table=[tuple(int(k) for k in ks) for ks in t["keys_table"]],
             arrays=arrays,

@@ -84,20 +84,68 @@ Cell = tuple[int, ...]
 # ============================================================================== public result
 
 
-@dataclass(frozen=True)
-class Composition:
+Why = tuple[tuple[str, ...], str, str]
+"""An explanation: witness mechanism ids, what the worst pair is, the rule applied."""
+
+
+class _Explained:
+    """An explanation given, or made on first use (naming the witness of a long history takes
+    milliseconds that a charge, which only compares costs, need not pay)."""
+
+    __slots__ = ("_make", "_why")
+
+    def __init__(self, why: Why | None, make: Callable[[], Why] | None) -> None:
+        self._why, self._make = why, make
+
+    def _explained(self) -> Why:
+        if self._why is None:
+            assert self._make is not None
+            self._why, self._make = self._make(), None
+        return self._why
+
+    @property
+    def witness(self) -> tuple[str, ...]:
+        return self._explained()[0]
+
+    @property
+    def rule(self) -> str:
+        return self._explained()[2]
+
+
+class Composition(_Explained):
     """The composed cost of a set of mechanisms, and why.
 
     ``cost`` is a privacy value of the inputs' kind (``kind.zero()`` when nothing was released);
     ``witness`` holds the ids of the mechanisms a worst neighbouring pair affects (for (ε, δ):
-    the pair that maximises ε); ``exact`` is False when a proven upper bound was used.
+    the pair that maximises ε); ``exact`` is False when a proven upper bound was used. The
+    explanation (``witness``, ``witness_detail``, ``rule``) may be made when first read.
     """
 
-    cost: Any
-    witness: tuple[str, ...]
-    witness_detail: str
-    exact: bool
-    rule: str
+    __slots__ = ("cost", "exact")
+
+    def __init__(self, cost: Any, witness: tuple[str, ...] = (), witness_detail: str = "",
+                 exact: bool = True, rule: str = "", *,
+                 explain: Callable[[], Why] | None = None) -> None:
+        super().__init__(None if explain else (tuple(witness), witness_detail, rule), explain)
+        self.cost, self.exact = cost, exact
+
+    @property
+    def witness_detail(self) -> str:
+        return self._explained()[1]
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.cost, self.exact, *self._explained())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Composition) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.cost, self.exact))
+
+    def __repr__(self) -> str:
+        return (f"Composition(cost={self.cost!r}, witness={self.witness!r}, "
+                f"witness_detail={self.witness_detail!r}, exact={self.exact!r}, "
+                f"rule={self.rule!r})")
 
 
 def compose(
@@ -126,39 +174,47 @@ def compose(
 # ============================================================================== per-table costs
 
 
-@dataclass(frozen=True)
-class TableCost:
+class TableCost(_Explained):
     """One table's composed weights (per coordinate of the kind) and their explanation."""
 
-    table: str
-    weights: tuple[Fraction, ...]
-    witness: tuple[str, ...]
-    detail: str
-    exact: bool
-    rule: str
+    __slots__ = ("exact", "table", "weights")
+
+    def __init__(self, table: str, weights: tuple[Fraction, ...], witness: tuple[str, ...] = (),
+                 detail: str = "", exact: bool = True, rule: str = "", *,
+                 explain: Callable[[], Why] | None = None) -> None:
+        super().__init__(None if explain else (tuple(witness), detail, rule), explain)
+        self.table, self.weights, self.exact = table, weights, exact
+
+    @property
+    def detail(self) -> str:
+        return self._explained()[1]
 
 
 def combine_tables(costs: Sequence[TableCost], kind: type) -> Composition:
     """Sum the tables' maxima: one person may appear in every private table (conservative)."""
     if not costs:
         return Composition(kind.zero(), (), "nothing released", True, "no mechanisms")
-    if all(not c.witness and not any(c.weights) and c.exact for c in costs):
+    # (weights first: a table's witness is only worked out when its weights are all zero)
+    if all(not any(c.weights) and c.exact and not c.witness for c in costs):
         return Composition(
             kind.zero(), (), "no record is in any mechanism's region", True, "empty regions"
         )
-    costs = [c for c in costs if c.witness or any(c.weights) or not c.exact]
+    costs = [c for c in costs if any(c.weights) or not c.exact or c.witness]
     weights = tuple(sum(ws, Fraction(0)) for ws in zip(*(c.weights for c in costs)))
-    witness = tuple(dict.fromkeys(i for c in costs for i in c.witness))
     exact = all(c.exact for c in costs)
-    if len(costs) == 1:
-        c = costs[0]
-        return Composition(kind.from_weights(weights), witness, c.detail, exact, c.rule)
-    detail = "; ".join(f"in {c.table}: {c.detail}" for c in costs)
-    rule = (
-        "; ".join(f"{c.table}: {c.rule}" for c in costs)
-        + "; summed over tables (one person may appear in every private table)"
-    )
-    return Composition(kind.from_weights(weights), witness, detail, exact, rule)
+
+    def explain() -> Why:
+        if len(costs) == 1:  # (one table's witness holds each mechanism once)
+            return costs[0].witness, costs[0].detail, costs[0].rule
+        witness = tuple(dict.fromkeys(i for c in costs for i in c.witness))
+        detail = "; ".join(f"in {c.table}: {c.detail}" for c in costs)
+        rule = (
+            "; ".join(f"{c.table}: {c.rule}" for c in costs)
+            + "; summed over tables (one person may appear in every private table)"
+        )
+        return witness, detail, rule
+
+    return Composition(kind.from_weights(weights), exact=exact, explain=explain)
 
 
 def _check_kinds(mechanisms: Iterable[MechanismSpec], kind: type) -> None:
@@ -415,13 +471,16 @@ class TableSolver:
             weights = tuple(b.value for b in bests)
             exact = all(b.exact for b in bests) and not inst.widened
         lead = next((b for b in bests if b.value), bests[0])
-        witness_idx = _witness(inst, lead)
-        witness = inst.mechs.ids(witness_idx)
-        detail = _detail(inst, lead, witness_idx, k, replace)
-        rule = _rule(inst, lead, witness_idx, k, replace)
-        if inst.widened:
-            rule += "; some regions were over-approximated (" + "; ".join(inst.notes) + ")"
-        return TableCost(self.table, weights, witness, detail, exact, rule)
+
+        def explain() -> Why:
+            witness_idx = _witness(inst, lead)
+            detail = _detail(inst, lead, witness_idx, k, replace)
+            rule = _rule(inst, lead, witness_idx, k, replace)
+            if inst.widened:
+                rule += "; some regions were over-approximated (" + "; ".join(inst.notes) + ")"
+            return inst.mechs.ids(witness_idx), detail, rule
+
+        return TableCost(self.table, weights, exact=exact, explain=explain)
 
 
 # ============================================================================== atoms and rows
@@ -910,8 +969,7 @@ class _Instance:
                         new_values.setdefault(col, [])
         columns = list(self.columns)
         axes = list(self.axes)
-        lo, hi = self.lo, self.hi  # copied before the first change: the old instance keeps its own
-        copied = False
+        remaps: list[tuple[int, np.ndarray, np.ndarray]] = []  # old columns whose atoms moved
         cell_maps: list[np.ndarray | None] = [None] * len(columns)
         new_tops: list[int] = []  # last atom of each new column
         for col, vals in new_values.items():
@@ -923,10 +981,7 @@ class _Instance:
                     raise _UnorderableColumn(col) from None
                 if merged is not None:
                     axes[c], map_lo, map_hi = merged
-                    if not copied:
-                        lo, hi, copied = lo.copy(), hi.copy(), True
-                    lo[:, c] = map_lo[lo[:, c]]
-                    hi[:, c] = map_hi[hi[:, c]]
+                    remaps.append((c, map_lo, map_hi))
                     cell_maps[c] = map_lo  # an old gap's first new atom is a gap too
             else:
                 try:
@@ -936,10 +991,6 @@ class _Instance:
                 columns.append(col)
                 axes.append(axis)
                 new_tops.append(axis.size - 1)
-        if new_tops:  # no old region constrains a new column: its rows span all of it
-            n = lo.shape[0]
-            lo = np.hstack((lo, np.zeros((n, len(new_tops)), dtype=np.int64)))
-            hi = np.hstack((hi, np.tile(np.array(new_tops, dtype=np.int64), (n, 1))))
         inst = object.__new__(_Instance)
         inst.headroom = self.headroom
         inst.columns = tuple(columns)
@@ -970,14 +1021,13 @@ class _Instance:
             added.append(inst._mech_of(m, rows))
         d = len(columns)
         narrow = np.concatenate((self.narrow, np.zeros(len(new_tops), dtype=np.int64)))
+        arr = np.zeros((0, d, 2), dtype=np.int64)
         if new_rows:
             flat = chain.from_iterable(chain.from_iterable(new_rows))
             arr = np.fromiter(flat, dtype=np.int64, count=2 * d * len(new_rows))
             arr = arr.reshape(len(new_rows), d, 2)
-            lo = np.vstack((lo, arr[:, :, 0]))
-            hi = np.vstack((hi, arr[:, :, 1]))
             narrow = narrow + ((arr[:, :, 0] > 0) | (arr[:, :, 1] < inst.sizes - 1)).sum(axis=0)
-        inst.lo, inst.hi = lo, hi
+        inst.lo, inst.hi = lo, hi = self._grown(arr, remaps, new_tops)
         inst.narrow = narrow
         inst.row_mech = np.concatenate((self.row_mech, np.array(new_row_mech, dtype=np.int64)))
         inst.mechs = mechs = self.mechs.plus(added, specs)
@@ -1000,6 +1050,27 @@ class _Instance:
         inst.scales = tuple(scales)
         inst.wf = np.stack(cols, axis=1) if cols else np.zeros((len(mechs), 0))
         return inst, new_rows
+
+    def _grown(self, arr: np.ndarray, remaps: Sequence[tuple[int, np.ndarray, np.ndarray]],
+               new_tops: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``lo``/``hi`` of the extended instance, made in one allocation: the old rows with
+        their moved atoms remapped and the new columns spanning all their atoms (no old region
+        constrains them), then the new rows ``arr``. The old instance keeps its own arrays."""
+        if not remaps and not new_tops and not arr.shape[0]:
+            return self.lo, self.hi
+        n, d_old = self.lo.shape
+        d = d_old + len(new_tops)
+        out = []
+        for old, side, fill in ((self.lo, 0, np.zeros(len(new_tops), dtype=np.int64)),
+                                (self.hi, 1, np.array(new_tops, dtype=np.int64))):
+            a = np.empty((n + arr.shape[0], d), dtype=np.int64)
+            a[:n, :d_old] = old
+            for c, map_lo, map_hi in remaps:
+                a[:n, c] = (map_lo if side == 0 else map_hi)[old[:, c]]
+            a[:n, d_old:] = fill
+            a[n:] = arr[:, :, side]
+            out.append(a)
+        return out[0], out[1]
 
     def _rows_of(self, region: Region) -> tuple[list[Cell2], bool]:
         """Disjoint atom-index boxes whose union is the region (or a superset: flag True)."""
