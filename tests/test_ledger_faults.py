@@ -5,6 +5,7 @@ file, a removed directory, SIGKILL), not a mock."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -486,4 +487,4 @@ def test_opening_while_another_process_charges_is_never_refused(db: Path,
     assert writer.returncode == 0, err
     assert opened > 10
     seen = [t for t in totals if t is not None]
-    assert all(a <= b for a, b in zip(seen, seen[1:])), "a total went down"
+    assert all(a <= b for a, b in itertools.pairwise(seen)), "a total went down"

@@ -1027,7 +1027,7 @@ class _Instance:
             arr = np.fromiter(flat, dtype=np.int64, count=2 * d * len(new_rows))
             arr = arr.reshape(len(new_rows), d, 2)
             narrow = narrow + ((arr[:, :, 0] > 0) | (arr[:, :, 1] < inst.sizes - 1)).sum(axis=0)
-        inst.lo, inst.hi = lo, hi = self._grown(arr, remaps, new_tops)
+        inst.lo, inst.hi = lo, _ = self._grown(arr, remaps, new_tops)
         inst.narrow = narrow
         inst.row_mech = np.concatenate((self.row_mech, np.array(new_row_mech, dtype=np.int64)))
         inst.mechs = mechs = self.mechs.plus(added, specs)
