@@ -320,13 +320,7 @@ class SQLiteLedger:
     def mechanisms_through(self, seq: int) -> list[MechanismSpec]:
         """Every mechanism of entries 1..``seq``, read after verifying them from the root."""
         with self._lock:
-            try:
-                rows = self.con.execute(
-                    f"SELECT {_FIELDS}, hash FROM entries WHERE seq <= ? ORDER BY seq",
-                    (seq,)).fetchall()
-            except _DB_ERRORS as err:
-                raise _failure(self.path, err, "reading it") from None
-            head = verify_rows(self.path, ChainHead(0, self._root(self._meta())), rows)
+            rows, head = self._fetch(0, ChainHead(0, self._root(self._meta())), through=seq)
         if head.seq != seq or len(rows) != seq:
             raise changed(self.path, f"entries before {seq} are missing")
         return [decode_mechanism(m) for r in rows for m in json.loads(r[6])]
@@ -422,14 +416,14 @@ class SQLiteLedger:
             (n,) = self.con.execute("SELECT COUNT(*) FROM entries").fetchone()
         return f"q{n + 1}"
 
-    def _fetch(self, after: int, verify_from: ChainHead
+    def _fetch(self, after: int, verify_from: ChainHead, through: int | None = None
                ) -> tuple[list[tuple[Any, ...]], ChainHead]:
-        """Entries after seq ``after``, each verified against the chain from ``verify_from``,
-        and the chain's new head."""
+        """Entries after seq ``after`` (up to ``through``), each verified against the chain
+        from ``verify_from``, and the chain's new head."""
         try:
             rows = self.con.execute(
-                f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
-                (after,)).fetchall()
+                f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (after, 2**62 if through is None else through)).fetchall()
         except _DB_ERRORS as err:
             raise _failure(self.path, err, "reading it") from None
         head = verify_rows(self.path, verify_from, rows)

@@ -340,7 +340,8 @@ class _Checker:
                             "with every value.", "Use numbers that fit in 128 bits, strings, "
                             "booleans, dates or timestamps.")
         adaptable = [x for x in operands if self.is_const(x) and self.fam(x) == "str"]
-        typed = [x for x in operands if x not in adaptable and self.fam(x) != "null"]
+        by_identity = {id(x) for x in adaptable}  # (sqlglot's == compares whole trees)
+        typed = [x for x in operands if id(x) not in by_identity and self.fam(x) != "null"]
         fams = {self.fam(x) for x in typed}
         if not typed:
             return
