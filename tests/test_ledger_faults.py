@@ -488,3 +488,104 @@ def test_opening_while_another_process_charges_is_never_refused(db: Path,
     assert opened > 10
     seen = [t for t in totals if t is not None]
     assert all(a <= b for a, b in itertools.pairwise(seen)), "a total went down"
+
+
+# ------------------------------------------------- a real full disk and a read-only file system
+#
+# In a user and mount namespace (``unshare``; no privileges needed where user namespaces are
+# enabled, as on the machines CI runs on), a 192 KB tmpfs really fills up (ENOSPC) and a bind
+# mount is really read-only. The mounts vanish with the process.
+
+IN_NAMESPACE = shutil.which("unshare") is not None and subprocess.run(
+    ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True,
+    check=False).returncode == 0
+needs_namespace = pytest.mark.skipif(
+    not IN_NAMESPACE, reason="user namespaces are disabled here; the RLIMIT_FSIZE and chmod "
+                             "tests above cover the same failures")
+
+TMPFS_FULL = """
+    import os, subprocess, sys
+    from pathlib import Path
+    import privplan as pp
+    from privplan.demo.data import demo_policy_path
+    db, mnt = sys.argv[1], Path(sys.argv[2])
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", str(mnt)], check=True)
+    policy = pp.Policy.from_yaml(demo_policy_path())
+    ledger = mnt / "l.sqlite"
+    a = pp.connect(db, policy=policy, budget=pp.PureDP(1), ledger=ledger)
+    b = pp.connect(db, policy=policy, budget=pp.PureDP(1), ledger=ledger)
+    filler = mnt / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill the disk (unbuffered writes)
+    try:
+        while True:
+            os.write(fd, b"x" * 512)
+    except OSError:
+        pass
+    os.close(fd)
+    try:
+        a.sql("SELECT COUNT(*) FROM visits", epsilon=0.1)
+        print("A first: answered")
+    except pp.PrivplanError as err:
+        print("A first:", type(err).__name__, str(err).replace(chr(10), " "))
+    filler.unlink()  # space is freed; B charges in A's place
+    print("B:", b.sql("SELECT COUNT(*) FROM visits", epsilon=0.5).cost)
+    try:
+        a.sql("SELECT COUNT(*) FROM visits", epsilon=0.9)
+        print("A second: answered")
+    except pp.PrivplanError as err:
+        print("A second:", type(err).__name__)
+    print("spent:", a.spent(), b.spent(), len(a.ledger.entries()))
+"""
+
+
+@needs_namespace
+def test_a_full_tmpfs_never_lets_the_budget_be_overspent(db: Path, tmp_path: Path) -> None:
+    """The review's sequence on a real full disk: A's charge fails with ENOSPC, B charges 0.5
+    once space is freed, A then asks 0.9 of a budget of 1 and is refused (not 1.4)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c",
+                        textwrap.dedent(TMPFS_FULL), str(db), str(mnt)],
+                       capture_output=True, text=True, timeout=300, check=False)
+    out = p.stdout
+    assert "A first: LedgerError" in out and "the disk is full" in out, out + p.stderr
+    assert "Nothing was charged or released" in out
+    assert "B: PureDP(epsilon=0.5)" in out
+    assert "A second: BudgetExceededError" in out
+    assert "spent: PureDP(epsilon=0.5) PureDP(epsilon=0.5) 1" in out, out
+
+
+READ_ONLY_MOUNT = """
+    import subprocess, sys
+    import privplan as pp
+    from privplan.demo.data import demo_policy_path
+    db, folder, ledger = sys.argv[1:4]
+    subprocess.run(["mount", "--bind", "-o", "ro", folder, folder], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro", folder, folder], check=True)
+    try:
+        with pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()),
+                        budget=pp.PureDP(1), ledger=ledger) as s:
+            s.sql("SELECT COUNT(*) FROM visits", epsilon=0.25)
+        print("answered")
+    except pp.PrivplanError as err:
+        print(type(err).__name__, str(err).replace(chr(10), " "))
+"""
+
+
+@needs_namespace
+def test_a_read_only_file_system_is_named_and_spends_nothing(db: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "l.sqlite"
+    with _session(db, path) as s:
+        s.sql("SELECT COUNT(*) FROM visits", epsilon=0.25)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    p = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c",
+                        textwrap.dedent(READ_ONLY_MOUNT), str(db), str(folder), str(path)],
+                       capture_output=True, text=True, timeout=300, check=False)
+    out = p.stdout
+    assert out.startswith("LedgerError") and "read-only" in out, out + p.stderr
+    assert "damaged" not in out
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    with _session(db, path) as s:
+        assert s.spent() == pp.PureDP(0.25)

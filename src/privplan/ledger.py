@@ -705,8 +705,7 @@ def _failure(path: Path, err: Exception, doing: str) -> LedgerError:
         cause = "the ledger file, its directory or its file system is read-only"
         fix = "Make them writable (the ledger records every charge), or use a writable path."
     elif name.startswith("SQLITE_CANTOPEN") or "unable to open" in low:
-        cause = "the file cannot be opened (missing directory or no permission)"
-        fix = "Check the path and its permissions."
+        cause, fix = _open_cause(path)
     elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low:
         cause = "another process holds it locked for longer than the timeout"
         fix = "Try again when the other session's charge is done."
@@ -722,6 +721,22 @@ def _failure(path: Path, err: Exception, doing: str) -> LedgerError:
     else:
         cause, fix = f"SQLite reported: {text}", "Check the file and its disk."
     return LedgerError(f"ledger '{path}' failed while {doing}: {cause} ({text}). {fix}{tail}")
+
+
+def _open_cause(path: Path) -> tuple[str, str]:
+    """Why SQLite could not open the file (or the journal files it keeps beside it)."""
+    parent = path.parent
+    with contextlib.suppress(OSError):
+        if os.statvfs(parent).f_flag & os.ST_RDONLY:
+            return ("the file system holding the ledger is read-only (SQLite must write its "
+                    "journal beside the file, even to read)",
+                    "Mount it read-write, or use a ledger on a writable file system.")
+    if not parent.is_dir():
+        return ("its directory does not exist", "Create the directory, or pass another path.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return ("the ledger's directory is read-only for this user (SQLite writes its journal "
+                "beside the file)", "Make the directory writable, or use another path.")
+    return ("the file cannot be opened (no permission?)", "Check the path and its permissions.")
 
 
 def _io_cause(path: Path) -> tuple[str, str]:
