@@ -728,14 +728,15 @@ def _open_cause(path: Path) -> tuple[str, str]:
     parent = path.parent
     with contextlib.suppress(OSError):
         if os.statvfs(parent).f_flag & os.ST_RDONLY:
-            return ("the file system holding the ledger is read-only (SQLite must write its "
-                    "journal beside the file, even to read)",
-                    "Mount it read-write, or use a ledger on a writable file system.")
+            why = ("the file system holding the ledger is read-only (SQLite must write its "
+                   "journal beside the file, even to read)")
+            return why, "Mount it read-write, or use a ledger on a writable file system."
     if not parent.is_dir():
         return ("its directory does not exist", "Create the directory, or pass another path.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        return ("the ledger's directory is read-only for this user (SQLite writes its journal "
-                "beside the file)", "Make the directory writable, or use another path.")
+        why = ("the ledger's directory is read-only for this user (SQLite writes its journal "
+               "beside the file)")
+        return why, "Make the directory writable, or use another path."
     return ("the file cannot be opened (no permission?)", "Check the path and its permissions.")
 
 
