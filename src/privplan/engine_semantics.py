@@ -96,21 +96,54 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
         if family(target) == "null":
             keys.append(replace(key, public_domain=(None,), domain_sql=("NULL",)))
             continue
+        uniform = None if key.domain_literals else _uniform_kind(key.public_domain)
         candidates = list(key.domain_literals or
                           [typed_literal(v) for v in key.public_domain])
+        cast = released_key(f"CAST(x AS {target})", target)
         typed = [released_key(f"CAST({c} AS {target})", target) for c in candidates]
-        rows = ", ".join(f"({i}, {t})" for i, t in enumerate(typed))
         try:
-            kept = judge.fetch(f"SELECT MIN(i), v FROM (VALUES {rows}) AS d(i, v) "
-                               f"GROUP BY v ORDER BY MIN(i)")
+            if uniform is not None:
+                # one kind of Python value (str, or int within BIGINT): passed as one list,
+                # cast once per value by the same expression, as the engine statement will
+                kept = judge.fetch_over(
+                    f"SELECT MIN(i), v FROM (SELECT i, {cast} AS v FROM (SELECT unnest($1) AS "
+                    "x, generate_subscripts($1, 1) - 1 AS i)) GROUP BY v ORDER BY MIN(i)",
+                    list(key.public_domain))
+            else:
+                rows = ", ".join(f"({i}, {t})" for i, t in enumerate(typed))
+                kept = judge.fetch(f"SELECT MIN(i), v FROM (VALUES {rows}) AS d(i, v) "
+                                   f"GROUP BY v ORDER BY MIN(i)")
         except JudgeError as err:
             raise PolicyError(with_location(
                 f"GROUP BY {key.sql}: a value of its public domain does not convert to the "
                 f"key's type {target} ({err.message}). Make every value of the domain (CASE "
                 "results or public_values) a value of that type.", sql, key.expr)) from None
-        keys.append(replace(key, public_domain=tuple(v for _, v in kept),
-                            domain_sql=tuple(typed[i] for i, _ in kept)))
+        if uniform is not None:
+            keys.append(replace(key, public_domain=tuple(v for _, v in kept),
+                                domain_sql=tuple(candidates[i] for i, _ in kept),
+                                domain_cast=cast))
+        else:
+            keys.append(replace(key, public_domain=tuple(v for _, v in kept),
+                                domain_sql=tuple(typed[i] for i, _ in kept)))
     core.keys = tuple(keys)
+
+
+_BIGINT = (-(2**63), 2**63 - 1)
+
+
+def _uniform_kind(values: Any) -> str | None:
+    """"str" or "int" when every domain value is a Python ``str`` (every one a VARCHAR literal)
+    or an ``int`` within BIGINT (every one an integer literal the engine widens losslessly to
+    BIGINT): one list of them means to the engine what the values one by one mean, so the
+    domain may be passed and written as one list. Anything else (CASE results, other types,
+    mixed kinds, which the engine would unify) keeps the value-by-value form."""
+    if not values:
+        return None
+    if all(type(v) is str for v in values):
+        return "str"
+    if all(type(v) is int and _BIGINT[0] <= v <= _BIGINT[1] for v in values):
+        return "int"
+    return None
 
 
 def typed_literal(value: Any) -> str:

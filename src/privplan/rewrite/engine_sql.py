@@ -339,7 +339,13 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
             f"{MAX_PUBLIC_GROUPS:,}); group by fewer public columns."
         )
     parts = []
-    for i, dom in enumerate(domains):
+    for i, (key, dom) in enumerate(zip(core.keys, domains)):
+        if key.domain_cast is not None and key.domain_sql is not None:
+            # plain literals of one kind in one list, made keys by one expression: binds in
+            # linear time (a VALUES row per value is an expression to bind per value)
+            parts.append(f"(SELECT {key.domain_cast} AS {key_column(i)} FROM "
+                         f"unnest([{', '.join(dom)}]) AS __u{i}(x)) AS __d{i}")
+            continue
         rows = ", ".join(f"({v})" for v in dom)
         parts.append(f"(VALUES {rows}) AS __d{i}({key_column(i)})")
     dom_sql = "SELECT * FROM " + " CROSS JOIN ".join(parts)

@@ -37,6 +37,8 @@ class GroupKey:
     engine_type: str | None = None  # the engine's type of the key (filled in by the session)
     domain_sql: tuple[str, ...] | None = None  # the public domain as engine-typed SQL values,
     # one per distinct value as the engine compares them (filled in by the session)
+    domain_cast: str | None = None  # when set, ``domain_sql`` holds plain literals of one
+    # kind (strings, or integers) and this SQL over ``x`` makes each the engine-typed key
 
 
 @dataclass(frozen=True)
