@@ -510,11 +510,12 @@ class _Axis:
     decides membership for all its values.
     """
 
-    __slots__ = ("size", "values")
+    __slots__ = ("_index", "size", "values")
 
     def __init__(self, values: list[Value]) -> None:
         self.values = values
         self.size = 2 * len(values) + 2
+        self._index: dict[Value, int] | None = None
 
     def _pos(self, v: Value) -> int:
         j = bisect_left(self.values, v)
@@ -522,15 +523,31 @@ class _Axis:
             raise InternalError(f"value {v!r} missing from the column's atoms")
         return j
 
+    def _positions(self, n: int) -> Callable[[Value], int]:
+        """The position of a value: by bisection, or for a set of many intervals (a long IN
+        list, a large public domain) by a dict made once per axis. Axis values are distinct
+        and totally ordered, so equal values (1, 1.0, Decimal(1)) are one value either way."""
+        if n < 64:
+            return self._pos
+        if self._index is None:
+            self._index = {v: j for j, v in enumerate(self.values)}
+        index = self._index
+
+        def pos(v: Value) -> int:
+            j = index.get(v)
+            return self._pos(v) if j is None else j
+        return pos
+
     def ranges(self, cs: ColumnSet) -> list[tuple[int, int]]:
         """The set as sorted, disjoint, non-adjacent ranges of atom indices."""
         out: list[tuple[int, int]] = [(0, 0)] if cs.null else []
+        at = self._positions(len(cs.intervals))
         for iv in cs.intervals:
-            lo = 1 if iv.lo is None else 2 * self._pos(iv.lo) + (2 if iv.lo_closed else 3)
+            lo = 1 if iv.lo is None else 2 * at(iv.lo) + (2 if iv.lo_closed else 3)
             hi = (
                 self.size - 1
                 if iv.hi is None
-                else 2 * self._pos(iv.hi) + (2 if iv.hi_closed else 1)
+                else 2 * at(iv.hi) + (2 if iv.hi_closed else 1)
             )
             if lo > hi:
                 continue
