@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privplan.accounting.model import TableModel, UnitModel
-from privplan.errors import PolicyError
+from privplan.errors import PolicyError, UnsupportedQueryError
+from privplan.mechanisms.grid import Grid, check_no_overflow
 from privplan.policy import COLUMN_TYPES, ColumnPolicy, Policy, TablePolicy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "policies"
@@ -301,6 +302,13 @@ def _column(draw: st.DrawFn, public: bool) -> dict[str, object]:
         col["public_values"] = draw(st.lists(values, min_size=1, max_size=4))
     if ctype == "float" and draw(st.booleans()):
         col["resolution"] = draw(st.sampled_from([0.01, 1, "1/3", 0.5]))
+        if "lower" in col:  # a valid policy's resolution fits its bounds (checked on load)
+            try:
+                lo_int, hi_int = Grid(Fraction(col["resolution"])).to_grid_bounds(
+                    col["lower"], col["upper"])  # type: ignore[arg-type]
+                check_no_overflow(lo_int, hi_int, 1)
+            except UnsupportedQueryError:
+                del col["resolution"]
     if not public:
         col["unit_level"] = draw(st.booleans())
     col["nullable"] = draw(st.booleans())
@@ -338,3 +346,16 @@ def test_every_valid_policy_round_trips(d: dict[str, object]) -> None:
     p = Policy.from_dict(d)
     assert Policy.from_dict(p.to_dict()) == p
     assert Policy.from_yaml(p.to_yaml()) == p
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    ({"type": "float", "lower": 0, "upper": 5000, "resolution": 0.0001},
+     r"resolution 0.0001 does not fit the bounds \[0.0, 5000.0\].*Fix: use `resolution: 0.01`"),
+    ({"type": "float", "lower": 0.01, "upper": 0.02, "resolution": 1},
+     r"resolution 1.0 does not fit the bounds .*Fix: use `resolution: 1e-08`"),
+])
+def test_a_resolution_that_does_not_fit_its_bounds_is_refused_on_load(
+        column: dict[str, object], message: str) -> None:
+    with pytest.raises(PolicyError, match=r"t\.v \(key `tables\.t\.columns\.v\.resolution`\): "
+                                          + message):
+        Policy.from_dict({"tables": {"t": {"columns": {"v": column}}}})

@@ -71,7 +71,12 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
             keep &= noised >= p.threshold
             continue
         scale = p.measure.scale
-        noisy[col] = noised if scale == 1 else noised * float(scale)
+        if scale != 1:
+            # (a noisy sum beyond the float range, e.g. bounds near 1e308, is ±inf: a function
+            # of the noisy value alone, like any post-processing)
+            with np.errstate(over="ignore"):
+                noised = noised * float(scale)
+        noisy[col] = noised
     frame = pd.DataFrame(noisy)
     if not keep.all():
         frame = frame[keep].reset_index(drop=True)

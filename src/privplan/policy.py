@@ -340,6 +340,26 @@ def _coerce(v: object, ctype: str, loc: _Loc, what: str, why: str) -> Any:
     raise AssertionError(ctype)  # pragma: no cover - ctype is validated before
 
 
+def _check_grid(resolution: Fraction, lower: Any, upper: Any, loc: _Loc) -> None:
+    """A resolution the policy sets must put the bounds on a grid whose SUM fits int64 and
+    that holds at least one point (checked when the policy is loaded, not at the first SUM)."""
+    from privplan.errors import UnsupportedQueryError
+    from privplan.mechanisms import grid as gridlib
+
+    suggested = gridlib.default_resolution(lower, upper, "float")
+    fix = (f"use `resolution: {_fraction_out(suggested)}` (the default for these bounds), or "
+           "remove `resolution` to get it.")
+    why = ("float sums are computed exactly on the integer grid value / resolution, which must "
+           "fit 64-bit integers over up to 2^40 rows (|value| / resolution <= 2^22) and hold "
+           "at least one point between the bounds.")
+    try:
+        lo, hi = gridlib.Grid(resolution).to_grid_bounds(lower, upper)
+        gridlib.check_no_overflow(lo, hi, 1)
+    except UnsupportedQueryError:
+        _fail(loc, f"resolution {_fraction_out(resolution)} does not fit the bounds "
+                   f"[{lower}, {upper}]", why, fix)
+
+
 def _resolution(v: object, loc: _Loc) -> Fraction:
     why = "the resolution is the grid float sums are computed on; noise is calibrated to it."
     fix = "write a positive step such as `resolution: 0.01`."
@@ -543,6 +563,8 @@ def _parse_column(name: str, raw: object, loc: _Loc, *, public: bool) -> ColumnP
                 "remove `resolution`, or declare the column `type: float`.",
             )
         resolution = _resolution(raw["resolution"], loc.key("resolution"))
+        if lower is not None and upper is not None:
+            _check_grid(resolution, lower, upper, loc.key("resolution"))
 
     return ColumnPolicy(name, ctype, lower, upper, public_values, unit_level, nullable, resolution)
 

@@ -263,11 +263,11 @@ def test_convert_needs_delta() -> None:
         convert(1.0, ZCDP)  # type: ignore[arg-type]
 
 
-# -- rigorous rounding against 60-digit arithmetic (mpmath, when installed) ---------------------
+# -- rigorous rounding against 60-digit arithmetic (mpmath) -------------------------------------
 
 
 def test_closed_forms_round_up_against_high_precision() -> None:
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp  # (a test dependency: the high-precision oracle)
     from privplan.accounting import conversions as c
 
     def big(x: Fraction) -> object:

@@ -105,11 +105,14 @@ def test_check_no_overflow() -> None:
 
 
 def test_default_resolution() -> None:
-    assert default_resolution(0, 10**9, "int") == 1
+    # (the grid was once chosen for 10^6-10^7 steps across the *width*, which overflowed the
+    # SUM check for bounds like [0, 99999] or [0.5, 0.7]; it is now bounded by the magnitude)
+    assert default_resolution(0, 10**9, "int") == 1000  # beyond 2^22: a power-of-ten grid
+    assert default_resolution(0, 4_194_303, "int") == 1
     assert default_resolution(0, 120, "INTEGER") == 1
     assert default_resolution(0, 10000, "float") == Fraction(1, 100)  # 1e6 steps
-    assert default_resolution(0, 99999, "double") == Fraction(1, 100)  # 9,999,900 steps
-    assert default_resolution(0.5, 0.7, "double") == Fraction(1, 10**7)  # 2e6 steps
+    assert default_resolution(0, 99999, "double") == Fraction(1, 10)  # 999,990 steps
+    assert default_resolution(0.5, 0.7, "double") == Fraction(1, 10**6)  # 700,000 to 0.7
     assert default_resolution(-1e9, 1e9, "float") == 1000
     assert default_resolution(3.0, 3.0, "float") == Fraction(1, 10**6)
     with pytest.raises(UnsupportedQueryError):
@@ -118,13 +121,14 @@ def test_default_resolution() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(a=st.floats(-1e12, 1e12), width=st.floats(1e-9, 1e12))
-def test_default_resolution_gives_one_to_ten_million_steps(a: float, width: float) -> None:
+def test_default_resolution_spans_the_magnitude_in_at_most_2_22_steps(a: float,
+                                                                      width: float) -> None:
     b = a + width
     if b <= a:
         return
     res = default_resolution(a, b, "float")
-    steps = (Fraction(repr(b)) - Fraction(repr(a))) / res
-    assert 10**6 <= steps < 10**7
+    steps = max(abs(Fraction(repr(a))), abs(Fraction(repr(b)))) / res
+    assert Fraction(2**22 - 1, 10) < steps <= 2**22 - 1
     assert res.numerator == 1 or res.denominator == 1  # a power of ten
     k = round(math.log10(res))
     assert res == Fraction(10) ** k

@@ -183,6 +183,9 @@ def ratio_interval(
     unbounded. ``bounds`` = (lower, upper), the clamping range of the values, always contains
     an average and is intersected in (and returned when the rest is empty or unbounded).
     """
+    if not all(math.isfinite(float(x)) for x in (s, s_half, c, c_half)):
+        # a sum beyond the float range (bounds near 1e308): nothing but the bounds is known
+        return _intersect(-math.inf, math.inf, bounds)
     s_lo, s_hi = s - abs(s_half), s + abs(s_half)
     c_lo, c_hi = max(c - abs(c_half), 1.0), c + abs(c_half)
     if c_hi < 1:

@@ -28,12 +28,13 @@ from privplan.errors import UnsupportedQueryError
 
 __all__ = [
     "MAX_EXACT_AGGREGATE",
+    "MAX_GRID_MAGNITUDE",
     "Grid",
     "check_no_overflow",
     "count_sensitivity",
     "default_resolution",
-    "sum_grid",
     "square_bounds",
+    "sum_grid",
     "sum_sensitivity",
 ]
 
@@ -42,8 +43,9 @@ __all__ = [
 #: clamping is 1-Lipschitz, so it never increases the sensitivity.
 MAX_EXACT_AGGREGATE: Final = 1 << 62
 
-#: Steps across a float column's range chosen by :func:`default_resolution` (between 1e6 and 1e7).
-DEFAULT_STEPS: Final = 10**6
+#: Largest grid magnitude |k| a default grid gives: with at most 2^40 rows (the assumption of
+#: :func:`check_no_overflow`), a SUM of such values stays within :data:`MAX_EXACT_AGGREGATE`.
+MAX_GRID_MAGNITUDE: Final = 1 << 22
 
 _INT_TYPES: Final = frozenset(
     {
@@ -113,6 +115,22 @@ class Grid:
             )
         return lo_int, hi_int
 
+    def enclosing_bounds(self, lower: Number, upper: Number) -> tuple[int, int]:
+        """:meth:`to_grid_bounds`, or, for bounds too narrow to hold a grid point, the two
+        grid points around them (each within one step of the bounds).
+
+        Used for default grids only (a resolution the policy chose that misses the bounds is
+        refused instead). The sensitivity is derived from the grid bounds returned, so it
+        covers every clamped value; answers may be off by at most one step per row.
+        """
+        lo, hi = _exact(lower, "lower"), _exact(upper, "upper")
+        if lo > hi:
+            raise ValueError(f"lower bound {lower} is above upper bound {upper}")
+        lo_int, hi_int = math.ceil(lo / self.resolution), math.floor(hi / self.resolution)
+        if lo_int > hi_int:
+            return math.floor(lo / self.resolution), math.ceil(hi / self.resolution)
+        return lo_int, hi_int
+
     def to_real(self, k: int) -> Fraction:
         """The real value k * r of grid integer k (exact)."""
         return k * self.resolution
@@ -168,15 +186,21 @@ def check_no_overflow(lo_int: int, hi_int: int, max_rows: int, rows_bound: int =
 def default_resolution(lower: Number, upper: Number, column_type: str) -> Fraction:
     """The grid resolution used when the policy gives none.
 
-    Integer columns: 1 (values are already on the grid, sums are exact). Real columns: the
-    largest power of ten r with (upper - lower) / r >= 10^6, so the range spans between 10^6
-    and 10^7 steps: rounding error at most r/2 per row, i.e. below 5e-7 of the range.
-    A zero-width range uses its magnitude (or 1) instead.
+    Integer columns: 1 (values are already on the grid, sums are exact) while their bounds are
+    below 2^22 in magnitude; beyond, the rule for real columns (a SUM of integers up to 10^9
+    rounds each to a multiple of 1,000 rather than being refused). Real columns: the
+    smallest power of ten r with max(|lower|, |upper|) / r <= 2^22 (:data:`MAX_GRID_MAGNITUDE`),
+    so every finite pair of bounds gets a grid whose SUM fits int64 (:func:`check_no_overflow`),
+    and the larger bound spans between 2^22 / 10 (about 419,000) and 2^22 steps: rounding error
+    at most r/2 per row, below 1.2e-6 of the larger bound. For bounds [0, u] with u's leading
+    digits up to 4.19 this is the grid of 10^6 to 4.19 * 10^6 steps across the range used before;
+    above that the step is ten times coarser instead of a refused SUM. (Precision is relative to
+    the bounds' magnitude, not their width: narrow bounds far from zero get fewer steps across
+    the range.) Bounds [0, 0] use 1.
     """
     kind = column_type.strip().lower()
-    if kind in _INT_TYPES or kind.startswith(("int", "uint")):
-        return Fraction(1)
-    if kind not in _REAL_TYPES and not kind.startswith(("decimal", "numeric")):
+    integer = kind in _INT_TYPES or kind.startswith(("int", "uint"))
+    if not integer and kind not in _REAL_TYPES and not kind.startswith(("decimal", "numeric")):
         raise UnsupportedQueryError(
             f"cannot put a column of type {column_type!r} on a numeric grid: "
             "only integer and real columns can be summed"
@@ -184,15 +208,24 @@ def default_resolution(lower: Number, upper: Number, column_type: str) -> Fracti
     lo, hi = _exact(lower, "lower"), _exact(upper, "upper")
     if lo > hi:
         raise ValueError(f"lower bound {lower} is above upper bound {upper}")
-    width = hi - lo or max(abs(lo), abs(hi)) or Fraction(1)
-    target = width / DEFAULT_STEPS
-    k = math.floor(math.log10(target.numerator) - math.log10(target.denominator))
-    # Fix float error in the log: want 10^k <= target < 10^(k+1) exactly.
-    while Fraction(10) ** k > target:
-        k -= 1
-    while Fraction(10) ** (k + 1) <= target:
+    magnitude = max(abs(lo), abs(hi))
+    if not magnitude or (integer and magnitude < MAX_GRID_MAGNITUDE):
+        return Fraction(1)
+    # the step may not be finer than this (one step of room for :meth:`Grid.enclosing_bounds`)
+    target = magnitude / (MAX_GRID_MAGNITUDE - 1)
+    k = math.ceil(_log10(target))
+    # Fix float error in the log: want 10^(k-1) < target <= 10^k exactly.
+    while Fraction(10) ** k < target:
         k += 1
+    while Fraction(10) ** (k - 1) >= target:
+        k -= 1
     return Fraction(10) ** k
+
+
+def _log10(x: Fraction) -> float:
+    """log10 of a positive Fraction of any size (numerator and denominator taken apart, as a
+    float of either could overflow)."""
+    return math.log10(x.numerator) - math.log10(x.denominator)
 
 
 def _positive_int(value: int, name: str) -> int:
@@ -205,7 +238,10 @@ def sum_grid(column: Any) -> tuple[Fraction, int, int]:
     """(resolution, lo, hi) of the grid a SUM over the policy ``column`` uses: the policy's
     ``resolution`` or :func:`default_resolution`, and the bounds in grid steps."""
     lower, upper = column.lower, column.upper
-    res = (Fraction(column.resolution) if column.resolution is not None
-           else Fraction(default_resolution(lower, upper, column.type)))
-    lo, hi = Grid(res).to_grid_bounds(lower, upper)
+    if column.resolution is not None:
+        res = Fraction(column.resolution)
+        lo, hi = Grid(res).to_grid_bounds(lower, upper)
+        return res, lo, hi
+    res = default_resolution(lower, upper, column.type)
+    lo, hi = Grid(res).enclosing_bounds(lower, upper)
     return res, lo, hi

@@ -454,20 +454,27 @@ class _CoreBuilder:
             assert column is not None
             col = self.table.columns[column]
             lower, upper = col.require_bounds(label, self.table.name)
-            res = gridlib.sum_grid(col)[0]
+            res, lo, hi = gridlib.sum_grid(col)  # the one grid of SUMs (and the bounded copy's)
             if kind == "sum_sq":
                 # squares need a coarser grid to stay exact in int64: |value| <= 2^11 steps
                 while max(abs(Fraction(lower)), abs(Fraction(upper))) / res > SQUARE_STEPS:
                     res *= 10
-            lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
-            if kind == "sum_sq":
-                sq_lo = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)
-                sq_hi = max(lo * lo, hi * hi)
-                gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
-                sens = gridlib.sum_sensitivity(sq_lo, sq_hi, self.k)
-            else:
-                gridlib.check_no_overflow(lo, hi, self.k)
-                sens = gridlib.sum_sensitivity(lo, hi, self.k)
+                lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
+            try:
+                if kind == "sum_sq":
+                    sq_lo = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)
+                    sq_hi = max(lo * lo, hi * hi)
+                    gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
+                    sens = gridlib.sum_sensitivity(sq_lo, sq_hi, self.k)
+                else:
+                    gridlib.check_no_overflow(lo, hi, self.k)
+                    sens = gridlib.sum_sensitivity(lo, hi, self.k)
+            except UnsupportedQueryError as err:
+                raise UnsupportedQueryError(
+                    f"{label} refused: column '{self.table.name}.{column}' (bounds [{lower}, "
+                    f"{upper}], resolution {res}, up to {self.k} rows per unit): {err} "
+                    f"(policy keys `tables.{self.table.name}.columns.{column}.lower`/`upper`/"
+                    "`resolution`, `max_rows_per_unit`)") from None
             m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
                         sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label)
         self.measures[mkey] = m
