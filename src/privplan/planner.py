@@ -13,12 +13,13 @@ costs (never more than the share, never less than the truth).
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from privplan.accounting.definitions import ApproxDP, PureDP
+from privplan.accounting.definitions import ApproxDP
 from privplan.accounting.model import MechanismSpec, Partition, TableModel
 from privplan.accounting.solver import Composition, compose
 from privplan.errors import InternalError, UnsupportedQueryError
@@ -154,12 +155,45 @@ def _selection(m: Measure, share: Any) -> tuple[Any, int, Any]:
     if eps <= 0 or delta <= 0:
         raise InternalError("partition selection needs ε > 0 and δ > 0")
     noise = noiselib.DiscreteLaplace(Fraction(m.sensitivity) / eps)
-    t = float(noise.scale)
-    p = math.exp(-1.0 / t)
-    # smallest a with p^a / (1 + p) <= δ, plus one step of margin for float rounding
-    a = max(0, math.ceil(t * math.log(1.0 / (float(delta) * (1.0 + p))))) + 1
-    threshold = m.sensitivity + a
+    threshold = m.sensitivity + selection_margin(Fraction(eps) / m.sensitivity, Fraction(delta))
     return noise, threshold, ApproxDP(eps, delta)
+
+
+_DIGITS = 60  # working precision of the tail bound (about 10^-55 relative error at most)
+_SLACK = Decimal("1e-40")  # how much the computed tail is inflated to make it an upper bound
+
+
+def selection_margin(rate: Fraction, delta: Fraction) -> int:
+    """The smallest a >= 0 with P(Z >= a) = p^a / (1 + p) <= δ, for discrete Laplace noise Z
+    with p = exp(-rate) (rate = ε/Δ): a group made by one unit alone (count <= Δ) passes the
+    threshold Δ + a with probability at most δ.
+
+    Why it is exact and safe: the tail is computed with Python's ``decimal`` at 60 digits, where
+    ``exp`` is correctly rounded, so a handful of operations err by far less than 10^-50
+    relative; the computed tail is inflated by 10^-40 before it is compared with δ, so the
+    margin returned always satisfies the true inequality, and it is the smallest one unless the
+    true tail lies within 10^-40 (relative) of δ, where it may be one larger.
+    """
+    if rate <= 0 or delta <= 0:
+        raise InternalError("partition selection needs ε > 0 and δ > 0")
+    with localcontext() as ctx:
+        ctx.prec = _DIGITS
+        r = Decimal(rate.numerator) / Decimal(rate.denominator)
+        d = Decimal(delta.numerator) / Decimal(delta.denominator)
+        p = (-r).exp()
+
+        def fits(a: int) -> bool:
+            tail = (-(r * a)).exp() / (1 + p)
+            return tail * (1 + _SLACK) <= d
+
+        # the solution of p^a / (1 + p) = δ as a first guess, then the exact smallest
+        guess = (1 / (d * (1 + p))).ln() / r
+        a = max(0, int(guess.to_integral_value(rounding=ROUND_CEILING)))
+        while not fits(a):
+            a += 1
+        while a > 0 and fits(a - 1):
+            a -= 1
+        return a
 
 
 def table_models(policy: Any, names: Sequence[str]) -> Mapping[str, TableModel]:

@@ -42,7 +42,7 @@ PURE_EPSILON = 1.0
 
 APPROX_EPSILON, APPROX_DELTA = 20.0, 1e-6
 """The budget of one query asked of an ``"approx"`` session (partition selection: with noise
-disabled, a threshold of 4 rows)."""
+disabled, a threshold of 3 rows: `planner.selection_margin`)."""
 
 BINARY = 'COLLATE "binary"'
 """How the oracles compare strings: byte for byte, whatever the layout's collation."""
