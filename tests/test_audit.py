@@ -23,7 +23,9 @@ def _run(base: Path, fixture: str) -> Path:
     shutil.copy(FIXTURES / fixture, base / fixture)
     shutil.copy(demo_policy_path(), base / "policy.yaml")
     write_demo_database(base / "demo.duckdb", rows=20_000)
-    run_report(ReportSpec.load(base / fixture), base / "out", progress=False)
+    # (the ledger inside the output directory, so a copy of it carries its ledger along)
+    run_report(ReportSpec.load(base / fixture), base / "out", ledger=base / "out" / "ledger.sqlite",
+               progress=False)
     return base / "out"
 
 

@@ -194,7 +194,7 @@ def test_fifty_query_report_end_to_end(tmp_path: Path, demo_db: Path) -> None:
     run = run_report(spec, ws / "out", progress=False)
     elapsed = time.perf_counter() - t0
     assert elapsed < 60, elapsed
-    assert run.ledger_path == ws / "out" / "ledger.sqlite" and run.ledger_path.exists()
+    assert run.ledger_path == ws / "demo_monthly_50.ledger.sqlite" and run.ledger_path.exists()
     assert run.total <= PureDP(1)
     assert run.plan.sequential.epsilon > 2 * run.total.epsilon  # disjointness pays off
     for q in spec.queries:
@@ -272,8 +272,8 @@ def test_advanced_composition_report(tmp_path: Path, demo_db: Path) -> None:
     assert verify_audit(run.audit_path).ok
     by = {q.query.name: q for q in plan.queries}
     assert by["by_age_90s"].budget.delta > 0 and by["stay_0"].budget.delta == 0
-    with pytest.raises(PolicyError, match="new ledger"):
-        run_report(spec, ws / "out2", ledger=ws / "out" / "ledger.sqlite", progress=False)
+    with pytest.raises(PolicyError, match="new ledger"):  # (the default: beside the spec)
+        run_report(spec, ws / "out2", progress=False)
 
 
 # ============================================================================== CLI, progress
@@ -297,9 +297,64 @@ def test_cli_plan_run_and_verify(tmp_path: Path, demo_db: Path,
     assert main(["audit", "verify", str(out / "audit.json")]) == EXIT_AUDIT_FAILED
     assert "FAILED" in capsys.readouterr().out
     assert main(["report", "plan", str(ws / "nope.yaml")]) == EXIT_USAGE
-    assert main(["report", "run", spec, "--out", str(ws / "o2"),
-                 "--ledger", str(out / "ledger.sqlite")]) == EXIT_BUDGET
-    assert "budget" in capsys.readouterr().err  # the ledger is spent
+    assert main(["report", "run", spec, "--out", str(ws / "o2")]) == EXIT_BUDGET
+    assert "budget" in capsys.readouterr().err  # the same (default) ledger is spent
+
+
+def test_running_a_report_again_charges_the_same_budget(tmp_path: Path, demo_db: Path) -> None:
+    """A re-run into a new directory used to get a new OUT/ledger.sqlite: a second full budget.
+    The default ledger is now beside the spec: the re-run is refused, nothing more is spent."""
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = ReportSpec.load(ws / "demo_small.yaml")
+    first = run_report(spec, ws / "january", progress=False)
+    assert first.ledger_path == ws / "demo_small.ledger.sqlite"
+    with pytest.raises(BudgetExceededError):
+        run_report(spec, ws / "february", progress=False)
+    import privplan as pp
+    with pp.connect(ws / "demo.duckdb", policy=ws / "policy.yaml", budget=pp.PureDP(1),
+                    ledger=first.ledger_path) as s:
+        assert s.spent() == first.total and len(s.ledger.entries()) == len(spec.queries)
+
+
+def test_a_duplicated_key_in_a_spec_is_refused(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    text = (ws / "demo_small.yaml").read_text().replace(
+        "budget: {epsilon: 1.0}", "budget: {epsilon: 1.0}\nbudget: {epsilon: 100}")
+    (ws / "twice.yaml").write_text(text)
+    with pytest.raises(PolicyError, match=r"twice.yaml.*duplicate key 'budget' at line 7 "
+                                          r"\(first at line 6\)"):
+        ReportSpec.load(ws / "twice.yaml")
+
+
+def test_a_missing_parquet_writer_is_found_before_anything_is_charged(
+        tmp_path: Path, demo_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = ReportSpec.load(ws / "demo_small.yaml")
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)  # not installed
+    with pytest.raises(PolicyError, match="needs the pyarrow package.*Nothing was charged"):
+        run_report(spec, ws / "out", progress=False)
+    assert not spec.ledger_path().exists()
+
+
+def test_an_unwritable_output_directory_is_found_before_anything_is_charged(
+        tmp_path: Path, demo_db: Path) -> None:
+    import os
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = ReportSpec.load(ws / "demo_small.yaml")
+    out = ws / "out"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        if os.access(out, os.W_OK):  # root ignores permissions: a file where the dir would be
+            out.chmod(0o755)
+            out.rmdir()
+            out.write_text("not a directory")
+        with pytest.raises(PolicyError, match="Nothing was charged"):
+            run_report(spec, out, progress=False)
+    finally:
+        if out.is_dir():
+            out.chmod(0o755)
+    assert not spec.ledger_path().exists()
 
 
 def test_add_report_commands_wires_into_a_parser() -> None:

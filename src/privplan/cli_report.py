@@ -92,7 +92,8 @@ def add_report_commands(sub: Any) -> None:
     run.add_argument("--out", required=True, help="output directory (new, or without audit.json)")
     run.add_argument("--database", default=None, help="override the spec's database")
     run.add_argument("--ledger", default=None,
-                     help="ledger file (default: the spec's ledger, else OUT/ledger.sqlite)")
+                     help="ledger file (default: the spec's ledger, else <spec>.ledger.sqlite "
+                          "beside the spec, so a re-run charges the same budget)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
     run.set_defaults(func=cmd_report_run)

@@ -1018,6 +1018,12 @@ def _read_source(source: str | os.PathLike[str]) -> tuple[str, str]:
     return path.read_text(encoding="utf-8"), str(path)
 
 
+def load_strict_yaml(text: str) -> Any:
+    """YAML as privplan reads its own files (policies, report specs): duplicate keys refused, a
+    syntax error naming the line (a :class:`PolicyError`)."""
+    return _load_yaml(text)
+
+
 def _load_yaml(text: str) -> Any:
     """Parse with duplicate keys refused; a syntax error names the line and shows it."""
     lines = text.splitlines()

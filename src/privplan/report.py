@@ -12,7 +12,7 @@ A report spec (YAML) names a database, a policy, a total budget, an objective an
     objective: weighted_sum            # or max  (of the queries' relative variances)
     composition: basic                 # (ε, δ) only: `advanced` (see accounting/allocation.py)
     delta_prime: 1e-7                  # advanced only: the δ' of advanced composition
-    ledger: ledger.sqlite              # optional; `report run` defaults to OUT/ledger.sqlite
+    ledger: ledger.sqlite              # optional; default: <spec>.ledger.sqlite beside the spec
     outputs: [parquet, csv]            # result formats (default both)
     queries:
       - name: visits_by_hospital       # letters, digits, _ and - (it names the result files)
@@ -36,7 +36,8 @@ composed total with the ledger's history must be within the budget; budgets are 
 tiny factor if rounding pushed over — never above).
 
 Running (:func:`run_report`) charges every query through a :class:`~privplan.session.Session`
-with the spec's ledger (default ``OUT/ledger.sqlite``), writes each result as Parquet and CSV
+with the spec's ledger (default ``<spec>.ledger.sqlite`` beside the spec file, so a re-run
+charges the same budget), writes each result as Parquet and CSV
 under ``OUT/results/`` and an audit file ``OUT/audit.json`` (:mod:`privplan.audit`) that
 ``privplan audit verify`` re-checks offline.
 """
@@ -49,14 +50,13 @@ import json
 import math
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, TextIO
-
-import yaml
 
 from privplan.accounting.allocation import (
     Allocation,
@@ -71,7 +71,7 @@ from privplan.errors import BudgetExceededError, InternalError, PolicyError, Pri
 from privplan.explain import explain_planned
 from privplan.mechanisms.accuracy import interval_halfwidth
 from privplan.planner import PlannedQuery
-from privplan.policy import Policy
+from privplan.policy import Policy, load_strict_yaml
 
 __all__ = [
     "ColumnError",
@@ -139,6 +139,19 @@ class ReportSpec:
     source: str | None = None  # the spec file
     sha256: str | None = None  # of the spec file's text
 
+    def ledger_path(self, out_dir: str | Path | None = None) -> Path:
+        """The ledger a run charges: the spec's ``ledger``, else one beside the spec file
+        (``<spec>.ledger.sqlite``), so running the report again, into a new directory, charges
+        the same budget. A spec without a file (built in Python) uses ``OUT/ledger.sqlite``."""
+        if self.ledger:
+            return Path(self.ledger)
+        if self.source:
+            src = Path(self.source)
+            return src.with_name(src.stem + ".ledger.sqlite")
+        if out_dir is None:
+            raise PolicyError("this report spec has no file and no `ledger`: name one")
+        return Path(out_dir) / "ledger.sqlite"
+
     # -- loading ------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path, *, database: str | None = None,
@@ -149,10 +162,10 @@ class ReportSpec:
             text = p.read_text()
         except OSError as err:
             raise PolicyError(f"cannot read the report spec '{p}': {err.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise PolicyError(f"report spec '{p}' is not valid YAML: {err}") from None
+        try:  # (duplicate keys refused, as in policies: `budget:` twice kept the last one)
+            data = load_strict_yaml(text)
+        except PolicyError as err:
+            raise PolicyError(f"report spec '{p}': {err}") from None
         spec = cls.from_dict(data, base_dir=p.resolve().parent, default_name=p.stem)
         spec = replace(spec, source=str(p), sha256=hashlib.sha256(text.encode()).hexdigest())
         if database is not None:
@@ -610,8 +623,8 @@ def plan_report(spec: ReportSpec, *, session: Any = None, ledger: Any = None) ->
     ``ledger`` (default: the spec's ledger if that file exists, else an in-memory one)."""
     if session is not None:
         return _plan_in(session, spec)
-    if ledger is None and spec.ledger and Path(spec.ledger).exists():
-        ledger = spec.ledger
+    if ledger is None and (spec.ledger or spec.source) and spec.ledger_path().exists():
+        ledger = str(spec.ledger_path())
     with open_session(spec, ledger=ledger) as sess:
         return _plan_in(sess, spec)
 
@@ -790,8 +803,9 @@ class ReportRun:
 
 def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None = None,
                progress: bool | None = None) -> ReportRun:
-    """Plan and run ``spec``, charging a session with the ledger (``ledger`` or the spec's,
-    default ``OUT/ledger.sqlite``); write results and ``OUT/audit.json``."""
+    """Plan and run ``spec``, charging a session with the ledger (``ledger``, or
+    :meth:`ReportSpec.ledger_path`); write results and ``OUT/audit.json``. Output formats and
+    the directory are checked before anything is charged."""
     from privplan.audit import build_audit, write_audit
 
     out_dir = Path(out)
@@ -799,17 +813,22 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
     if audit_path.exists():
         raise PolicyError(f"'{out_dir}' already holds a report (audit.json); write each run to a "
                           "new directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ledger_path = Path(ledger) if ledger is not None else (
-        Path(spec.ledger) if spec.ledger else out_dir / "ledger.sqlite")
+    _check_writers(spec)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PolicyError(f"cannot create the report directory '{out_dir}': {err.strerror}. "
+                          "Nothing was charged. Fix: choose another --out.") from None
+    _check_writable(out_dir)
+    ledger_path = Path(ledger) if ledger is not None else spec.ledger_path(out_dir)
 
     if spec.composition == "advanced":
         # plan in memory; the ledger is opened with the basic (summed) total as its budget
-        plan = plan_report(spec, ledger=None)
         if ledger_path.exists():
             raise PolicyError(
                 f"composition: advanced needs a new ledger (its guarantee is for a batch planned "
                 f"in advance), but '{ledger_path}' exists. Use a new ledger path.")
+        plan = plan_report(spec, ledger=None)
         sess = open_session(spec, ledger=str(ledger_path), budget=plan.basic_total.cost)
     else:
         sess = open_session(spec, ledger=str(ledger_path))
@@ -860,6 +879,29 @@ def _entry_of(sess: Any, res: Any, sql: str) -> Any:
                 raise InternalError(f"ledger entry {qid} holds another query")
             return entry
     raise InternalError(f"the ledger has no entry {qid} for a query that was just charged")
+
+
+def _check_writers(spec: ReportSpec) -> None:
+    """Every output format can be written, checked before anything is charged (a report that
+    charged and then failed on a missing Parquet library spent its budget for nothing)."""
+    if "parquet" in spec.outputs:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise PolicyError(
+                "report spec: `outputs` includes parquet, which needs the pyarrow package, not "
+                "installed here. Nothing was charged. Fix: `pip install pyarrow` (or "
+                "`pip install privplan[parquet]`), or set `outputs: [csv]`.") from None
+
+
+def _check_writable(directory: Path) -> None:
+    """The output directory takes files, checked before anything is charged."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".privplan-check-"):
+            pass
+    except OSError as err:
+        raise PolicyError(f"cannot write report results into '{directory}': {err.strerror}. "
+                          "Nothing was charged. Fix: choose a writable --out.") from None
 
 
 def _write_result(res: Any, directory: Path, name: str, outputs: Sequence[str]
