@@ -29,7 +29,7 @@ def test_demo_runs_and_shows_the_saving(tmp_path: Path, capsys: pytest.CaptureFi
 def test_query_json(db: Path, capsys: pytest.CaptureFixture) -> None:
     code = main(["query", "SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital",
                  "--database", str(db), "--policy", str(demo_policy_path()),
-                 "--total", "2", "--epsilon", "1", "--json"])
+                 "--total", "2", "--epsilon", "1", "--json", "--no-ledger"])
     assert code == 0
     payload = json.loads(capsys.readouterr().out)
     assert [r["hospital"] for r in payload["rows"]] == ["A", "B", "C", "D"]
@@ -38,7 +38,8 @@ def test_query_json(db: Path, capsys: pytest.CaptureFixture) -> None:
 
 def test_explain_text(db: Path, capsys: pytest.CaptureFixture) -> None:
     code = main(["explain", "SELECT COUNT(*) FROM visits WHERE age < 18", "--database", str(db),
-                 "--policy", str(demo_policy_path()), "--total", "2", "--epsilon", "0.5"])
+                 "--policy", str(demo_policy_path()), "--total", "2", "--epsilon", "0.5",
+                 "--no-ledger"])
     assert code == 0
     out = capsys.readouterr().out
     assert "age <= 17" in out or "age < 18" in out
@@ -46,10 +47,11 @@ def test_explain_text(db: Path, capsys: pytest.CaptureFixture) -> None:
 
 
 def test_errors_are_one_line_with_exit_codes(db: Path, capsys: pytest.CaptureFixture) -> None:
-    base = ["--database", str(db), "--policy", str(demo_policy_path()), "--total", "1"]
-    assert main(["query", "SELECT * FROM visits", *base]) == EXIT_USAGE
+    base = ["--database", str(db), "--policy", str(demo_policy_path()), "--total", "1",
+            "--no-ledger"]
+    assert main(["query", "SELECT * FROM visits", *base, "--epsilon", "1"]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("privplan: UnsupportedQueryError: SELECT * refused")
+    assert "\nprivplan: UnsupportedQueryError: SELECT * refused" in err
     assert main(["query", "SELECT COUNT(*) FROM visits", *base, "--epsilon", "2"]) == EXIT_BUDGET
     assert "budget exceeded" in capsys.readouterr().err
 
@@ -69,3 +71,58 @@ def test_budget_command_reads_a_ledger(db: Path, tmp_path: Path,
     out = json.loads(capsys.readouterr().out)
     assert out["spent"] == "ε=0.5" and out["remaining"] == "ε=1.5" and out["budget"] == "ε=2"
     assert [q["added"] for q in out["queries"]] == ["ε=0.5", "ε=0"]
+
+
+# ------------------------------------------------------------------ budgets never change silently
+
+
+def _fresh_db(tmp_path: Path) -> Path:
+    return write_demo_database(tmp_path / "d.duckdb", rows=2_000)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ([], "say how much privacy budget this query may use"),
+    (["--epsilon", "0.5", "--rho", "0.1"], "--epsilon and --rho are two privacy definitions"),
+    (["--rho", "0.1", "--delta", "1e-6"], "--delta and --total-delta go with --epsilon"),
+    (["--epsilon", "0.5", "--delta", "1e-6"], "--total-delta is required with --delta"),
+])
+def test_query_budget_flags_are_required_and_exclusive(
+        tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], message: str) -> None:
+    """No silent ε = 1, and no zCDP run reading --total as ρ: each is refused, nothing spent
+    and no ledger written."""
+    db = _fresh_db(tmp_path)
+    code = main(["query", "SELECT COUNT(*) FROM visits", "--database", str(db),
+                 "--policy", str(demo_policy_path()), "--total", "1", *flags])
+    assert code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and "Nothing was spent" in err, err
+    assert not (tmp_path / "d.ledger.sqlite").exists()
+
+
+def test_calls_without_ledger_share_the_default_one(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    """Each call used to start a new budget (run it ten times: ten budgets). The default ledger
+    beside the database keeps one, announced when it is created."""
+    db = _fresh_db(tmp_path)
+    base = ["--database", str(db), "--policy", str(demo_policy_path()), "--json"]
+    q = "SELECT COUNT(*) FROM visits"
+    assert main(["explain", q, *base, "--total", "1", "--epsilon", "0.6"]) == 0
+    assert "no ledger at" in capsys.readouterr().err
+    assert not (tmp_path / "d.ledger.sqlite").exists()  # explain spends nothing, writes nothing
+    assert main(["query", q, *base, "--total", "1", "--epsilon", "0.6"]) == 0
+    captured = capsys.readouterr()
+    assert f"new budget ledger {tmp_path / 'd.ledger.sqlite'}" in captured.err
+    assert json.loads(captured.out)["spent"] == "ε=0.6"
+    assert main(["query", q, *base, "--epsilon", "0.6"]) == EXIT_BUDGET  # 1.2 > 1
+    assert "budget exceeded" in capsys.readouterr().err
+    assert main(["query", q, *base, "--epsilon", "0.4"]) == 0
+    assert json.loads(capsys.readouterr().out)["spent"] == "ε=1"
+
+
+def test_no_ledger_says_the_budget_is_forgotten(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    db = _fresh_db(tmp_path)
+    assert main(["query", "SELECT COUNT(*) FROM visits", "--database", str(db), "--policy",
+                 str(demo_policy_path()), "--total", "1", "--epsilon", "1", "--no-ledger"]) == 0
+    assert "forgotten when the command ends" in capsys.readouterr().err
+    assert not (tmp_path / "d.ledger.sqlite").exists()

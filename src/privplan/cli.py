@@ -23,8 +23,23 @@ EXIT_BUDGET = 3
 
 
 def _budget(args: argparse.Namespace) -> Any:
+    """The query's budget from exactly one of --epsilon (with --delta), --rho, --mu: no default
+    (a silent ε = 1 spent more than asked), and no mix (--epsilon with --rho ran as zCDP and read
+    --total as ρ)."""
     from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 
+    given = [f for f in ("epsilon", "rho", "mu") if getattr(args, f) is not None]
+    if not given:
+        raise PolicyError(
+            "say how much privacy budget this query may use: --epsilon E (with --delta D for "
+            "(ε, δ)-DP), --rho R (zCDP) or --mu M (Gaussian DP). Nothing was spent.")
+    if len(given) > 1:
+        raise PolicyError(
+            f"--{given[0]} and --{given[1]} are two privacy definitions; give one (the "
+            "session's --total is read in the same definition). Nothing was spent.")
+    if given != ["epsilon"] and (args.delta is not None or args.total_delta is not None):
+        raise PolicyError(f"--delta and --total-delta go with --epsilon ((ε, δ)-DP), not "
+                          f"--{given[0]}. Nothing was spent.")
     with _valid_budget("query budget (--epsilon/--delta/--rho/--mu)"):
         if args.rho is not None:
             return ZCDP(args.rho)
@@ -45,8 +60,8 @@ def _valid_budget(what: str) -> Iterator[None]:
 
 
 def _add_budget_args(p: argparse.ArgumentParser, eps_help: str) -> None:
-    p.add_argument("--epsilon", type=float, default=1.0, help=eps_help)
-    p.add_argument("--delta", type=float, default=None, help="δ for (ε, δ)-DP")
+    p.add_argument("--epsilon", type=float, default=None, help=eps_help)
+    p.add_argument("--delta", type=float, default=None, help="δ for (ε, δ)-DP (with --epsilon)")
     p.add_argument("--rho", type=float, default=None, help="zCDP ρ instead of ε")
     p.add_argument("--mu", type=float, default=None, help="Gaussian DP μ instead of ε")
 
@@ -62,18 +77,53 @@ def _open(args: argparse.Namespace) -> Any:
 
     kind = type(_budget(args))
     total = args.total
-    ledger = SQLiteLedger(args.ledger) if args.ledger else None
-    if total is None and ledger is not None and ledger.stored_budget() is not None:
-        budget = ledger.stored_budget()
-    elif total is None:
-        raise PrivplanError("--total is required (the session's whole privacy budget), unless "
-                            "--ledger names an existing ledger, which remembers its budget")
-    else:
+    budget = None
+    if total is not None:  # checked before any ledger file is opened or created
         with _valid_budget("session budget (--total/--total-delta)"):
+            if kind is ApproxDP and args.total_delta is None:
+                raise PolicyError("--total-delta is required with --delta: the session's total "
+                                  "δ (the query's --delta is its share). Nothing was spent.")
             budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
                       GDP: lambda: GDP(total),
-                      ApproxDP: lambda: ApproxDP(total, args.total_delta or args.delta)}[kind]()
+                      ApproxDP: lambda: ApproxDP(total, args.total_delta)}[kind]()
+    path = _ledger_path(args)
+    if budget is None and (path is None or not path.exists()):
+        raise PrivplanError("--total is required (the session's whole privacy budget), unless "
+                            "the ledger exists already (it remembers its budget). Nothing was "
+                            "spent.")
+    if path is not None and not path.exists() and not args.ledger:
+        print(f"privplan: new budget ledger {path} (the default, beside the database; "
+              "--ledger chooses another).", file=sys.stderr)
+    ledger = SQLiteLedger(path) if path is not None else None
+    if budget is None:
+        assert ledger is not None
+        budget = ledger.stored_budget()
+        if budget is None:
+            ledger.close()
+            raise PrivplanError(f"the ledger {path} records no budget yet: pass --total. "
+                                "Nothing was spent.")
     return connect(args.database, policy=args.policy, budget=budget, ledger=ledger)
+
+
+def _ledger_path(args: argparse.Namespace) -> Path | None:
+    """The ledger a command charges (``query``) or reads (``explain``): --ledger, else one
+    beside the database (``<database>.ledger.sqlite``), so that every call shares one budget
+    (each call used to start a new one). --no-ledger keeps it in memory, said on stderr."""
+    if args.no_ledger:
+        if args.ledger:
+            raise PolicyError("--ledger and --no-ledger contradict each other; give one.")
+        print("privplan: --no-ledger: this budget lives in memory and is forgotten when the "
+              "command ends; the next call starts a new one.", file=sys.stderr)
+        return None
+    if args.ledger:
+        return Path(args.ledger)
+    db = Path(args.database)
+    path = db.with_name(db.stem + ".ledger.sqlite")
+    if not path.exists() and args.command == "explain":  # spends nothing: creates no file
+        print(f"privplan: no ledger at {path} yet: explaining against an empty history.",
+              file=sys.stderr)
+        return None
+    return path
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
@@ -183,10 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("sql", help="the SQL query")
         p.add_argument("--database", required=True, help="DuckDB file")
         p.add_argument("--policy", required=True, help="policy YAML file")
-        p.add_argument("--ledger", default=None, help="durable SQLite ledger (shared budget)")
+        p.add_argument("--ledger", default=None,
+                       help="durable SQLite ledger (default: <database>.ledger.sqlite beside "
+                            "the database)")
+        p.add_argument("--no-ledger", action="store_true",
+                       help="keep the budget in memory only (forgotten when the command ends)")
         p.add_argument("--total", type=float, default=None,
                        help="the session's total budget (same definition as the query's)")
-        p.add_argument("--total-delta", type=float, default=None)
+        p.add_argument("--total-delta", type=float, default=None,
+                       help="the session's total δ (with --epsilon and --delta)")
         _add_budget_args(p, "the query's ε")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)
