@@ -134,10 +134,11 @@ class Session:
                 f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
         self.budget = budget
         self.kind = type(budget)
+        data_file = _data_file(database, self.policy)
         self.ledger = open_ledger(ledger)
         self.ledger.claim()
         self.ledger.bind(budget, self.policy)
-        self.engine = DuckDBEngine(database)
+        self.engine = DuckDBEngine(":memory:" if data_file is not None else database)
         # a larger exact_limit lets the solver search longer before it falls back to a proven
         # (looser) upper bound; it can only tighten the charge, never lower it below the truth
         self._exact_limit = exact_limit
@@ -148,6 +149,8 @@ class Session:
             self.ledger.on_failure(self._drop_accounting)
         self._column_types: dict[str, dict[str, str]] = {}
         self._public_schema: dict[str, set[str]] | None = None
+        if data_file is not None:
+            self.engine.register(data_file[0], data_file[1])
 
     # -- public API ------------------------------------------------------------------------
     @privplan_errors
@@ -492,6 +495,26 @@ def typed_view(table_sql: str, columns: Mapping[str, Any],
     if all(item.startswith('"') and " AS " not in item for item in items):
         return table_sql, types
     return f'(SELECT {", ".join(items)} FROM {table_sql})', types
+
+
+def _data_file(database: Any, policy: Policy) -> tuple[str, str] | None:
+    """(table, path) when ``database`` is a CSV or Parquet file: it holds the policy's one
+    private table (read as :meth:`DuckDBEngine.register` reads files), in an in-memory
+    database. Checked before the ledger is touched."""
+    if not isinstance(database, (str, Path)) or Path(database).suffix.lower() not in (
+            ".csv", ".parquet"):
+        return None
+    path = Path(database)
+    if not path.is_file():
+        raise PolicyError(f"data file '{path}' does not exist. Check the path.")
+    private = list(policy.private_tables())
+    if len(private) != 1:
+        names = ", ".join(t.name for t in private) or "none"
+        raise PolicyError(
+            f"'{path}' is one table, but the policy declares {len(private)} private tables "
+            f"({names}). Connect to ':memory:' (or a DuckDB file) and register() each table, "
+            "or declare each table's file with `source:` in the policy.")
+    return private[0].name, str(path)
 
 
 def _as_policy(policy: Any) -> Policy:

@@ -28,6 +28,15 @@ def _secure(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET python_enable_replacements = false")
 
 
+def _arrow_or_polars(data: Any) -> bool:
+    """An Arrow table / record batch / reader / dataset, or a Polars DataFrame / LazyFrame
+    (recognised by module, so neither library is imported here)."""
+    module = type(data).__module__.split(".")[0]
+    return (module == "pyarrow" and type(data).__name__ in (
+        "Table", "RecordBatch", "RecordBatchReader", "FileSystemDataset", "UnionDataset")) or (
+        module == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"))
+
+
 class DuckDBEngine:
     """Runs privplan's engine statements on a DuckDB database (a path, ':memory:', or a connection)."""
 
@@ -41,10 +50,17 @@ class DuckDBEngine:
             if path != ":memory:" and not Path(path).exists():
                 raise PolicyError(
                     f"database file '{path}' does not exist. Pass an existing DuckDB file, "
-                    "':memory:', or an open duckdb connection."
+                    "a CSV or Parquet file, ':memory:', or an open duckdb connection."
                 )
             read_only = path != ":memory:"
-            self.con = duckdb.connect(path, read_only=read_only)
+            try:
+                self.con = duckdb.connect(path, read_only=read_only)
+            except duckdb.Error as err:
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise PolicyError(
+                    f"'{path}' cannot be opened as a DuckDB database ({first}). Pass a DuckDB "
+                    "file, a CSV or Parquet file (for a policy with one private table), "
+                    "':memory:', or an open duckdb connection.") from None
         _secure(self.con)
         self._registered: dict[str, Any] = {}
         self._materialized: set[str] = set()
@@ -52,8 +68,20 @@ class DuckDBEngine:
 
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
-        """Expose a DataFrame (zero-copy) or a CSV/Parquet file as table ``name``."""
-        if isinstance(data, pd.DataFrame):
+        """Expose data as table ``name``: a pandas DataFrame, an Arrow table, record batch
+        reader or dataset, or a Polars DataFrame (each scanned in place where DuckDB can), or a
+        CSV / Parquet file.
+
+        A CSV file is read with a header row and every column as text: the session's typed view
+        then converts each to its policy type (a value that does not convert is NULL), so what
+        the engine reads is fixed by the policy, not by types sniffed from the data. (It was read
+        with sniffed types, and a value that did not convert to the policy type raised at run
+        time, after the charge: DuckDB moved the TRY_CAST into the reader.)"""
+        if _arrow_or_polars(data):
+            if type(data).__name__ == "LazyFrame":
+                data = data.collect()  # (DuckDB scans a Polars DataFrame through Arrow)
+            self.con.register(name, data)
+        elif isinstance(data, pd.DataFrame):
             try:
                 self.con.register(name, data)
             except duckdb.Error:
@@ -64,19 +92,27 @@ class DuckDBEngine:
             path = Path(data)
             if not path.exists():
                 raise PolicyError(f"cannot register '{name}': file '{path}' does not exist")
-            reader = {".csv": "read_csv_auto", ".parquet": "read_parquet"}.get(
-                path.suffix.lower())
+            quoted = str(path).replace("'", "''")
+            # (OFFSET 0 keeps DuckDB from pushing the typed view's TRY_CAST into the CSV
+            # reader, where it becomes a strict conversion that fails on a value that does not
+            # convert: an error that depends on the data. tests/engine/test_data_in.py checks it)
+            reader = {".csv": f"read_csv('{quoted}', header = true, all_varchar = true) OFFSET 0",
+                      ".parquet": f"read_parquet('{quoted}')"}.get(path.suffix.lower())
             if reader is None:
                 raise PolicyError(
                     f"cannot register '{name}': unsupported file type '{path.suffix}' "
                     "(use .csv or .parquet, or pass a DataFrame)")
-            quoted = str(path).replace("'", "''")
-            self.con.execute(
-                f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {reader}(\'{quoted}\')')
+            try:
+                self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {reader}')
+            except duckdb.Error:  # (its message may quote lines of the file: withheld)
+                raise PolicyError(
+                    f"cannot register '{name}' from '{path}': DuckDB could not read it as "
+                    f"{'a CSV file with a header row' if path.suffix.lower() == '.csv' else 'Parquet'}"
+                    ". Check the file.") from None
         else:
             raise PolicyError(
-                f"register('{name}', ...) takes a pandas DataFrame or a path to a CSV/Parquet "
-                f"file, got {type(data).__name__}")
+                f"register('{name}', ...) takes a pandas or Polars DataFrame, an Arrow table, "
+                f"or a path to a CSV/Parquet file, got {type(data).__name__}")
         self._registered[name.lower()] = data
         self._drop_materialized()  # the table changed: bounded copies are stale
 
