@@ -76,6 +76,7 @@ WORKER = textwrap.dedent("""
     db, ledger = sys.argv[1], sys.argv[2]
     sess = pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()),
                       budget=pp.PureDP(5), ledger=ledger)
+    sess.ledger.checkpoint_every = 4  # the racers also race to write checkpoints
     ok = 0
     for _ in range(50):
         try:
@@ -107,6 +108,8 @@ def test_processes_racing_on_one_ledger_never_exceed_the_budget(db: Path, tmp_pa
                     ledger=ledger) as s:
         assert s.spent() == pp.PureDP(5)
         assert len(s.ledger.entries()) == 50
+        assert s.ledger.checkpoint() is not None
+        assert s.accountant.total.cost == pp.PureDP(5)  # resumed from the checkpoint
 
 
 KILLED = textwrap.dedent("""
