@@ -15,11 +15,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from privplan.errors import BudgetExceededError, PolicyError, PrivplanError
+from privplan.cli_run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command
+from privplan.errors import PolicyError, PrivplanError
 
-EXIT_FOUND = 1
-EXIT_USAGE = 2
-EXIT_BUDGET = 3
+__all__ = ["EXIT_BUDGET", "EXIT_FOUND", "EXIT_USAGE", "build_parser", "main"]
 
 
 def _budget(args: argparse.Namespace) -> Any:
@@ -254,20 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except BudgetExceededError as err:
-        first, _, rest = str(err).partition("\n")
-        print(f"privplan: {first}", file=sys.stderr)
-        if rest:
-            print(rest, file=sys.stderr)
-        return EXIT_BUDGET
-    except PrivplanError as err:
-        first, _, rest = str(err).partition("\n")
-        print(f"privplan: {type(err).__name__}: {first}", file=sys.stderr)
-        if rest:
-            print(rest, file=sys.stderr)
-        return EXIT_USAGE
+    return run_command(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,7 @@ Wire them into ``privplan.cli.build_parser`` with one call after the other subco
     add_report_commands(sub)
 
 Each command's ``func`` returns the exit status; errors derive from ``PrivplanError`` and are
-printed by ``privplan.cli.main`` (status 2, or 3 for a budget refusal). ``audit verify`` returns
+printed by :func:`privplan.cli_run.run_command` (status 2, or 3 for a budget refusal). ``audit verify`` returns
 0 when every check passes and 1 when one fails. ``python -m privplan.cli_report ...`` runs these
 commands alone (same error handling).
 """
@@ -18,6 +18,8 @@ import json
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from privplan.cli_run import run_command
 
 EXIT_OK = 0
 EXIT_AUDIT_FAILED = 1
@@ -120,19 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the report/audit commands alone, with ``privplan.cli``'s error handling."""
-    from privplan.cli import EXIT_BUDGET, EXIT_USAGE
-    from privplan.errors import BudgetExceededError, PrivplanError
-
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except BudgetExceededError as err:
-        print(f"privplan: {err}", file=sys.stderr)
-        return EXIT_BUDGET
-    except PrivplanError as err:
-        print(f"privplan: {type(err).__name__}: {err}", file=sys.stderr)
-        return EXIT_USAGE
+    """Run the report/audit commands alone, with the same error handling as ``privplan``."""
+    return run_command(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

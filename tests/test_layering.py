@@ -1,0 +1,106 @@
+"""The layering the design relies on, enforced: import contracts, no import cycles, and every
+docstring example run.
+
+The contracts (docs/DESIGN.md, data flow): the composition theorem (``accounting``) and the
+query analysis (``analysis``) know nothing of an engine, pandas or the session, so what a query
+costs cannot depend on how or where it runs; ``sql`` (parsing and planning) does not reach into
+the session. Imports are read from the source (module level and inside functions alike), so a
+lazy import cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "src" / "privplan"
+
+FORBIDDEN = {
+    "privplan.accounting": ("duckdb", "pandas", "privplan.engines", "privplan.session",
+                            "privplan.engine_semantics"),
+    "privplan.analysis": ("duckdb", "pandas", "privplan.engines", "privplan.session",
+                          "privplan.engine_semantics"),
+    "privplan.sql": ("privplan.session",),
+}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports(name: str) -> set[str]:
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names
+                       if f"{target}.{a.name}" in MODULES)
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_import_contracts(layer: str) -> None:
+    broken = [f"{name} imports {imp}"
+              for name in MODULES if name == layer or name.startswith(layer + ".")
+              for imp in sorted(_imports(name))
+              for bad in FORBIDDEN[layer] if imp == bad or imp.startswith(bad + ".")]
+    assert not broken, "layering broken:\n" + "\n".join(broken)
+
+
+def test_no_import_cycles() -> None:
+    graph = {m: {d for d in _imports(m) if d in MODULES and d != m} for m in MODULES}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append([*path[path.index(d):], d])
+            elif d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in MODULES:
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_contracts_see_imports() -> None:
+    """The reader finds real imports (a contract that reads nothing would always pass)."""
+    assert "privplan.accounting.solver" in _imports("privplan.accounting.accountant")
+    assert "duckdb" in _imports("privplan.engines.duckdb_engine")
+    assert "privplan.cli_run" in _imports("privplan.cli_report")
+
+
+def test_every_docstring_example_runs() -> None:
+    attempted = 0
+    failures = []
+    for name in MODULES:
+        if name.endswith("__main__"):
+            continue
+        result = doctest.testmod(importlib.import_module(name),
+                                 optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        attempted += result.attempted
+        if result.failed:
+            failures.append(f"{name}: {result.failed} of {result.attempted} failed")
+    assert not failures, "\n".join(failures)
+    assert attempted >= 24  # the examples in the modules today
