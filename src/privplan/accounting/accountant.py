@@ -110,15 +110,17 @@ class Accountant:
 
         Its total is the one the saved solvers had computed, so admitting more continues
         exactly as the saving accountant would have. Raises ``ValueError`` when a state does
-        not fit (another model, kind or search limit): the caller then rebuilds from specs.
+        not fit (another model or kind): the caller then rebuilds from specs.
         """
         acc = cls(tables, kind, exact_limit=exact_limit)
         for st in states:
-            if st.exact_limit != exact_limit or st.table in acc._solvers:
-                raise ValueError("the saved state is for another search limit, or repeats a table")
+            if st.table in acc._solvers:
+                raise ValueError("the saved state repeats a table")
             model = _table_model(acc._tables, st.table)
+            # (a state saved under another search limit is as valid: every saved maximum is
+            # exact or a proven upper bound whatever the limit; later admissions use this one)
             acc._solvers[st.table] = TableSolver.from_state(
-                st, model, kind, lambda t=st.table: load_specs(t))
+                st, model, kind, lambda t=st.table: load_specs(t), exact_limit=exact_limit)
         acc._total = combine_tables([s.cost for s in acc._solvers.values()], kind)
         return acc
 

@@ -402,14 +402,16 @@ class TableSolver:
 
     @classmethod
     def from_state(cls, state: SolverState, model: TableModel, kind: type,
-                   load_specs: Callable[[], Sequence[MechanismSpec]]) -> TableSolver:
+                   load_specs: Callable[[], Sequence[MechanismSpec]], *,
+                   exact_limit: int | None = None) -> TableSolver:
         """The solver ``state`` was exported from, for ``model`` and ``kind`` (checked), its
         mechanisms' specs read through ``load_specs`` only if ever needed. Raises
         ``ValueError`` for a state that does not fit (another model, kind, or inconsistent
         shapes): the caller then rebuilds from the mechanisms themselves."""
         if state.kind != kind.__name__ or state.model != model_key(model):
             raise ValueError("the saved state is for another privacy definition or table model")
-        out = cls(state.table, model, kind, exact_limit=state.exact_limit)
+        out = cls(state.table, model, kind,
+                  exact_limit=state.exact_limit if exact_limit is None else exact_limit)
         q, d, n = out._q, len(state.columns), len(state.ids)
         a = {name: np.asarray(state.arrays[name]) for name in
              (*_ARRAYS, "wx_idx", "keys_idx", "max_groups")}
