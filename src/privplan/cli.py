@@ -131,7 +131,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
     from privplan.session import connect
 
     if not Path(args.ledger).exists():
-        raise PrivplanError(f"no ledger at '{args.ledger}'")
+        raise PrivplanError(f"no ledger at '{args.ledger}'. Check the path (a ledger is the "
+                            "file a session was opened with, ledger=...).")
     ledger = SQLiteLedger(args.ledger)
     budget = ledger.stored_budget()
     if budget is None:

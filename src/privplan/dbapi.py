@@ -296,7 +296,8 @@ def bind_parameters(sql: str, parameters: Sequence[Any] | Mapping[str, Any] | No
     if parameters is None:
         if qmarks:
             raise ProgrammingError(
-                f"the query has {len(qmarks)} ? placeholder(s) but no parameters were given")
+                f"the query has {len(qmarks)} ? placeholder(s) but no parameters were given: "
+                "pass them with it, as execute(sql, [value])")
         return sql
     slots: list[tuple[Token, Token, Any]] = []  # (first token, last token, value)
     if isinstance(parameters, Mapping):
@@ -600,7 +601,8 @@ class Cursor:
     def _result_rows(self) -> list[tuple[Any, ...]]:
         self._check_open()
         if self._rows is None:
-            raise ProgrammingError("no result to fetch: call execute() first")
+            raise ProgrammingError("fetch*(): no result to fetch on this cursor: call "
+                                   "execute() first")
         return self._rows
 
 

@@ -77,7 +77,8 @@ def verify_ledger(path: str | Path, policy: Any = None) -> LedgerVerification:
 
     out = LedgerVerification(path=str(path))
     if not Path(path).exists():
-        raise LedgerError(f"no ledger at '{path}'")
+        raise LedgerError(f"no ledger at '{path}'. Check the path (a ledger is the file a "
+                          "session was opened with, ledger=...).")
     try:
         ledger = SQLiteLedger(path)
     except LedgerError as err:

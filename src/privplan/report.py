@@ -332,7 +332,8 @@ def _parse_queries(raw: Any) -> tuple[ReportQuery, ...]:
     else:
         raise PolicyError("report spec: `queries` is a list of {name, sql, ...} or a mapping")
     if not items:
-        raise PolicyError("report spec: `queries` is empty")
+        raise PolicyError("report spec: `queries` is empty. List at least one query, e.g. "
+                          "`queries: [{name: n, sql: SELECT COUNT(*) AS n FROM t}]`.")
     out: list[ReportQuery] = []
     seen: set[str] = set()
     for i, body in enumerate(items):

@@ -74,7 +74,10 @@ def query_budget(
             "(ε, δ)-DP), rho= (zCDP), mu= (Gaussian DP) or budget=<a privacy value>."
         )
     if len(given) > 1:
-        raise PolicyError(f"pass only one of {', '.join(given)} for a query")
+        raise PolicyError(
+            f"pass only one of {', '.join(given)} for a query: each names a whole budget (in "
+            f"its privacy definition). Pass one, matching the session's "
+            f"({_param_hint(session_kind)}).")
     for name, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("mu", mu)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, Real | Decimal)):
             raise PolicyError(
@@ -103,7 +106,11 @@ def query_budget(
             f"Pass the matching parameter ({_param_hint(session_kind)})."
         )
     if value.is_zero():
-        raise PolicyError("the query budget must be positive")
+        shown = ", ".join(f"{n}={v!r}" for n, v in (("epsilon", epsilon), ("rho", rho),
+                                                     ("mu", mu), ("budget", budget))
+                          if v is not None)
+        raise PolicyError(f"{shown}: the query budget must be positive (a query with no budget "
+                          f"could release nothing). Pass e.g. {_param_hint(session_kind).split('=')[0]}=0.1.")
     return value
 
 
