@@ -7,6 +7,7 @@ data — so it can be shown before anything is spent.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -32,11 +33,32 @@ class MechanismExplanation:
     threshold: int | None = None
     notes: tuple[str, ...] = ()
     relations: tuple[str, ...] = ()
+    step: Any = 1  # the grid step of a SUM (1 for counts): sensitivity and noise are in steps
+
+    @property
+    def sensitivity_in_units(self) -> float:
+        """The sensitivity in the column's own units (grid steps times the step)."""
+        return float(self.sensitivity * self.step)
+
+    def noise_in_units(self) -> str:
+        """The noise described in the column's units (the mechanism works in grid steps)."""
+        if self.step == 1:
+            return self.noise
+        kind, _, rest = self.noise.partition(", ")
+        step = float(self.step)
+        if rest.startswith("scale "):
+            return f"{kind}, scale {float(rest.split()[1]) * step:.6g}"
+        if "(sigma " in rest:
+            sigma = float(rest.split("(sigma ")[1].rstrip(")"))
+            return f"{kind}, sigma {sigma * step:.4g}"
+        return self.noise
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "label": self.label, "table": self.table, "region": self.region,
-            "partition": self.partition, "sensitivity": self.sensitivity, "noise": self.noise,
+            "partition": self.partition, "sensitivity": self.sensitivity,
+            "step": str(self.step), "sensitivity_in_units": self.sensitivity_in_units,
+            "noise": self.noise,
             "noise_std": self.noise_std, "halfwidth_95": self.halfwidth_95,
             "cost": self.cost.describe(), "threshold": self.threshold, "notes": list(self.notes),
             "relations": list(self.relations),
@@ -85,8 +107,10 @@ class Explanation:
             lines.append(
                 f"  {m.id}  {m.label}{part}\n"
                 f"      region: {m.region}\n"
-                f"      sensitivity {m.sensitivity}, {m.noise} (std {m.noise_std:.3g}, "
-                f"95% ±{m.halfwidth_95:.3g}){thr}; cost {m.cost.describe()}"
+                f"      sensitivity {m.sensitivity_in_units:.6g}, {m.noise_in_units()} "
+                f"(std {m.noise_std:.3g}, 95% ±{m.halfwidth_95:.3g}){thr}; cost "
+                f"{m.cost.describe()}" + (f"; on a grid of step {float(m.step):g}"
+                                          if m.step != 1 else "")
             )
             for note in m.notes:
                 lines.append(f"      note: {note}")
@@ -141,6 +165,24 @@ def _relations(spec: Any, history: dict[str, list[Any]]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_MECHANISM_ID = re.compile(r"\bq\d+\.c\d+_m\d+\b")
+
+
+def _readable_witness(text: str, labels: dict[str, str]) -> str:
+    """The worst case in the user's words: this query's mechanisms by their aggregate
+    (``SUM(cost)``), earlier ones by their query (``q3``), each named once."""
+    def name(match: re.Match[str]) -> str:
+        ident = match.group(0)
+        return labels.get(ident, ident.split(".", 1)[0])
+
+    out = _MECHANISM_ID.sub(name, text)
+    previous = None
+    while previous != out:  # "q1, q1, SUM(cost)" -> "q1, SUM(cost)"
+        previous = out
+        out = re.sub(r"(?<![\w(])([^,;()]+?), \1(?=,|$| and|;| \()", r"\1", out)
+    return out
+
+
 def explain_planned(
     planned: PlannedQuery, preview: Composition, before: Composition, budget: Any,
     history: dict[str, list[Any]] | None = None,
@@ -163,7 +205,7 @@ def explain_planned(
             halfwidth_95=interval_halfwidth(p.noise) * scale,
             cost=p.spec.cost, threshold=p.threshold,
             notes=tuple(show(n) for n in p.measure.region.notes),
-            relations=_relations(p.spec, history or {}),
+            relations=_relations(p.spec, history or {}), step=p.measure.scale,
         ))
     notes: list[str] = []
     for core in planned.plan.cores:
@@ -172,6 +214,8 @@ def explain_planned(
         sql=planned.plan.sql, mechanisms=tuple(mechs), query_cost=planned.composition.cost,
         query_rule=planned.composition.rule, marginal=preview.cost - before.cost,
         total_before=before.cost, projected_total=preview.cost, budget=budget,
-        witness=preview.witness_detail, within_budget=bool(preview.cost <= budget),
+        witness=_readable_witness(preview.witness_detail,
+                                  {p.spec.id: p.measure.label for p in planned.measures}),
+        within_budget=bool(preview.cost <= budget),
         notes=tuple(notes),
     )

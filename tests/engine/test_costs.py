@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -101,3 +102,27 @@ def test_partition_selection_releases_only_frequent_keys(demo_db, demo_policy) -
     assert len(res.df) > 50  # ages 0..100 with ~200 visits each pass the threshold
     assert res.df["age"].is_monotonic_increasing  # released in key order, not data order
     sess.close()
+
+
+def test_explain_speaks_in_column_units(session: pp.Session) -> None:
+    """A SUM's sensitivity and noise are shown in the column's units (the mechanism works in
+    grid steps: cost has step 0.01, so 2,000,000 steps are 20,000), with the step named; the
+    dict keeps the grid integer and adds the step."""
+    e = session.explain("SELECT SUM(cost) AS c, COUNT(*) AS n FROM visits", epsilon=1)
+    text = str(e)
+    assert "sensitivity 20000, discrete Laplace, scale 40000" in text
+    assert "on a grid of step 0.01" in text
+    assert "sensitivity 2000000" not in text
+    d = e.mechanisms[0].to_dict()
+    assert d["sensitivity"] == 2_000_000 and d["step"] == "1/100"
+    assert d["sensitivity_in_units"] == 20000.0
+
+
+def test_the_worst_case_names_aggregates_and_queries(session: pp.Session) -> None:
+    """No internal ids (q1.c0_m0) in explain's worst case: this query's mechanisms by their
+    aggregate, earlier ones by their query."""
+    session.sql("SELECT COUNT(*) FROM visits WHERE age < 18", epsilon=0.1)
+    first = session.ledger.entries()[-1].query_id
+    e = session.explain("SELECT SUM(cost) AS c FROM visits WHERE age < 30", epsilon=0.1)
+    assert "SUM(cost)" in e.witness and first in e.witness
+    assert not re.search(r"q\d+\.c\d+_m\d+", e.witness), e.witness
