@@ -342,12 +342,15 @@ def test_a_failing_checkpoint_write_loses_only_the_cache(db: Path, tmp_path: Pat
     assert _composed(db, path) == (spent, spent, False)
 
 
+@pytest.mark.parametrize("error", [ValueError, TypeError, pp.LedgerError])
 def test_a_checkpoint_that_cannot_be_encoded_is_skipped(db: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        error: type[Exception]) -> None:
+    """Whatever goes wrong while saving the cache, the charged query still answers."""
     import privplan.session as session_module
 
     def fail(states: object) -> bytes:
-        raise ValueError("cannot store this state")
+        raise error("cannot store this state")
 
     monkeypatch.setattr(session_module, "encode_states", fail)
     path = tmp_path / "l.sqlite"

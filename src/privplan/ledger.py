@@ -340,8 +340,11 @@ class SQLiteLedger:
             if seq == 0 or (row is not None and isinstance(row[0], int) and row[0] >= seq):
                 self._checkpoint_seq = max(self._checkpoint_seq, row[0] if row else 0)
                 return False
+            found = con.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+            if found is None:  # (the entry vanished: the next read refuses the file)
+                return False
             blob = export()
-            (entry,) = con.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+            entry = found[0]
             root = self._root(self._meta())
             con.execute("INSERT OR REPLACE INTO checkpoint VALUES (1, ?, ?, ?)",
                         (seq, binding(seq, entry, root, blob), blob))

@@ -38,7 +38,7 @@ from privplan.engine_semantics import (
 )
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.engines.judge import judge
-from privplan.errors import BudgetExceededError, LedgerError, PolicyError
+from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
@@ -291,7 +291,8 @@ class Session:
         if save is None or self._accountant is None:
             return
         accountant = self._accountant
-        with contextlib.suppress(LedgerError, ValueError):
+        # any failure loses only the cache: the charge was committed and the answer is owed
+        with contextlib.suppress(Exception):
             save(lambda: encode_states(accountant.export_state()))
 
     def _drop_accounting(self) -> None:
