@@ -1133,7 +1133,8 @@ class _Instance:
         """Columns to filter rows on, most often constrained first (rows drop out soonest)."""
         return sorted(cols, key=lambda c: -int(self.narrow[c]))
 
-    def rows_meeting(self, lo_box: np.ndarray, hi_box: np.ndarray) -> np.ndarray | None:
+    def rows_meeting(self, lo_box: np.ndarray, hi_box: np.ndarray,
+                     within: np.ndarray | None = None) -> np.ndarray | None:
         """Indices (ascending) of the rows meeting a box; None when it is the whole domain.
 
         Only the columns the box constrains are tested, one at a time on the rows still in,
@@ -1143,8 +1144,8 @@ class _Instance:
         top = self.sizes - 1
         cols = [c for c in range(len(self.axes)) if lo_box[c] > 0 or hi_box[c] < top[c]]
         if not cols:
-            return None
-        idx: np.ndarray | None = None
+            return within
+        idx: np.ndarray | None = within  # (rows known to contain every row meeting the box)
         for c in self._order(cols):
             a, b = int(lo_box[c]), int(hi_box[c])
             if idx is None:
@@ -1466,17 +1467,28 @@ def _bb(
 
 
 def _meeting(
-    inst: _Instance, box: Cell2
+    inst: _Instance, box: Cell2, within: np.ndarray | None = None
 ) -> tuple[np.ndarray | slice, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows meeting ``box`` (an index), clipped to it; and the box as arrays."""
+    """Rows meeting ``box`` (an index), clipped to it; and the box as arrays. ``within``: rows
+    known to include every row meeting the box (those meeting a box around it)."""
     lo_box = np.array([b[0] for b in box], dtype=np.int64)
     hi_box = np.array([b[1] for b in box], dtype=np.int64)
-    m = inst.rows_meeting(lo_box, hi_box)
+    m = inst.rows_meeting(lo_box, hi_box, within)
     if m is None:  # the whole domain: every row, already inside it
         return slice(None), inst.lo, inst.hi, np.stack((lo_box, hi_box))
     lo = np.maximum(inst.lo[m], lo_box)
     hi = np.minimum(inst.hi[m], hi_box)
     return m, lo, hi, np.stack((lo_box, hi_box))
+
+
+def _rows_around(inst: _Instance, domains: Sequence[Cell2]) -> np.ndarray | None:
+    """For several domains (an admission of many regions), the rows meeting the box around
+    them all: each domain's rows are then found among these, not among every row."""
+    if len(domains) < 2:
+        return None
+    lo = np.array([min(d[c][0] for d in domains) for c in range(len(inst.axes))], dtype=np.int64)
+    hi = np.array([max(d[c][1] for d in domains) for c in range(len(inst.axes))], dtype=np.int64)
+    return inst.rows_meeting(lo, hi)
 
 
 # ============================================================================== add/remove, k = 1
@@ -1509,8 +1521,9 @@ def _max_cell(
     w_rows = inst.wf[inst.row_mech, j]
     everything = np.ones(len(inst.axes), dtype=bool)
     opened = _NEG_INF
+    within = _rows_around(inst, domains)
     for dom in domains:
-        m, lo, hi, box = _meeting(inst, dom)
+        m, lo, hi, box = _meeting(inst, dom, within)
         opened = max(opened, _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr, leaf, budget))
     out = prev
     seen: set[bytes] = set()
