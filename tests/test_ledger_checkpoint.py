@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from ledger_files import edit_ledger
 
 import privplan as pp
 from privplan.accounting.accountant import Accountant
@@ -192,13 +193,6 @@ class _open:  # a closing context for a ledger
         self.led.close()
 
 
-def _edit(path: Path, sql: str, *params: object) -> None:
-    con = sqlite3.connect(path)
-    con.execute(sql, params)
-    con.commit()
-    con.close()
-
-
 @pytest.mark.parametrize("damage", [
     "UPDATE checkpoint SET state = substr(state, 1, 200) || x'00' || substr(state, 202)",
     "UPDATE checkpoint SET seq = seq - 1",
@@ -210,7 +204,7 @@ def test_a_damaged_checkpoint_is_ignored_and_the_entries_decide(
     path = tmp_path / "l.sqlite"
     _charged(db, path)
     want = _composed(db, _without_checkpoint(path, tmp_path / "plain.sqlite"))[:2]
-    _edit(path, damage)
+    edit_ledger(path, damage)
     spent, total, used = _composed(db, path)
     assert not used
     assert (spent, total) == want
@@ -246,7 +240,7 @@ def test_entries_before_the_checkpoint_are_verified_when_read(db: Path, tmp_path
     path = tmp_path / "l.sqlite"
     _charged(db, path)
     before = _composed(db, path)
-    _edit(path, "UPDATE entries SET marginal = replace(marginal, '1', '2') WHERE seq = 2")
+    edit_ledger(path, "UPDATE entries SET marginal = replace(marginal, '1', '2') WHERE seq = 2")
     assert _composed(db, path) == before
     with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
         with pytest.raises(pp.LedgerError, match="entry 2"):
@@ -330,7 +324,7 @@ def test_a_failing_checkpoint_write_loses_only_the_cache(db: Path, tmp_path: Pat
     path = tmp_path / "l.sqlite"
     with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
         s.sql(QUERIES[0], epsilon=0.1)
-    _edit(path, "CREATE TABLE checkpoint (x)")
+    edit_ledger(path, "CREATE TABLE checkpoint (x)")
     with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
         s.ledger.checkpoint_every = 1
         for q in QUERIES[1:6]:

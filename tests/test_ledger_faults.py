@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from ledger_files import edit_ledger
 
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
@@ -158,13 +159,6 @@ def test_500_random_corruptions_change_nothing_silently(db: Path, tmp_path: Path
     _flip_trials(db, tmp_path, trials=500, seed=2024, checkpoint_every=checkpoint_every)
 
 
-def _edit(path: Path, sql: str, *params: object) -> None:
-    con = sqlite3.connect(path)
-    con.execute(sql, params)
-    con.commit()
-    con.close()
-
-
 @pytest.mark.parametrize("edit", [
     "lower an entry's total", "remove the last entry", "remove an entry in the middle",
     "raise the budget", "change the policy record", "change an entry's mechanisms",
@@ -173,19 +167,19 @@ def test_edits_are_refused_with_what_was_found(db: Path, tmp_path: Path, edit: s
     path = tmp_path / "l.sqlite"
     _base_ledger(db, path)
     if edit == "lower an entry's total":
-        _edit(path, "UPDATE entries SET total_after = ? WHERE seq = 14",
+        edit_ledger(path, "UPDATE entries SET total_after = ? WHERE seq = 14",
               json.dumps({"kind": "PureDP", "weights": ["1/10"]}))
     elif edit == "remove the last entry":
-        _edit(path, "DELETE FROM entries WHERE seq = (SELECT MAX(seq) FROM entries)")
+        edit_ledger(path, "DELETE FROM entries WHERE seq = (SELECT MAX(seq) FROM entries)")
     elif edit == "remove an entry in the middle":
-        _edit(path, "DELETE FROM entries WHERE seq = 5")
+        edit_ledger(path, "DELETE FROM entries WHERE seq = 5")
     elif edit == "raise the budget":
-        _edit(path, "UPDATE meta SET value = ? WHERE key = 'budget'",
+        edit_ledger(path, "UPDATE meta SET value = ? WHERE key = 'budget'",
               json.dumps({"kind": "PureDP", "weights": ["9/1"]}))
     elif edit == "change the policy record":
-        _edit(path, "UPDATE meta SET value = 'x' || value WHERE key = 'policy'")
+        edit_ledger(path, "UPDATE meta SET value = 'x' || value WHERE key = 'policy'")
     elif edit == "change an entry's mechanisms":
-        _edit(path, "UPDATE entries SET mechanisms = replace(mechanisms, '1/20', '1/40') "
+        edit_ledger(path, "UPDATE entries SET mechanisms = replace(mechanisms, '1/20', '1/40') "
                     "WHERE seq = 3")
     else:
         con = sqlite3.connect(path)
@@ -387,7 +381,7 @@ def test_cli_ledger_verify(db: Path, tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "privplan.cli", "ledger", "verify", str(path)],
                        capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 0 and "OK" in p.stdout and "14 entries" in p.stdout, p.stdout
-    _edit(path, "DELETE FROM entries WHERE seq = 14")
+    edit_ledger(path, "DELETE FROM entries WHERE seq = 14")
     p = subprocess.run([sys.executable, "-m", "privplan.cli", "ledger", "verify", str(path),
                         "--json"], capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 1, p.stderr

@@ -22,15 +22,11 @@ def run_command(args: argparse.Namespace) -> int:
     on stderr and return its exit status."""
     try:
         return int(args.func(args))
-    except BudgetExceededError as err:
-        first, _, rest = str(err).partition("\n")
-        print(f"privplan: {first}", file=sys.stderr)
-        if rest:
-            print(rest, file=sys.stderr)
-        return EXIT_BUDGET
     except PrivplanError as err:
+        budget = isinstance(err, BudgetExceededError)  # (its message says what it is)
         first, _, rest = str(err).partition("\n")
-        print(f"privplan: {type(err).__name__}: {first}", file=sys.stderr)
+        print(f"privplan: {first}" if budget else f"privplan: {type(err).__name__}: {first}",
+              file=sys.stderr)
         if rest:
             print(rest, file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_BUDGET if budget else EXIT_USAGE
