@@ -139,22 +139,25 @@ def cmd_budget(args: argparse.Namespace) -> int:
         raise PrivplanError(f"ledger '{args.ledger}' has no budget yet (never used)")
     with connect(args.database or ":memory:", policy=args.policy, budget=budget,
                  ledger=ledger) as sess:
-        entries = sess.ledger.entries()
+        from privplan.explain import readable_witness
+
+        entries = sess.ledger.entries()  # (every entry verified from the chain's root)
         total = sess.accountant.total
+        why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
         if args.json:
             print(json.dumps({
                 "budget": budget.describe(), "spent": sess.spent().describe(),
                 "chain_verified": True,
-                "remaining": sess.remaining().describe(), "why": total.witness_detail,
+                "remaining": sess.remaining().describe(), "why": why,
                 "queries": [{"id": e.query_id, "added": e.marginal.describe(),
                              "total_after": e.total_after.describe(), "sql": e.sql,
                              "time": e.time} for e in entries]}, indent=2))
             return 0
         print(f"budget {budget.describe()}; spent {sess.spent().describe()}; "
               f"remaining {sess.remaining().describe()}")
-        print(f"ledger: hash chain verified over {len(entries)} entries on open "
+        print(f"ledger: hash chain verified over {len(entries)} entries "
               "(`privplan ledger verify` also recomputes the total)")
-        print(f"why: {total.witness_detail}")
+        print(f"why: {why}")
         for e in entries:
             print(f"  {e.query_id:>5}  +{e.marginal.describe():<14} -> "
                   f"{e.total_after.describe():<14} {' '.join(e.sql.split())[:80]}")

@@ -168,6 +168,13 @@ def _relations(spec: Any, history: dict[str, list[Any]]) -> tuple[str, ...]:
 _MECHANISM_ID = re.compile(r"\bq\d+\.c\d+_m\d+\b")
 
 
+def readable_witness(text: str, mechanisms: Sequence[Any]) -> str:
+    """A composition's worst case with every admitted mechanism named by its query and
+    aggregate (``q3 SUM(cost)``) instead of its internal id."""
+    return _readable_witness(text, {m.id: f"{m.id.split('.', 1)[0]} {m.label}".strip()
+                                    for m in mechanisms})
+
+
 def _readable_witness(text: str, labels: dict[str, str]) -> str:
     """The worst case in the user's words: this query's mechanisms by their aggregate
     (``SUM(cost)``), earlier ones by their query (``q3``), each named once."""

@@ -14,6 +14,8 @@ from typing import Any, TextIO
 
 import pandas as pd
 
+from privplan.explain import readable_witness
+
 DEMO_QUERIES: tuple[tuple[str, str, float], ...] = (
     (
         "Visits and mean cost per hospital (GROUP BY over public keys: one group's ε, "
@@ -83,9 +85,10 @@ def run_demo(directory: Path, *, rows: int = 200_000, out: TextIO) -> Any:
             out.write(f"  {entry.query_id}: added {entry.marginal.describe():<10} total "
                       f"{entry.total_after.describe():<10} {' '.join(entry.sql.split())[:70]}\n")
         total = sess.accountant.total
+        why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
         out.write(f"\nSpent {sess.spent().describe()} of ε = {TOTAL_EPSILON} "
                   f"(remaining {sess.remaining().describe()}).\n"
-                  f"Why: {total.witness_detail}\n"
+                  f"Why: {why}\n"
                   f"Sequential composition (what other DP SQL engines charge) would be "
                   f"ε = {naive:g}.\n")
     return sess
