@@ -12,6 +12,7 @@ import random
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -38,17 +39,26 @@ def _bounds(rng: random.Random) -> tuple[float, float]:
     return lo, lo + abs(lo) * rng.uniform(0, 3) + scale * 1e-3
 
 
-def _check(path: Path, lower: float, upper: float, rng: random.Random) -> None:
-    values = [rng.uniform(lower, upper) for _ in range(ROWS)] + [lower, upper]
+def _answer(path: Path, policy_type: str, column_type: str, lower: float, upper: float,
+            values: list[Any], sql: str) -> tuple[Any, Fraction]:
+    """The noise-free answer of ``sql`` over a one-column table of ``values`` with these
+    bounds, and the SUM grid's step."""
     con = duckdb.connect(str(path))
-    con.execute("CREATE OR REPLACE TABLE t (v DOUBLE)")
+    con.execute(f"CREATE OR REPLACE TABLE t (v {column_type})")
     con.executemany("INSERT INTO t VALUES (?)", [(v,) for v in values])
     con.close()
-    policy = {"tables": {"t": {"columns": {"v": {"type": "float", "lower": lower,
+    policy = {"tables": {"t": {"columns": {"v": {"type": policy_type, "lower": lower,
                                                  "upper": upper}}}}}
     with pp.connect(path, policy=policy, budget=pp.PureDP(10)) as s, noise_disabled():
-        row = s.sql("SELECT SUM(v) AS s, AVG(v) AS a FROM t", epsilon=1).df.iloc[0]
+        row = s.sql(sql, epsilon=1).df.iloc[0]
     res, _, _ = gridlib.sum_grid(pp.Policy.from_dict(policy).table("t").columns["v"])
+    return row, res
+
+
+def _check(path: Path, lower: float, upper: float, rng: random.Random) -> None:
+    values = [rng.uniform(lower, upper) for _ in range(ROWS)] + [lower, upper]
+    row, res = _answer(path, "float", "DOUBLE", lower, upper, values,
+                       "SELECT SUM(v) AS s, AVG(v) AS a FROM t")
     step = float(res)
     exact = sum(Fraction(min(max(v, lower), upper)) for v in values)
     if abs(exact) > Fraction(sys.float_info.max):  # beyond floats: an infinite answer
@@ -100,16 +110,9 @@ def test_integer_sums_for_large_bounds(tmp_path: Path, lower: int, upper: int) -
     a refused SUM; below, sums stay exact."""
     rng = random.Random(7)
     values = [rng.randint(lower, upper) for _ in range(ROWS)] + [lower, upper]
-    path = tmp_path / "i.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE t (v BIGINT)")
-    con.executemany("INSERT INTO t VALUES (?)", [(v,) for v in values])
-    con.close()
-    policy = {"tables": {"t": {"columns": {"v": {"type": "int", "lower": lower,
-                                                 "upper": upper}}}}}
-    with pp.connect(path, policy=policy, budget=pp.PureDP(10)) as s, noise_disabled():
-        got = s.sql("SELECT SUM(v) AS s FROM t", epsilon=1).df["s"].iloc[0]
-    res, _, _ = gridlib.sum_grid(pp.Policy.from_dict(policy).table("t").columns["v"])
+    row, res = _answer(tmp_path / "i.duckdb", "int", "BIGINT", lower, upper, values,
+                       "SELECT SUM(v) AS s FROM t")
+    got = row["s"]
     assert (res == 1) == (max(abs(lower), abs(upper)) < 2**22)
     exact = sum(values)
     assert abs(Fraction(int(got)) - exact) <= len(values) * res / 2 + 1e-9 * abs(exact), \
