@@ -131,8 +131,11 @@ def test_private_join_on_the_unit_bounds_after_the_join(unit_db) -> None:
         res = s.sql("SELECT p.area, COUNT(*) AS n FROM visits v JOIN patients p "
                     "ON v.patient_id = p.patient_id GROUP BY p.area ORDER BY p.area", epsilon=1)
         assert list(res.df.columns) == ["area", "n"]
-        # bounding after the join: at most k_visits * k_patients = 10 joined rows per patient
-        assert res.explanation.mechanisms[0].sensitivity == 10
+        # bounding after the join: at most k_visits * k_patients = 10 joined rows per patient,
+        # each moving a count by 1: one-row cost ε/10, noise scale 10
+        assert res.explanation.mechanisms[0].sensitivity == 1
+        assert res.explanation.mechanisms[0].cost == pp.PureDP("1/10")
+        assert res.explanation.mechanisms[0].noise == "discrete Laplace, scale 10"
         assert res.explanation.mechanisms[0].partition == "patients.area"
         con = duckdb.connect(str(path), read_only=True)
         per_patient = con.execute(
@@ -153,7 +156,9 @@ def test_private_join_columns_of_a_one_row_table_split_units(unit_db) -> None:
         assert s.sql(q.format("south"), epsilon=1).cost == pp.PureDP(0)
         plan = s.explain("SELECT p.area, COUNT(*) FROM visits v JOIN patients p "
                          "ON v.patient_id = p.patient_id GROUP BY p.area", epsilon=1)
-        assert plan.mechanisms[0].cost == pp.PureDP(1)
+        # one row costs ε/10 (10 joined rows per unit), all of them in the unit's one group
+        assert plan.mechanisms[0].cost == pp.PureDP("1/10")
+        assert plan.mechanisms[0].noise == "discrete Laplace, scale 10"
         # the joined table is accounted on its own and added to the others
         assert s.sql("SELECT COUNT(*) FROM visits", epsilon=1).cost == pp.PureDP(1)
     with pp.connect(path, policy=policy, budget=pp.PureDP(10)) as s:  # reload from a ledger

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
-from privplan.accounting.model import MechanismSpec, Partition
+from privplan.accounting.model import GROWTHS, MechanismSpec, Partition
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 from privplan.errors import LedgerError
@@ -111,8 +111,13 @@ def encode_mechanism(m: MechanismSpec) -> dict[str, Any]:
                 "key_columns": list(m.partition.key_columns)
                 if m.partition.key_columns is not None else None,
                 "max_groups_per_unit": m.partition.max_groups_per_unit}
-    return {"id": m.id, "table": m.table, "region": encode_region(m.region),
-            "cost": encode_cost(m.cost), "partition": part, "label": m.label}
+        if m.partition.max_rows_per_group is not None:
+            part["max_rows_per_group"] = m.partition.max_rows_per_group
+    out = {"id": m.id, "table": m.table, "region": encode_region(m.region),
+           "cost": encode_cost(m.cost), "partition": part, "label": m.label}
+    if m.growth != "flat":  # entries written before per-row growth are all flat
+        out["growth"] = m.growth
+    return out
 
 
 def decode_mechanism(d: dict[str, Any]) -> MechanismSpec:
@@ -122,6 +127,11 @@ def decode_mechanism(d: dict[str, Any]) -> MechanismSpec:
         part = Partition(keys=tuple(p["keys"]),
                          key_columns=tuple(p["key_columns"]) if p["key_columns"] is not None
                          else None,
-                         max_groups_per_unit=p["max_groups_per_unit"])
+                         max_groups_per_unit=p["max_groups_per_unit"],
+                         max_rows_per_group=p.get("max_rows_per_group"))
+    growth = d.get("growth", "flat")
+    if growth not in GROWTHS:
+        raise ValueError(f"unknown cost growth {growth!r}")
     return MechanismSpec(id=d["id"], table=d["table"], region=decode_region(d["region"]),
-                         cost=decode_cost(d["cost"]), partition=part, label=d.get("label", ""))
+                         cost=decode_cost(d["cost"]), partition=part, label=d.get("label", ""),
+                         growth=growth)

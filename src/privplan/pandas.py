@@ -416,6 +416,7 @@ def _policy_from_frame(
     types: Mapping[str, str] | None,
     max_rows_per_unit: int | None,
     max_groups_per_unit: int | None,
+    max_rows_per_group_per_unit: int | None = None,
 ) -> Policy:
     cols = _Columns(frame)
     for arg, value in (("bounds", bounds), ("public_values", public_values), ("types", types)):
@@ -495,6 +496,8 @@ def _policy_from_frame(
         spec["max_rows_per_unit"] = max_rows_per_unit
     if max_groups_per_unit is not None:
         spec["max_groups_per_unit"] = max_groups_per_unit
+    if max_rows_per_group_per_unit is not None:
+        spec["max_rows_per_group_per_unit"] = max_rows_per_group_per_unit
     if not columns:
         raise PolicyError(
             "df.dp.configure: no column of this DataFrame has a type privplan can infer "
@@ -1006,6 +1009,7 @@ class DPAccessor:
         neighbourhood: str = "add_remove",
         max_rows_per_unit: int | None = None,
         max_groups_per_unit: int | None = None,
+        max_rows_per_group_per_unit: int | None = None,
         budget: Any = None,
         ledger: str | Path | None = None,
         table: str | None = None,
@@ -1076,7 +1080,9 @@ class DPAccessor:
                     ("public_values", public_values, None), ("types", types, None),
                     ("neighbourhood", neighbourhood, "add_remove"),
                     ("max_rows_per_unit", max_rows_per_unit, None),
-                    ("max_groups_per_unit", max_groups_per_unit, None)) if value != default]
+                    ("max_groups_per_unit", max_groups_per_unit, None),
+                    ("max_rows_per_group_per_unit", max_rows_per_group_per_unit, None))
+                    if value != default]
                 if extra:
                     raise PolicyError(
                         f"df.dp.configure: pass either policy= or column settings, not both "
@@ -1093,7 +1099,8 @@ class DPAccessor:
                 pol = _policy_from_frame(
                     frame, name, privacy_unit=privacy_unit, neighbourhood=neighbourhood,
                     bounds=bounds, public_values=public_values, types=types,
-                    max_rows_per_unit=max_rows_per_unit, max_groups_per_unit=max_groups_per_unit)
+                    max_rows_per_unit=max_rows_per_unit, max_groups_per_unit=max_groups_per_unit,
+                    max_rows_per_group_per_unit=max_rows_per_group_per_unit)
 
             # Zero-copy snapshot (copy-on-write): in-place edits of `frame` after this point do
             # not reach the engine, and DuckDB holds the snapshot, not `frame` (no cycle).

@@ -19,8 +19,8 @@ from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
-from privplan.accounting.definitions import ApproxDP
-from privplan.accounting.model import MechanismSpec, Partition, TableModel
+from privplan.accounting.definitions import ApproxDP, PureDP
+from privplan.accounting.model import Growth, MechanismSpec, Partition, TableModel
 from privplan.accounting.solver import Composition, compose
 from privplan.errors import InternalError, UnsupportedQueryError
 from privplan.mechanisms import noise as noiselib
@@ -63,7 +63,23 @@ def _partition(core: CorePlan, table_policy: Any) -> Partition | None:
         keys=tuple(k.sql for k in core.keys),
         key_columns=cols if all(c is not None for c in cols) else None,  # type: ignore[arg-type]
         max_groups_per_unit=table_policy.max_groups_per_unit,
+        max_rows_per_group=table_policy.max_rows_per_group_per_unit,
     )
+
+
+def growth_of(m: Measure, kind: type) -> Growth:
+    """How the cost of a measure grows with a unit's rows in one group's input.
+
+    A per-row measure (a count or sum on a table with units of several rows) is calibrated to
+    one row; r rows move it by r times that sensitivity, and additive noise then loses r times
+    the privacy (pure ε; the ε of Laplace noise under (ε, δ), where counts use δ = 0) or r²
+    times (ρ of the discrete Gaussian; μ² of Laplace noise under GDP, since μ = pure_to_gdp(ε)
+    is concave in ε, so μ(r·ε) <= r·μ(ε)). Distinct-unit counts and partition selection move
+    by at most one per unit whatever its rows: flat.
+    """
+    if not m.per_row:
+        return "flat"
+    return "linear" if kind in (PureDP, ApproxDP) else "square"
 
 
 def plan_costs(
@@ -104,7 +120,8 @@ def plan_costs(
 
     specs = [
         MechanismSpec(id=f"{query_id}.{m.id}", table=plan.cores[ci].table, region=m.region,
-                      cost=provisional(m), partition=part, label=m.label)
+                      cost=provisional(m), partition=part, label=m.label,
+                      growth=growth_of(m, kind))
         for ci, m, part in items
     ]
     base = compose(specs, tables, kind).cost.weights()
@@ -127,7 +144,7 @@ def plan_costs(
             cost = noise.cost(m.sensitivity, kind, **({"delta": 0} if kind is ApproxDP else {}))
             threshold = None
         final = MechanismSpec(id=spec.id, table=spec.table, region=spec.region, cost=cost,
-                              partition=part, label=m.label)
+                              partition=part, label=m.label, growth=spec.growth)
         planned.append(PlannedMeasure(m, ci, noise, final, threshold))
 
     total = compose([p.spec for p in planned], tables, kind)

@@ -52,12 +52,14 @@ _TABLE_KEYS = (
     "neighbourhood",
     "max_rows_per_unit",
     "max_groups_per_unit",
+    "max_rows_per_group_per_unit",
     "source",
     "rows",
     "schema",
     "columns",
 )
-_PRIVATE_ONLY_KEYS = ("privacy_unit", "neighbourhood", "max_rows_per_unit", "max_groups_per_unit")
+_PRIVATE_ONLY_KEYS = ("privacy_unit", "neighbourhood", "max_rows_per_unit", "max_groups_per_unit",
+                      "max_rows_per_group_per_unit")
 _COLUMN_KEYS = ("type", "lower", "upper", "public_values", "unit_level", "nullable", "resolution")
 _ORDERED_TYPES = ("int", "float", "date", "timestamp")
 
@@ -580,7 +582,8 @@ class TablePolicy:
 
     ``privacy_unit`` is ``"row"`` (each row is one person) or the name of the column that
     identifies a unit; a unit then has at most ``max_rows_per_unit`` rows (enforced by the
-    rewrite) and touches at most ``max_groups_per_unit`` groups of any GROUP BY. ``replace``
+    rewrite) and touches at most ``max_groups_per_unit`` groups of any GROUP BY, with at most
+    ``max_rows_per_group_per_unit`` rows in each (both enforced per query). ``replace``
     neighbourhood is bounded DP (the table size is public); ``add_remove`` is unbounded DP.
     """
 
@@ -594,6 +597,7 @@ class TablePolicy:
     source: str | None = None
     rows: int | None = None
     schema: str | None = None
+    max_rows_per_group_per_unit: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.columns, FrozenMap):
@@ -656,6 +660,8 @@ class TablePolicy:
             d["max_rows_per_unit"] = self.max_rows_per_unit
             if self.max_groups_per_unit is not None:
                 d["max_groups_per_unit"] = self.max_groups_per_unit
+            if self.max_rows_per_group_per_unit is not None:
+                d["max_rows_per_group_per_unit"] = self.max_rows_per_group_per_unit
         for k in ("source", "rows", "schema"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
@@ -810,11 +816,31 @@ def _parse_table(
                 "identifying a person, or remove max_groups_per_unit.",
             )
 
+    rows_per_group = None
+    if raw.get("max_rows_per_group_per_unit") is not None:
+        rows_per_group = _positive_int(
+            raw["max_rows_per_group_per_unit"],
+            tloc.key("max_rows_per_group_per_unit"),
+            "max_rows_per_group_per_unit",
+            "it bounds how many rows one privacy unit adds to one group of a GROUP BY.",
+        )
+        if unit == "row" and rows_per_group != 1:
+            _fail(
+                tloc.key("max_rows_per_group_per_unit"),
+                f"max_rows_per_group_per_unit is {rows_per_group} but the privacy unit is a row",
+                "a unit is one row, so it adds one row to one group.",
+                "set `privacy_unit:` to the column identifying a person, or remove "
+                "max_rows_per_group_per_unit.",
+            )
+        if rows_per_group >= max_rows:
+            rows_per_group = None  # no tighter than max_rows_per_unit: nothing to enforce
+
     if unit != "row" and not columns[unit].unit_level:
         columns[unit] = replace(columns[unit], unit_level=True)
 
     return TablePolicy(
-        name, columns, False, unit, neighbourhood, max_rows, max_groups, source, rows, schema
+        name, columns, False, unit, neighbourhood, max_rows, max_groups, source, rows, schema,
+        rows_per_group,
     )
 
 

@@ -24,7 +24,8 @@ per cell of the region arrangement is enough:
   (a GROUP BY holding both pays two groups); conservative where the solver knows the two records
   must share a group key (the cap above mostly repairs that).
 * units of k > 1 rows: a unit stays inside one cell of the unit-level columns; it may meet every
-  mechanism meeting that cell, a GROUP BY min(m, k) times. Conservative.
+  mechanism meeting that cell, as much as :func:`~privplan.accounting.model.unit_multiplier`
+  allows (a flat GROUP BY min(m, k) groups; a cost growing with rows k or more). Conservative.
 * several private tables: table maxima add (one person may be in every table): an epigraph
   variable per table.
 * more than ``cell_limit`` products: the column with most classes is merged (its constraints are
@@ -82,7 +83,7 @@ from scipy import optimize
 
 from privplan.accounting.conversions import advanced_composition
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP, sqrt_fraction
-from privplan.accounting.model import MechanismSpec, TableModel
+from privplan.accounting.model import MechanismSpec, TableModel, unit_multiplier
 from privplan.accounting.solver import Composition, compose
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
@@ -453,14 +454,18 @@ def _bits(mask: int) -> list[int]:
 
 
 def _multiplicity(spec: MechanismSpec, model: TableModel) -> int:
-    """How many groups of a mechanism one unit can pay for (add/remove)."""
+    """The most one unit can make a mechanism pay, in one-group costs (add/remove): the
+    solver's own rule, :func:`~privplan.accounting.model.unit_multiplier`."""
     k = model.unit.max_rows
     p = spec.partition
-    if p is None or k == 1:
+    if k == 1:
         return 1
-    if p.key_columns is not None and set(p.key_columns) <= set(model.unit.unit_level_columns):
-        return 1  # every row of a unit has the same key
-    return min(k, p.max_groups_per_unit) if p.max_groups_per_unit is not None else k
+    same = (p is not None and p.key_columns is not None
+            and set(p.key_columns) <= set(model.unit.unit_level_columns))
+    return unit_multiplier(
+        spec.growth, k, partitioned=p is not None, same_group=same,
+        max_groups=p.max_groups_per_unit if p is not None else None,
+        max_rows_per_group=p.max_rows_per_group if p is not None else None)
 
 
 def co_affected_sets(

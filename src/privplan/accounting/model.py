@@ -5,9 +5,15 @@ theorem (CSF'24): a mechanism is ``f``-dependent on its table through its region
 FILTER) and, for GROUP BY, a partitioning function; its cost is given in one privacy definition
 *per group* (every group of a partitioned mechanism is calibrated the same way).
 
-Costs are calibrated to *any* change of one privacy unit's contribution to the mechanism's input
-(added, removed, or replaced within the region), so the solver only has to decide which
-mechanisms a neighbouring pair affects — never to rescale a cost.
+How a cost grows with a unit's rows (``MechanismSpec.growth``): a ``"flat"`` cost is calibrated
+to *any* change of one unit's whole contribution to one group's input (a distinct-unit count, a
+partition selection), so the solver only decides which mechanisms (and how many groups) a
+neighbouring pair affects. A ``"linear"`` or ``"square"`` cost is calibrated to *one row*: a unit
+with r rows in a group's input changes it by at most r times one row's sensitivity, and the
+privacy loss of additive noise at sensitivity r·Δ is r times (pure ε, the ε of Laplace under
+(ε, δ)) or r² times (ρ of zCDP; μ² of μ-GDP for Laplace noise, whose μ(ε) is concave) the loss at
+Δ. The solver then charges a unit Σ_g cost·φ(r_g) over the groups it meets (issue: user-level
+GROUP BY). With one row per unit every growth is the same.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Literal
 from privplan.analysis.regions import Region
 
 Neighbourhood = Literal["add_remove", "replace"]
+Growth = Literal["flat", "linear", "square"]
+GROWTHS: tuple[Growth, ...] = ("flat", "linear", "square")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +35,15 @@ class Partition:
     ``key_columns`` names the columns when every key is a plain column (so two records in the
     same box cell may be told apart by key); ``None`` means the keys are opaque expressions, and
     the solver then assumes two different records can always fall in different groups.
-    ``max_groups_per_unit`` is the policy limit m: one unit touches at most m groups.
+    ``max_groups_per_unit`` is the policy limit m: one unit touches at most m groups;
+    ``max_rows_per_group`` the limit c on one unit's rows in one group (both enforced by the
+    rewrite, per query, after WHERE).
     """
 
     keys: tuple[str, ...]
     key_columns: tuple[str, ...] | None = None
     max_groups_per_unit: int | None = None
+    max_rows_per_group: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +73,8 @@ class MechanismSpec:
 
     ``cost`` is a privacy value (``PureDP``, ``ApproxDP``, ``ZCDP`` or ``GDP`` from
     :mod:`privplan.accounting.definitions`); for a partitioned mechanism it is the cost of each
-    group.
+    group; for ``growth`` ``"linear"``/``"square"`` it is the cost of one row of a unit changing
+    the group's input (see the module docstring).
     """
 
     id: str
@@ -71,3 +83,54 @@ class MechanismSpec:
     cost: object
     partition: Partition | None = None
     label: str = ""
+    growth: Growth = "flat"
+
+
+def growth_factor(growth: Growth, rows: int) -> int:
+    """φ(r): how many times the one-row cost a group pays when a unit has ``rows`` rows in it."""
+    if rows <= 0:
+        return 0
+    return 1 if growth == "flat" else rows if growth == "linear" else rows * rows
+
+
+def unit_multiplier(
+    growth: Growth, k: int, *, partitioned: bool, same_group: bool = False,
+    max_groups: int | None = None, max_rows_per_group: int | None = None,
+) -> int:
+    """The most one unit of at most ``k`` rows can make a mechanism pay, in one-group costs.
+
+    Σ_g φ(r_g) over at most ``max_groups`` groups with r_g <= ``max_rows_per_group`` and
+    Σ r_g <= k. ``same_group``: every row of a unit has the same key (keys are unit-level).
+    Flat: one per group met (Example IV.5). Linear and square: φ grows at least linearly, so
+    groups filled to the cap c are the worst — q = k // c full groups (at most m), then the
+    remainder in one more group if m allows. Used both by the solver's bounds and by the
+    report allocator, so the two never disagree.
+    """
+    if k <= 0:
+        return 0
+    if not partitioned:
+        return growth_factor(growth, k)
+    m = max_groups if max_groups is not None else k
+    c = min(max_rows_per_group, k) if max_rows_per_group is not None else k
+    if same_group:
+        m = 1
+    if growth == "flat":
+        return min(m, k)
+    full = min(m, k // c)
+    rest = k - full * c if full < m else 0
+    return full * growth_factor(growth, c) + growth_factor(growth, min(rest, c))
+
+
+def row_multiplier(growth: Growth, k: int, *, partitioned: bool,
+                   max_rows_per_group: int | None = None) -> int:
+    """The most one row of a unit adds to a mechanism's multiplier, averaged over the unit.
+
+    Σ_g φ(r_g) <= R·Σ_g r_g with R = 1 (flat, linear) or the most rows one group can hold
+    (square: r² <= R·r), so a unit of k rows pays at most Σ over its rows of R·cost: the
+    per-row weight behind the solver's "k x the heaviest record" bound.
+    """
+    if growth != "square":
+        return 1
+    if partitioned and max_rows_per_group is not None:
+        return min(max_rows_per_group, k)
+    return k

@@ -62,7 +62,14 @@ from typing import Any
 
 import numpy as np
 
-from privplan.accounting.model import MechanismSpec, TableModel
+from privplan.accounting.model import (
+    GROWTHS,
+    MechanismSpec,
+    TableModel,
+    growth_factor,
+    row_multiplier,
+    unit_multiplier,
+)
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet, Value
 from privplan.errors import InternalError, PolicyError
@@ -259,7 +266,8 @@ class SolverState:
     What a durable checkpoint stores (:mod:`privplan.ledger_checkpoint`) so that a new session
     resumes the composition where the ledger's entries left it instead of re-solving them all.
     ``arrays`` holds ``lo``, ``hi``, ``row_mech`` (per atom-box row), ``part``, ``full``, ``wf``,
-    ``wx_idx``, ``keys_idx``, ``max_groups`` (per mechanism) and ``narrow`` (per column);
+    ``wx_idx``, ``keys_idx``, ``max_groups``, ``growth``, ``row_cap`` (per mechanism) and
+    ``narrow`` (per column);
     ``bests`` the worst pair found per weight coordinate for each neighbourhood search, as
     (value, exact, cells, note).
     """
@@ -283,6 +291,15 @@ class SolverState:
 
 
 _ARRAYS = ("lo", "hi", "row_mech", "part", "full", "wf", "narrow")
+_PER_MECH = ("max_groups", "growth", "row_cap")  # int per mechanism, -1 for "no limit"
+
+
+def _headroom(model: TableModel) -> int:
+    """The largest multiple of the total weight a search value can reach: 2 for a replace
+    pair, and for a unit of k rows its largest multiplier, k² (one group pays φ(k) = k² under
+    square growth; see :func:`~privplan.accounting.model.unit_multiplier`)."""
+    k = model.unit.max_rows
+    return max(2, k * k if k > 1 else 1)
 
 
 def _best_counts(model: TableModel, q: int, n: int) -> dict[str, int]:
@@ -318,8 +335,7 @@ class TableSolver:
         self.kind = kind
         self.exact_limit = exact_limit
         self._q = len(kind.zero().weights())
-        # a replace pair weighs up to 2x, a unit of k rows up to k x the total weight
-        self._inst = _Instance.empty(self._q, max(2, model.unit.max_rows))
+        self._inst = _Instance.empty(self._q, _headroom(model))
         self._single: tuple[_Best, ...] = ()
         self._pair: tuple[_Best, ...] = ()
         self._unit: tuple[_Best, ...] = ()
@@ -384,11 +400,12 @@ class TableSolver:
     def export_state(self) -> SolverState:
         """This solver's state as plain values (see :class:`SolverState`)."""
         inst = self._inst
-        ids, wx_idx, wx_table, keys_idx, keys_table, groups = inst.mechs.columns()
+        ids, wx_idx, wx_table, keys_idx, keys_table, per_mech = inst.mechs.columns()
         arrays = {name: getattr(inst, name) for name in _ARRAYS}
         arrays["wx_idx"] = np.array(wx_idx, dtype=np.int64)
         arrays["keys_idx"] = np.array(keys_idx, dtype=np.int64)
-        arrays["max_groups"] = np.array(groups, dtype=np.int64)
+        for name, values in per_mech.items():
+            arrays[name] = np.array(values, dtype=np.int64)
         return SolverState(
             table=self.table, kind=self.kind.__name__, exact_limit=self.exact_limit,
             model=model_key(self.model), columns=inst.columns,
@@ -412,16 +429,21 @@ class TableSolver:
             raise ValueError("the saved state is for another privacy definition or table model")
         out = cls(state.table, model, kind,
                   exact_limit=state.exact_limit if exact_limit is None else exact_limit)
+        if state.headroom != out._inst.headroom:
+            raise ValueError("the saved state was searched with another float headroom")
         q, d, n = out._q, len(state.columns), len(state.ids)
+        if any(name not in state.arrays for name in _PER_MECH):
+            raise ValueError("the saved state predates per-row growth")
         a = {name: np.asarray(state.arrays[name]) for name in
-             (*_ARRAYS, "wx_idx", "keys_idx", "max_groups")}
+             (*_ARRAYS, "wx_idx", "keys_idx", *_PER_MECH)}
         rows = a["lo"].shape[0] if a["lo"].ndim == 2 else -1
         ok = (
             len(state.axes) == d and len(state.scales) == q
             and a["lo"].shape == (rows, d) and a["hi"].shape == (rows, d)
             and a["row_mech"].shape == (rows,) and a["wf"].shape == (n, q)
             and all(a[k].shape == (n,) for k in ("part", "full", "wx_idx", "keys_idx",
-                                                   "max_groups"))
+                                                   *_PER_MECH))
+            and (n == 0 or (0 <= int(a["growth"].min()) and int(a["growth"].max()) < 3))
             and a["narrow"].shape == (d,)
             and all(len(w) == q for w in state.wx_table)
             and all(0 <= k < d for ks in state.keys_table for k in ks)
@@ -446,7 +468,7 @@ class TableSolver:
             setattr(inst, name, a[name])
         base = _MechColumns(list(state.ids), a["wx_idx"], list(state.wx_table), a["keys_idx"],
                             list(state.keys_table), a["max_groups"], a["part"], a["full"],
-                            load_specs, {})
+                            load_specs, {}, a["growth"], a["row_cap"])
         inst.mechs = _Mechs(base, (), ())
         out._inst = inst
         out._single, out._pair, out._unit = (
@@ -622,6 +644,8 @@ class _Mech:
     keys: tuple[int, ...]  # instance column indices of the key columns (part == 1)
     max_groups: int | None
     full: bool  # region is the whole domain
+    growth: int = 0  # index in GROWTHS: 0 flat, 1 linear, 2 square
+    row_cap: int | None = None  # a unit's rows per group (partition), None: no limit
 
 
 @dataclass
@@ -639,16 +663,19 @@ class _MechColumns:
     full: np.ndarray
     load_specs: Callable[[], Sequence[MechanismSpec]]
     made: dict[int, _Mech]
+    growth: np.ndarray
+    row_cap: np.ndarray  # -1: no limit
     loaded: list[MechanismSpec] | None = None
     id_objects: np.ndarray | None = None
 
     def get(self, i: int) -> _Mech:
         m = self.made.get(i)
         if m is None:
-            g = int(self.max_groups[i])
+            g, c = int(self.max_groups[i]), int(self.row_cap[i])
             m = self.made[i] = _Mech(
                 self.ids[i], self.wx_table[int(self.wx_idx[i])], int(self.part[i]),
-                self.keys_table[int(self.keys_idx[i])], None if g < 0 else g, bool(self.full[i]))
+                self.keys_table[int(self.keys_idx[i])], None if g < 0 else g, bool(self.full[i]),
+                int(self.growth[i]), None if c < 0 else c)
         return m
 
     def id_array(self) -> np.ndarray:
@@ -734,15 +761,15 @@ class _Mechs:
         return [*head, *self._tail_specs]
 
     def columns(self) -> tuple[list[str], list[int], list[tuple[Fraction, ...]], list[int],
-                               list[tuple[int, ...]], list[int]]:
-        """ids, weight-tuple index, weight tuples, key-tuple index, key tuples, max groups
-        (-1: none): the columnar form a checkpoint stores."""
+                               list[tuple[int, ...]], dict[str, list[int]]]:
+        """ids, weight-tuple index, weight tuples, key-tuple index, key tuples, and the ints per
+        mechanism of :data:`_PER_MECH` (-1: no limit): the columnar form a checkpoint stores."""
         wx_table: dict[tuple[Fraction, ...], int] = {}
         keys_table: dict[tuple[int, ...], int] = {}
         ids: list[str] = []
         wx_idx: list[int] = []
         keys_idx: list[int] = []
-        groups: list[int] = []
+        per: dict[str, list[int]] = {name: [] for name in _PER_MECH}
         b = self._base
         if b is not None:
             wx_table = {w: i for i, w in enumerate(b.wx_table)}
@@ -750,13 +777,17 @@ class _Mechs:
             ids.extend(b.ids)
             wx_idx.extend(b.wx_idx.tolist())
             keys_idx.extend(b.keys_idx.tolist())
-            groups.extend(b.max_groups.tolist())
+            per["max_groups"].extend(b.max_groups.tolist())
+            per["growth"].extend(b.growth.tolist())
+            per["row_cap"].extend(b.row_cap.tolist())
         for m in self._tail:
             ids.append(m.id)
             wx_idx.append(wx_table.setdefault(m.wx, len(wx_table)))
             keys_idx.append(keys_table.setdefault(m.keys, len(keys_table)))
-            groups.append(-1 if m.max_groups is None else m.max_groups)
-        return ids, wx_idx, list(wx_table), keys_idx, list(keys_table), groups
+            per["max_groups"].append(-1 if m.max_groups is None else m.max_groups)
+            per["growth"].append(m.growth)
+            per["row_cap"].append(-1 if m.row_cap is None else m.row_cap)
+        return ids, wx_idx, list(wx_table), keys_idx, list(keys_table), per
 
 
 @dataclass(frozen=True)
@@ -1121,12 +1152,15 @@ class _Instance:
         full_row = self.full_box_tuple()
         full = any(r == full_row for r in rows)
         p = m.partition
+        growth = GROWTHS.index(m.growth)
+        wx = tuple(m.cost.weights())  # type: ignore[attr-defined]
         if p is None:
-            return _Mech(m.id, tuple(m.cost.weights()), 0, (), None, full)
+            return _Mech(m.id, wx, 0, (), None, full, growth)
+        cap = p.max_rows_per_group
         if p.key_columns is None or any(c in self.poisoned for c in p.key_columns):
-            return _Mech(m.id, tuple(m.cost.weights()), 2, (), p.max_groups_per_unit, full)
+            return _Mech(m.id, wx, 2, (), p.max_groups_per_unit, full, growth, cap)
         keys = tuple(sorted({self.col_index[c] for c in p.key_columns}))
-        return _Mech(m.id, tuple(m.cost.weights()), 1, keys, p.max_groups_per_unit, full)
+        return _Mech(m.id, wx, 1, keys, p.max_groups_per_unit, full, growth, cap)
 
     # -- evaluation ----------------------------------------------------------------------------
     def _order(self, cols: Iterable[int]) -> list[int]:
@@ -1911,14 +1945,42 @@ def _pair_value(inst: _Instance, j: int, a: Cell, b: Cell) -> Fraction:
 
 
 def _mult(inst: _Instance, k: int, ucols: frozenset[int]) -> np.ndarray:
-    """Most groups of mechanism i one unit of <= k rows can touch: 1 without a partition."""
+    """The most one unit of <= k rows can make mechanism i pay, in one-group costs
+    (:func:`~privplan.accounting.model.unit_multiplier`; flat: the groups it can touch)."""
     out = np.ones(len(inst.mechs), dtype=np.float64)
     for i, m in enumerate(inst.mechs):
-        if m.part == 1 and set(m.keys) <= ucols:
-            continue  # every row of a unit has the same key
-        if m.part:
-            out[i] = min(k, m.max_groups) if m.max_groups is not None else k
+        out[i] = unit_multiplier(
+            GROWTHS[m.growth], k, partitioned=bool(m.part),
+            same_group=m.part == 1 and set(m.keys) <= ucols,  # every row has the same key
+            max_groups=m.max_groups, max_rows_per_group=m.row_cap)
     return out
+
+
+def _rows_factor(inst: _Instance, k: int, mechs: Iterable[int]) -> int:
+    """The largest per-row factor R among ``mechs``: a unit of k rows pays at most k·R times
+    its heaviest record (:func:`~privplan.accounting.model.row_multiplier`)."""
+    out = 1
+    for i in mechs:
+        m = inst.mechs[i]
+        out = max(out, row_multiplier(GROWTHS[m.growth], k, partitioned=bool(m.part),
+                                      max_rows_per_group=m.row_cap))
+    return out
+
+
+def _additive_power(inst: _Instance, k: int) -> int | None:
+    """p when every mechanism's cost is one-row cost x r^p for r rows, whatever the groups
+    (the same linear or square growth everywhere, no cap on a unit's rows per group), else None.
+
+    Then a unit's weight is at most Σ_i w_i·n_i·k^(p-1) <= k^p x its heaviest record's weight
+    (n_i = its rows in R_i; r² <= k·r), and k copies of the heaviest record reach it: they
+    share every key, since a cell's records can share any value its atoms allow.
+    """
+    growths = set()
+    for m in inst.mechs:
+        if m.growth == 0 or (m.part and m.row_cap is not None and m.row_cap < k):
+            return None
+        growths.add(m.growth)
+    return growths.pop() if len(growths) == 1 else None
 
 
 def _max_unit(
@@ -1947,6 +2009,11 @@ def _max_unit(
     best = prev if prev is not None else _Best(Fraction(0), True)
     if not inst.mechs or not inst.wf[:, j].any():
         return best
+    power = _additive_power(inst, k)
+    if power is not None:  # closed form: k copies of the heaviest record
+        note = f"{k}^{power} x the heaviest record ({single.bound_note})" if single.bound_note \
+            else ""
+        return _Best(single.value * k**power, single.exact, single.cells[:1] * k, note)
     mult = _mult(inst, k, ucols)
     state = {"best": best}
     if not ucols:  # one slab: every record; its heaviest record is the add/remove maximum
@@ -1999,11 +2066,12 @@ def _unit_slab(
         return best
     if heaviest is None:
         heaviest = _max_cell(inst, j, [box], None, bound_budget)
-    bound = min(a_exact, k * heaviest.value)
+    per_row = k * _rows_factor(inst, k, in_slab)
+    bound = min(a_exact, per_row * heaviest.value)
     if bound <= best.value:
         return best
     note = (
-        f"min(sum over the mechanisms a unit can meet, {k} x the heaviest record); "
+        f"min(sum over the mechanisms a unit can meet, {per_row} x the heaviest record); "
         "the exact search limit was reached"
     )
     fallback = _Best(bound, False, (_rep(lo_box, hi_box),), note)
@@ -2029,7 +2097,9 @@ def _unit_slab(
     budget.left -= len(cells)
     if opened != _NEG_INF or limit.left <= 0:
         return fallback
-    table = _UnitCells(inst, j, ucols, cells)
+    growing = any(inst.mechs[i].growth for i in in_slab)
+    table: _UnitCells | _GrowthCells = (
+        _GrowthCells(inst, j, ucols, cells) if growing else _UnitCells(inst, j, ucols, cells))
     found: tuple[Fraction, tuple[Cell, ...]] | None = table.greedy(k)
     if found is not None and found[0] < bound:
         found = table.search(k, bound, found, budget)
@@ -2038,6 +2108,10 @@ def _unit_slab(
     value, chosen = found
     if value <= best.value:
         return best
+    if isinstance(table, _GrowthCells) and not table.realizable(
+            [table.cells.index(c) for c in chosen]):
+        return _Best(value, False, chosen, "mechanisms split free group keys differently; "
+                     "each split was taken at its worst")
     return _Best(value, True, chosen)  # proven this slab's maximum, above every earlier one
 
 
@@ -2205,6 +2279,211 @@ class _UnitCells:
         return out
 
 
+class _GrowthCells:
+    """The weighted cells of one slab, when some cost grows with a unit's rows in a group.
+
+    A unit is a multiset of cells (one entry per row). Mechanism i pays w_i · Σ φ_i(r_g) over
+    the (at most m) groups it gives most, with r_g capped at the rows a unit may keep per group
+    (:func:`~privplan.accounting.model.growth_factor`). A row whose key is fixed by its cell
+    is in that cell's group; rows whose key may take values no other cell's can (an open atom
+    of a non-unit-level key column, or opaque keys) form a *pool* per key-atom tuple, which the
+    adversary splits into groups as it likes: singletons for flat costs (more groups), groups
+    filled to the cap for linear and square ones (φ(r)/r does not decrease, so the filled
+    split majorises every other). Each mechanism's split is chosen on its own, which can only
+    over-charge. Exact search by branch and bound with the bound Σ_i w_i·Ψ_i(n_i + rows left)
+    (Ψ_i: the most n rows can make i pay, :func:`unit_multiplier`), which holds for any split.
+    """
+
+    _BIG = 1 << 30
+
+    def __init__(self, inst: _Instance, j: int, ucols: frozenset[int], cells: list[Cell]) -> None:
+        self.inst, self.j, self.cells = inst, j, cells
+        self.sc = inst.scales[j]
+        self.wf = inst.wf[:, j]
+        n = len(inst.mechs)
+        self.hits = np.array([inst.hit_mask(c) for c in cells], dtype=bool).reshape(len(cells), n)
+        self.active = [i for i in np.flatnonzero(self.hits.any(axis=0)).tolist()
+                       if self.wf[i] > 0 or inst.mechs[i].wx[j] > 0]
+        self.groups = np.zeros((len(cells), n), dtype=np.int64)  # >= 0 fixed, < 0 pools
+        self.mechs = {i: inst.mechs[i] for i in self.active}
+        for i in self.active:
+            m = self.mechs[i]
+            if not m.part:
+                continue
+            ids: dict[Any, int] = {}
+            for r, cell in enumerate(cells):
+                g = _group_id(inst, i, cell, ucols)
+                if g is None:  # free: pooled with the rows of the same key atoms
+                    pool = ("pool", tuple(cell[c] for c in m.keys)) if m.part == 1 else ("pool",)
+                    self.groups[r, i] = -2 - ids.setdefault(pool, len(ids))
+                else:
+                    self.groups[r, i] = ids.setdefault(("fixed", g), len(ids))
+
+    def _mult_of(self, i: int, counts: Mapping[int, int], chunk: int | None = 0) -> int:
+        """What mechanism i pays (in one-group costs) for a unit with ``counts`` rows per
+        group id (pools: negative ids), its pools split the worst way for i (``chunk`` 0),
+        or into groups of ``chunk`` rows (None: one row each)."""
+        m = self.mechs[i]
+        growth = GROWTHS[m.growth]
+        if not m.part:
+            return growth_factor(growth, sum(counts.values()))
+        cap = m.row_cap if m.row_cap is not None else self._BIG
+        if chunk == 0:
+            chunk = None if growth == "flat" else cap
+        sizes: list[int] = []
+        for gid, r in counts.items():
+            if gid >= 0:
+                sizes.append(min(r, cap))
+            elif chunk is None:
+                sizes.extend([1] * r)
+            else:
+                full, rest = divmod(r, chunk)
+                sizes.extend([min(chunk, cap)] * full + ([min(rest, cap)] if rest else []))
+        values = sorted((growth_factor(growth, x) for x in sizes), reverse=True)
+        return sum(values[: m.max_groups] if m.max_groups is not None else values)
+
+    def realizable(self, chosen: Sequence[int]) -> bool:
+        """Can one choice of key values split every pool as :meth:`_mult_of` assumes?
+
+        Yes when one split serves every mechanism with >= 2 of the unit's rows in a pool: one
+        row per group (every free key value distinct) or all in one group (one value per free
+        key column) for any keys, or groups of c rows when those mechanisms share their key
+        columns. Otherwise the value is only an upper bound.
+        """
+        pooled = {i: c for i, c in self._counts(chosen).items()
+                  if self.mechs[i].part and any(g < 0 and r >= 2 for g, r in c.items())}
+        if not pooled:
+            return True
+        wanted = {i: self._mult_of(i, c) for i, c in pooled.items()}
+        chunks: set[int | None] = {None, self._BIG}
+        if len({(self.mechs[i].part, self.mechs[i].keys) for i in pooled}) == 1:
+            chunks |= {self.mechs[i].row_cap for i in pooled if self.mechs[i].row_cap}
+        return any(all(self._mult_of(i, c, chunk) == wanted[i] for i, c in pooled.items())
+                   for chunk in chunks)
+
+    def _counts(self, chosen: Sequence[int]) -> dict[int, dict[int, int]]:
+        out: dict[int, dict[int, int]] = {i: {} for i in self.active}
+        for r in chosen:
+            for i in np.flatnonzero(self.hits[r]).tolist():
+                if i in out:
+                    g = int(self.groups[r, i])
+                    out[i][g] = out[i].get(g, 0) + 1
+        return out
+
+    def value(self, chosen: Sequence[int], *, exact: bool) -> Any:
+        """Weight of a unit with one row in each chosen cell (repeats are distinct rows)."""
+        mult = {i: self._mult_of(i, c) for i, c in self._counts(chosen).items() if c}
+        if exact:
+            return sum((self.inst.mechs[i].wx[self.j] * v for i, v in mult.items()), Fraction(0))
+        return float(sum(float(self.wf[i]) * v for i, v in mult.items()))
+
+    def _gains(self, counts: dict[int, dict[int, int]], mults: dict[int, int],
+               first: int = 0) -> np.ndarray:
+        """The weight one more row in each cell (from index ``first``) adds to the unit."""
+        gain = np.zeros(len(self.cells) - first)
+        hits, groups = self.hits[first:], self.groups[first:]
+        for i in self.active:
+            col = hits[:, i]
+            if not col.any():
+                continue
+            gids = groups[:, i]
+            for g in np.unique(gids[col]).tolist():
+                after = dict(counts[i])
+                after[g] = after.get(g, 0) + 1
+                delta = self._mult_of(i, after) - mults[i]
+                if delta:
+                    gain[col & (gids == g)] += float(self.wf[i]) * delta
+        return gain
+
+    def _add(self, counts: dict[int, dict[int, int]], mults: dict[int, int],
+             r: int) -> tuple[dict[int, dict[int, int]], dict[int, int]]:
+        counts = dict(counts)
+        mults = dict(mults)
+        for i in np.flatnonzero(self.hits[r]).tolist():
+            if i in counts:
+                g = int(self.groups[r, i])
+                counts[i] = {**counts[i], g: counts[i].get(g, 0) + 1}
+                mults[i] = self._mult_of(i, counts[i])
+        return counts, mults
+
+    def greedy(self, k: int) -> tuple[Fraction, tuple[Cell, ...]]:
+        """Add the row of largest gain, k times: a unit, so a lower bound on the maximum."""
+        counts: dict[int, dict[int, int]] = {i: {} for i in self.active}
+        mults = {i: 0 for i in self.active}
+        chosen: list[int] = []
+        for _ in range(k):
+            gain = self._gains(counts, mults)
+            if not gain.size or gain.max() <= 0:
+                break
+            r = int(np.argmax(gain))
+            chosen.append(r)
+            counts, mults = self._add(counts, mults, r)
+        return self.value(chosen, exact=True), tuple(self.cells[r] for r in chosen)
+
+    def _ceiling(self, k: int, counts: dict[int, dict[int, int]], mults: dict[int, int],
+                 first: int, left: int) -> float:
+        """An upper bound on any unit extending the current one with ``left`` rows taken from
+        cells ``first``...: mechanism i can at most reach Ψ_i(its rows + left)."""
+        reach = self.hits[first:].any(axis=0)
+        total = 0.0
+        for i in self.active:
+            if not reach[i] or left == 0:
+                total += float(self.wf[i]) * mults[i]
+                continue
+            m = self.mechs[i]
+            n = min(k, sum(counts[i].values()) + left)
+            total += float(self.wf[i]) * unit_multiplier(
+                GROWTHS[m.growth], n, partitioned=bool(m.part), max_groups=m.max_groups,
+                max_rows_per_group=m.row_cap)
+        return total
+
+    def search(
+        self,
+        k: int,
+        bound: Fraction,
+        start: tuple[Fraction, tuple[Cell, ...]],
+        budget: _Budget,
+    ) -> tuple[Fraction, tuple[Cell, ...]] | None:
+        """Exact branch and bound over multisets of <= k cells; None if the budget ran out."""
+        sc = self.sc
+        top = [sc.to_float(start[0])]
+        bound_f = sc.to_float(bound)
+        cands: list[tuple[float, tuple[int, ...]]] = []
+        cut = [False]
+        exact_ints = sc.denom is not None
+
+        def node(first: int, chosen: list[int], cur: float,
+                 counts: dict[int, dict[int, int]], mults: dict[int, int]) -> None:
+            left = k - len(chosen)
+            if left == 0 or self._ceiling(k, counts, mults, first, left) < sc.above(top[0]):
+                return
+            gain = self._gains(counts, mults, first)
+            for idx in np.argsort(-gain, kind="stable").tolist():
+                if cut[0] or (exact_ints and top[0] >= bound_f):
+                    return
+                if not budget.take():
+                    cut[0] = True
+                    return
+                c = first + idx
+                nxt = [*chosen, c]
+                v = cur + float(gain[idx])
+                if sc.keep(v, top[0]):
+                    top[0] = max(top[0], v)
+                    cands.append((v, tuple(nxt)))
+                node(c, nxt, v, *self._add(counts, mults, c))
+
+        node(0, [], 0.0, {i: {} for i in self.active}, {i: 0 for i in self.active})
+        out = start
+        for v, idxs in cands:
+            if sc.keep(v, top[0]):
+                value = self.value(idxs, exact=True)
+                if value > out[0]:
+                    out = (value, tuple(self.cells[r] for r in idxs))
+        if cut[0] and out[0] < bound:
+            return None  # unfinished, and not at the bound: no proof it is the maximum
+        return out
+
+
 def _group_id(inst: _Instance, i: int, cell: Cell, ucols: frozenset[int]) -> Any:
     """Group of a record of ``cell`` in partition i, or None for a group no other row shares.
 
@@ -2257,8 +2536,11 @@ def _detail(
         return "no record affects any mechanism"
     cells = [c for c in best.cells if len(c) == len(inst.axes)]
     if k > 1:
+        described = [_describe_cell(inst, c, witness).removeprefix("a record with ")
+                     for c in cells]
         rows = "; ".join(
-            _describe_cell(inst, c, witness).removeprefix("a record with ") for c in cells
+            f"{described.count(d)} x {d}" if described.count(d) > 1 else d
+            for d in dict.fromkeys(described)
         )
         what = f"a unit of up to {k} rows ({rows})"
         if best.bound_note:
@@ -2300,9 +2582,17 @@ def _some_ids(inst: _Instance, witness: Sequence[int]) -> str:
 def _rule(inst: _Instance, best: _Best, witness: tuple[int, ...], k: int, replace: bool) -> str:
     partitions = any(inst.mechs[i].part for i in witness)
     if k > 1:
+        growths = {inst.mechs[i].growth for i in witness}
+        paid = []
+        if 0 in growths:
+            paid.append("min(m, groups touched) per GROUP BY")
+        if growths & {1, 2}:
+            power = "r" if 1 in growths else "r²"
+            paid.append(f"{power} x the one-row cost for r of its rows in a mechanism's input "
+                        "(per group, at most m groups)")
         rule = (
             f"units of up to {k} rows: a unit affects the mechanisms its rows meet and pays "
-            "min(m, groups touched) per GROUP BY (Thm IV.11, Example IV.5)"
+            + " and ".join(paid or ["nothing"]) + " (Thm IV.11, Example IV.5)"
         )
         if replace:
             rule += "; replace bounded by removing one unit and adding another (2x)"

@@ -279,13 +279,26 @@ def joined_source(core: CorePlan, source: str) -> str:
 
 def _group_bounded(core: CorePlan, rel: str) -> str:
     """Keep, per unit, the rows of at most ``max_groups_per_unit`` groups (the first ones by a
-    hash of the key, so the choice is deterministic and data-order independent)."""
+    hash of the key), and in each group at most ``max_rows_per_group`` of its rows (the first
+    by two hashes of the row, as :func:`bounded_source` chooses a unit's rows): deterministic,
+    data-order independent, and depending only on the unit's own rows, so removing a unit
+    leaves every other unit's kept rows unchanged (the accountant's model of the bounds)."""
     keys = [key_column(i) for i in range(len(core.keys))]
     unit = _ident(core.unit)  # type: ignore[arg-type]
-    order = f"hash('privplan', {', '.join(keys)}), {', '.join(keys)}"
-    return (f"(SELECT * FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY {unit} ORDER BY "
-            f"{order}) AS __gr FROM {rel}) AS __ranked "
-            f"WHERE __gr <= {int(core.max_groups_per_unit)}) AS __rows")  # type: ignore[arg-type]
+    ranks, conditions = [], []
+    if core.max_groups_per_unit:
+        order = f"hash('privplan', {', '.join(keys)}), {', '.join(keys)}"
+        ranks.append(f"DENSE_RANK() OVER (PARTITION BY {unit} ORDER BY {order}) AS __gr")
+        conditions.append(f"__gr <= {int(core.max_groups_per_unit)}")
+    if core.max_rows_per_group:
+        cols = [_ident(c) for c in core.columns]
+        order = (f"hash('privplan-1', {', '.join(cols)}), "
+                 f"hash('privplan-2', {', '.join(cols)})")
+        ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit}, {', '.join(keys)} "
+                     f"ORDER BY {order}) AS __gn")
+        conditions.append(f"__gn <= {int(core.max_rows_per_group)}")
+    return (f"(SELECT * FROM (SELECT *, {', '.join(ranks)} FROM {rel}) AS __ranked "
+            f"WHERE {' AND '.join(conditions)}) AS __rows")
 
 
 def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measure]) -> str:
@@ -315,7 +328,8 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
         source = joined_source(core, base)
     else:
         source = base if core.unit is None else f"{base} AS __bounded"
-    if core.unit is not None and core.keys and core.max_groups_per_unit:
+    if core.unit is not None and core.keys and (core.max_groups_per_unit
+                                                  or core.max_rows_per_group):
         keyed = f"(SELECT *, {', '.join(key_items)} FROM {source}{where}) AS __keyed"
         keys = [key_column(i) for i in range(len(core.keys))]
         inner = (f"SELECT {', '.join(keys + measure_items)} FROM "

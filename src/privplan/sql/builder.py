@@ -155,6 +155,7 @@ class _CoreBuilder:
             aggregates=self.aggregates, select=s, selection=selection, notes=self.notes,
             unit=self.unit, max_rows_per_unit=self.k,
             max_groups_per_unit=self.table.max_groups_per_unit,
+            max_rows_per_group=self.table.max_rows_per_group_per_unit,
             unit_level_columns=tuple(sorted(self.table.unit_level_columns())),
             columns=tuple(self.table.columns), joins=self.joins,
             table_policy=self.table, private_join=self.private_join,
@@ -444,12 +445,16 @@ class _CoreBuilder:
         if column is not None:
             region = region.intersect(Region.column(column, ColumnSet.not_null()))
         mid = f"{self.prefix}_m{len(self.measures)}"
+        # counts and sums are calibrated to one row: the accountant charges a unit for each of
+        # its rows in a group's input (cost growth, accounting.model), so a unit of k rows
+        # spread over k groups pays k one-row costs, not k groups x k rows
+        per_row = self.k > 1
         if kind == "count_units":  # one unit is one distinct value: sensitivity 1 per group
             m = Measure(id=mid, kind="count_units", column=column, condition=cond,
                         region=region, sensitivity=1, label=label)
         elif kind == "count":
             m = Measure(id=mid, kind="count", column=column, condition=cond, region=region,
-                        sensitivity=gridlib.count_sensitivity(self.k), label=label)
+                        sensitivity=gridlib.count_sensitivity(1), label=label, per_row=per_row)
         else:
             assert column is not None
             col = self.table.columns[column]
@@ -465,10 +470,10 @@ class _CoreBuilder:
                     sq_lo = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)
                     sq_hi = max(lo * lo, hi * hi)
                     gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
-                    sens = gridlib.sum_sensitivity(sq_lo, sq_hi, self.k)
+                    sens = gridlib.sum_sensitivity(sq_lo, sq_hi, 1)
                 else:
                     gridlib.check_no_overflow(lo, hi, self.k)
-                    sens = gridlib.sum_sensitivity(lo, hi, self.k)
+                    sens = gridlib.sum_sensitivity(lo, hi, 1)
             except UnsupportedQueryError as err:
                 raise UnsupportedQueryError(
                     f"{label} refused: column '{self.table.name}.{column}' (bounds [{lower}, "
@@ -476,7 +481,8 @@ class _CoreBuilder:
                     f"(policy keys `tables.{self.table.name}.columns.{column}.lower`/`upper`/"
                     "`resolution`, `max_rows_per_unit`)") from None
             m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
-                        sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label)
+                        sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label,
+                        per_row=per_row)
         self.measures[mkey] = m
         return m
 

@@ -192,11 +192,14 @@ def _virtual_table(left: Any, right: Any) -> Any:
         columns = {n: (dc_replace(c, unit_level=True) if n in left.columns else c)
                    for n, c in columns.items()}
     groups = [g for g in (left.max_groups_per_unit, right.max_groups_per_unit) if g]
+    per_group = [c for c in (left.max_rows_per_group_per_unit,
+                             right.max_rows_per_group_per_unit) if c]
     return type(left)(
         name=f"{left.name}+{right.name}", columns=columns, public=False,
         privacy_unit=left.privacy_unit, neighbourhood=left.neighbourhood,
         max_rows_per_unit=left.max_rows_per_unit * right.max_rows_per_unit,
         max_groups_per_unit=min(groups) if groups else None,
+        max_rows_per_group_per_unit=min(per_group) if per_group else None,
         source=f"{left.name}+{right.name}",
     )
 

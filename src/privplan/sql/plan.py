@@ -61,6 +61,7 @@ class Measure:
     hi: int = 0
     resolution: Fraction = Fraction(1)
     label: str = ""
+    per_row: bool = False  # sensitivity is one row's; a unit's r rows in a group move it r x
 
     @property
     def scale(self) -> Fraction:
@@ -100,6 +101,7 @@ class CorePlan:
     unit: str | None = None  # privacy-unit column (None: row-level)
     max_rows_per_unit: int = 1
     max_groups_per_unit: int | None = None
+    max_rows_per_group: int | None = None  # a unit's rows per group (enforced per query)
     unit_level_columns: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     joins: list[Any] = field(default_factory=list)  # PublicJoin, see privplan.sql.joins
