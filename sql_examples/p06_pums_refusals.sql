@@ -41,9 +41,10 @@ SELECT income, COUNT(*) AS n FROM PUMS.PUMS;
 -- expect-marginal: epsilon=0.9
 -- expect-total: epsilon=1.9
 -- why: SUM(income²) is summed with income rounded to 1000 (500 steps of the 0..500000 range)
---      so that squares stay exact in 64-bit integers; SUM(income) and COUNT(income) are exact.
+--      so that squares stay exact in 64-bit integers; SUM(income) uses the same grid (so the
+--      variance is exactly that of the rounded values); COUNT(income) is exact.
 --      Three overlapping mechanisms at ε/3; an adult with an income is in the first query too.
 -- oracle: SELECT SQRT((SUM(POWER(ROUND_EVEN(LEAST(GREATEST(income, 0), 500000) / 1000, 0) * 1000, 2))
---      / COUNT(income) - POWER(SUM(LEAST(GREATEST(income, 0), 500000)) / COUNT(income), 2))
---      * COUNT(income) / (COUNT(income) - 1)) AS sd_income FROM PUMS.PUMS
+--      / COUNT(income) - POWER(SUM(ROUND_EVEN(LEAST(GREATEST(income, 0), 500000) / 1000, 0) * 1000)
+--      / COUNT(income), 2)) * COUNT(income) / (COUNT(income) - 1)) AS sd_income FROM PUMS.PUMS
 SELECT STDDEV(income) AS sd_income FROM PUMS.PUMS;

@@ -245,12 +245,14 @@ def _derived_intervals(df: pd.DataFrame, item: int, use: AggregateUse,
     halves = joint_halfwidths(noises)
     scaled = [h * float(by_id[mid].measure.scale) for h, (_, mid) in zip(halves, parts)]  # type: ignore[index]
     cols = {part: df[hidden_column(item, part)].to_numpy(dtype=float) for part, _ in parts}
-    bounds = (float(use.lower), float(use.upper))
+    centre = float(use.centre)  # the parts are sums of (value - centre)
+    bounds = (float(use.lower) - centre, float(use.upper) - centre)
     lows, highs = [], []
     for r in range(len(df)):
         c, s = cols["c"][r], cols["s"][r]
         if use.func == "avg":
             lo, hi = ratio_interval(s, scaled[1], c, scaled[0], bounds=bounds)
+            lo, hi = lo + centre, hi + centre
         else:
             q = cols["q"][r]
             ddof = 1 if use.func.endswith("samp") else 0

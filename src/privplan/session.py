@@ -155,6 +155,7 @@ class Session:
             # a failed durable write drops the in-memory accounting: it is rebuilt from the file
             self.ledger.on_failure(self._drop_accounting)
         self._column_types: dict[str, dict[str, str]] = {}
+        self._not_null_checked: set[str] = set()
         self._public_schema: dict[str, set[str]] | None = None
         if data_file is not None:
             self.engine.register(data_file[0], data_file[1])
@@ -166,6 +167,7 @@ class Session:
         table = self.policy.table(name)
         self.engine.register(table.name, data)
         self._column_types.pop(table.name, None)
+        self._not_null_checked.discard(table.name)
         self._public_schema = None
 
     @privplan_errors
@@ -393,7 +395,34 @@ class Session:
             raise PolicyError(
                 f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
                 f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
-        return typed_view(table_sql, table.columns, actual)
+        view = typed_view(table_sql, table.columns, actual)
+        if table.name not in self._not_null_checked:
+            self._check_not_null(table, view[0])
+            self._not_null_checked.add(table.name)
+        return view
+
+    def _check_not_null(self, table: Any, view_sql: str) -> None:
+        """Refuse a table whose data contradicts a ``nullable: false`` declaration.
+
+        Why it is safe to read the data here: ``nullable: false`` makes "this column has no
+        NULL" part of the public policy (the planner then counts COUNT(col) as COUNT(*), one
+        mechanism instead of two). The check runs once per table and session, before anything
+        is charged, and the same for every query, so all it can reveal is that the data owner's
+        declaration is false; a table that contradicts it answers no query at all. (Were NULLs
+        to appear later, AVG would only be biased: sensitivities do not depend on it.)
+        """
+        strict = [c for c, col in table.columns.items() if not col.nullable]
+        if not strict:
+            return
+        bad = self.engine.null_columns(view_sql, strict)
+        if bad:
+            cols = ", ".join(bad)
+            raise PolicyError(
+                f"table '{table.name}': column(s) {cols} are declared `nullable: false` but hold "
+                f"NULLs (or values that do not convert to the declared type). Why: the "
+                f"declaration lets privplan count COUNT({bad[0]}) as COUNT(*), which NULLs "
+                f"would make wrong. Fix the data, or remove `nullable: false` from "
+                f"tables.{table.name}.columns.{bad[0]}. Nothing was charged.")
 
     def _private_join_source(self, core: CorePlan) -> tuple[str, dict[str, str]]:
         """Two private tables joined on their shared privacy unit (bounded afterwards)."""

@@ -149,6 +149,17 @@ class DuckDBEngine:
             ) from None
         return {r[0].lower(): r[1] for r in rows}
 
+    def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
+        """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""
+        items = ", ".join(f'bool_or("{c}" IS NULL)' for c in columns)
+        try:
+            rows = self.con.execute(f"SELECT {items} FROM {table_sql}").fetchall()
+        except duckdb.Error:
+            raise ExecutionError(
+                "the engine failed while checking `nullable: false` columns for NULLs; the "
+                "engine's message is withheld because it could quote private values.") from None
+        return [c for c, has in zip(columns, rows[0] if rows else ()) if has]
+
     # -- statements --------------------------------------------------------------------------
     def bind(self, sql: str) -> list[tuple[str, str]]:
         """Bind the statement without running it, so errors surface before any charge.

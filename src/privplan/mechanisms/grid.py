@@ -136,21 +136,25 @@ class Grid:
         return k * self.resolution
 
 
-def sum_sensitivity(lo_int: int, hi_int: int, max_rows_per_unit: int) -> int:
-    """m * max(|lo|, |hi|, hi - lo): how much one unit can move a SUM of clamped grid values.
+def sum_sensitivity(lo_int: int, hi_int: int, max_rows_per_unit: int, *,
+                    replace: bool = True) -> int:
+    """How much one unit of m rows can move a SUM of grid values clamped to [lo, hi].
 
-    Why: a unit has between 0 and m rows, each with a value in [lo, hi]. Adding or removing it
-    moves the sum by at most m * max(|lo|, |hi|). Replacing it (bounded DP, or a change within
-    the region) moves the sum by (new rows' sum) - (old rows' sum), which lies in
+    Adding or removing it moves the sum by at most m * max(|lo|, |hi|) (``replace=False``).
+    Replacing it (bounded DP) moves the sum by (new rows' sum) - (old rows' sum), which lies in
     [m * min(lo, 0) - m * max(hi, 0), m * max(hi, 0) - m * min(lo, 0)]; its magnitude
-    m * (max(hi, 0) - min(lo, 0)) equals m * max(|lo|, |hi|, hi - lo) in every sign case. So the
-    max covers both neighbourhoods, even when the unit's row count changes. (Floored at m, so the
-    result is a valid positive sensitivity even for the range [0, 0].)
+    m * (max(hi, 0) - min(lo, 0)) equals m * max(|lo|, |hi|, hi - lo) in every sign case, even
+    when the unit's row count changes (``replace=True``, the default: it covers both). With
+    m = 1 and r rows of a unit replaced by r' rows the sum moves by at most max(r, r') times
+    the replace bound, which is what lets the accountant charge a replaced unit as one removed
+    plus one added. (Floored at m, so the result is a valid positive sensitivity even for the
+    range [0, 0].)
     """
     m = _positive_int(max_rows_per_unit, "max_rows_per_unit")
     if lo_int > hi_int:
         raise ValueError(f"empty grid range [{lo_int}, {hi_int}]")
-    return m * max(abs(lo_int), abs(hi_int), hi_int - lo_int, 1)
+    spread = hi_int - lo_int if replace else 0
+    return m * max(abs(lo_int), abs(hi_int), spread, 1)
 
 
 def count_sensitivity(max_rows: int) -> int:

@@ -193,6 +193,8 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
             m.kind == "select_count" and m.column is not None) else ""
         return f"COUNT({distinct}{arg}){filt}"
     g = stored if stored is not None else _grid_value(m, column_type or "float")
+    if m.centre:  # a centred sum (AVG, VAR): of g - c, which lies in [lo - c, hi - c]
+        g = f"({g} - {int(m.centre)})"
     if m.kind == "sum":
         return f"CAST(COALESCE(SUM({g}){filt}, 0) AS BIGINT)"
     if m.kind == "sum_sq":  # |g| <= 2^31 (grid.check_no_overflow), so g * g fits in BIGINT

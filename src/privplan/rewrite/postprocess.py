@@ -41,9 +41,10 @@ def derived_values(use: AggregateUse, frame: pd.DataFrame) -> np.ndarray:
     c = frame[measure_id_column(use.count)].to_numpy(dtype=np.float64)
     s = frame[measure_id_column(use.sum)].to_numpy(dtype=np.float64)
     lo, hi = float(use.lower), float(use.upper)
-    mean = s / np.maximum(c, 1.0)
+    mean = s / np.maximum(c, 1.0)  # of (value - centre): the variance below needs no centre
     if use.func == "avg":
-        return _null_below(c, 1, np.minimum(np.maximum(mean, lo), hi))
+        centre = float(use.centre)
+        return _null_below(c, 1, np.minimum(np.maximum(mean + centre, lo), hi))
     q = frame[measure_id_column(use.sum_sq)].to_numpy(dtype=np.float64)
     var = q / np.maximum(c, 1.0) - mean * mean
     var = np.minimum(np.maximum(var, 0.0), ((hi - lo) / 2) ** 2)

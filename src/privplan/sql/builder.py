@@ -16,7 +16,7 @@ from sqlglot import exp
 from privplan.analysis.predicates import region_of
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
-from privplan.errors import PolicyError, UnsupportedQueryError
+from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.policy import Policy, TablePolicy
 from privplan.sql.joins import (
@@ -313,14 +313,21 @@ class _CoreBuilder:
         for clause in ("having", "order"):
             if s.args.get(clause) is not None:
                 places.append(s.args[clause])
+        found: list[exp.Expression] = []
         for place in places:
             for node in list(place.walk()):
                 if is_aggregate(node) and not (
                     isinstance(node, exp.AggFunc) and isinstance(node.parent, exp.Filter)
                 ):
-                    self._aggregate(node)
+                    found.append(node)
                 elif isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES:
                     self._refuse_aggregate(node)
+        # SUMs first: an AVG/VAR of a column the query also sums shares that SUM's measure
+        # (one mechanism fewer) instead of adding a centred sum of its own
+        def is_sum(n: exp.Expression) -> bool:
+            return isinstance(n.this if isinstance(n, exp.Filter) else n, exp.Sum)
+        for node in sorted(found, key=lambda n: not is_sum(n)):
+            self._aggregate(node)
 
     def _refuse_aggregate(self, node: exp.Expression) -> None:
         name = node.sql(dialect="duckdb")
@@ -434,15 +441,20 @@ class _CoreBuilder:
         return None  # pragma: no cover
 
     def _measure(self, kind: str, column: str | None, cond: exp.Expression | None,
-                 label: str) -> Measure:
+                 label: str, *, centre: Fraction = Fraction(0),
+                 coarse: bool = False) -> Measure:
         cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
-        mkey = (kind, column, cond_sql)
+        if kind == "count" and column is not None and not self.table.columns[column].nullable:
+            # declared NOT NULL (and checked when the session first reads the table):
+            # COUNT(col) is COUNT(*), one measure for both
+            column, label = None, "COUNT(*)"
+        mkey = (kind, column, cond_sql, centre, coarse)
         if mkey in self.measures:
             return self.measures[mkey]
         region = self.key_region
         if cond is not None:
             region = region.intersect(region_of(cond, self.types))
-        if column is not None:
+        if column is not None and self.table.columns[column].nullable:
             region = region.intersect(Region.column(column, ColumnSet.not_null()))
         mid = f"{self.prefix}_m{len(self.measures)}"
         # counts and sums are calibrated to one row: the accountant charges a unit for each of
@@ -460,20 +472,26 @@ class _CoreBuilder:
             col = self.table.columns[column]
             lower, upper = col.require_bounds(label, self.table.name)
             res, lo, hi = gridlib.sum_grid(col)  # the one grid of SUMs (and the bounded copy's)
-            if kind == "sum_sq":
-                # squares need a coarser grid to stay exact in int64: |value| <= 2^11 steps
-                while max(abs(Fraction(lower)), abs(Fraction(upper))) / res > SQUARE_STEPS:
-                    res *= 10
+            if kind == "sum_sq" or coarse:
+                res = self._square_resolution(res, lower, upper)
                 lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
+            # centred (AVG, VAR): a row adds g - c with c about the middle of [lo, hi], so
+            # removing it moves the sum by about half the range instead of max(|lo|, |hi|)
+            steps = centre / res
+            if steps.denominator != 1:  # pragma: no cover - _centre picks a common grid point
+                raise InternalError(f"centre {centre} is not on the grid of {label}")
+            centre_int = int(steps)
+            clo, chi = lo - centre_int, hi - centre_int
+            replace_nb = self.table.neighbourhood == "replace"
             try:
                 if kind == "sum_sq":
-                    sq_lo = 0 if lo <= 0 <= hi else min(lo * lo, hi * hi)
-                    sq_hi = max(lo * lo, hi * hi)
+                    sq_lo = 0 if clo <= 0 <= chi else min(clo * clo, chi * chi)
+                    sq_hi = max(clo * clo, chi * chi)
                     gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
-                    sens = gridlib.sum_sensitivity(sq_lo, sq_hi, 1)
+                    sens = gridlib.sum_sensitivity(sq_lo, sq_hi, 1, replace=replace_nb)
                 else:
-                    gridlib.check_no_overflow(lo, hi, self.k)
-                    sens = gridlib.sum_sensitivity(lo, hi, 1)
+                    gridlib.check_no_overflow(clo, chi, self.k)
+                    sens = gridlib.sum_sensitivity(clo, chi, 1, replace=replace_nb)
             except UnsupportedQueryError as err:
                 raise UnsupportedQueryError(
                     f"{label} refused: column '{self.table.name}.{column}' (bounds [{lower}, "
@@ -482,7 +500,7 @@ class _CoreBuilder:
                     "`resolution`, `max_rows_per_unit`)") from None
             m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
                         sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label,
-                        per_row=per_row)
+                        per_row=per_row, centre=centre_int)
         self.measures[mkey] = m
         return m
 
@@ -500,17 +518,46 @@ class _CoreBuilder:
                    "only int and float columns can be summed or averaged.",
                    "Aggregate a numeric column.")
         lower, upper = col.require_bounds(f"{func.upper()}({column})", self.table.name)
-        s = self._measure("sum", column, cond, f"SUM({column})")
+        cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
+        # AVG/VAR/STDDEV sum (value - centre) unless the query sums the column anyway
+        centre = Fraction(0)
+        if func != "sum" and ("sum", column, cond_sql, Fraction(0), False) not in self.measures:
+            centre = self._centre(column)
+        # VAR/STDDEV: the sum on the squares' grid too, so that Σ(g-c)²/n - (Σ(g-c)/n)² is
+        # exactly the variance of the grid values (with sums on two grids the centre would
+        # multiply their rounding difference)
+        fine, _, _ = gridlib.sum_grid(col)
+        coarse = (func not in ("sum", "avg") and bool(centre)
+                  and self._square_resolution(fine, lower, upper) != fine)
+        s = self._measure("sum", column, cond, f"SUM({column})", centre=centre, coarse=coarse)
         if func == "sum":
             return AggregateUse(sql=key, func="sum", column=column, sum=s.id,
                                 lower=lower, upper=upper)
         c = self._measure("count", column, cond, f"COUNT({column})")
         if func == "avg":
             return AggregateUse(sql=key, func="avg", column=column, sum=s.id, count=c.id,
-                                lower=lower, upper=upper)
-        q = self._measure("sum_sq", column, cond, f"SUM({column}²)")
+                                lower=lower, upper=upper, centre=centre)
+        q = self._measure("sum_sq", column, cond, f"SUM({column}²)", centre=centre)
         return AggregateUse(sql=key, func=func, column=column, sum=s.id, count=c.id,  # type: ignore[arg-type]
-                            sum_sq=q.id, lower=lower, upper=upper)
+                            sum_sq=q.id, lower=lower, upper=upper, centre=centre)
+
+    def _centre(self, column: str) -> Fraction:
+        """The centre of AVG/VAR sums of ``column``: the middle point of the grid of its sum
+        of squares, which is also a point of its SUM grid (that grid's step divides it), so
+        the centred sum and the centred sum of squares share one centre (VAR needs both)."""
+        col = self.table.columns[column]
+        lower, upper = col.require_bounds(f"AVG({column})", self.table.name)
+        res, _, _ = gridlib.sum_grid(col)
+        res_sq = self._square_resolution(res, lower, upper)
+        lo, hi = gridlib.Grid(res_sq).to_grid_bounds(lower, upper)
+        return Fraction((lo + hi) // 2) * res_sq
+
+    @staticmethod
+    def _square_resolution(res: Fraction, lower: Any, upper: Any) -> Fraction:
+        """Squares need a coarser grid to stay exact in int64: |value| <= 2^11 steps."""
+        while max(abs(Fraction(lower)), abs(Fraction(upper))) / res > SQUARE_STEPS:
+            res *= 10
+        return res
 
     # ------------------------------------------------------------------ raw values
     def _check_ungrouped_columns(self, keys: list[GroupKey]) -> None:

@@ -62,6 +62,7 @@ class Measure:
     resolution: Fraction = Fraction(1)
     label: str = ""
     per_row: bool = False  # sensitivity is one row's; a unit's r rows in a group move it r x
+    centre: int = 0  # sums of (value - centre) on the grid (AVG/VAR: half the range, not |hi|)
 
     @property
     def scale(self) -> Fraction:
@@ -81,6 +82,7 @@ class AggregateUse:
     multiplier: Any = 1  # SUM(CASE WHEN p THEN 3 ...) = 3 * COUNT
     lower: Any = None  # declared bounds (real units) for clamping derived values
     upper: Any = None
+    centre: Any = 0  # real units: the sum and sum of squares are of (value - centre)
 
 
 @dataclass
