@@ -181,7 +181,7 @@ def test_long_point_sets_give_the_same_atoms_as_short_ones() -> None:
     import datetime as dt
     from decimal import Decimal
 
-    from privplan.accounting.solver import _Axis
+    from privplan.accounting.solver.atoms import _Axis
 
     for values in ([*range(-50, 150)], [f"k{i}" for i in range(200)],
                    [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(200)],

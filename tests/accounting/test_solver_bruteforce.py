@@ -26,10 +26,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from privplan.accounting import solver
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, Partition, TableModel, UnitModel
-from privplan.accounting.solver import compose
+from privplan.accounting.solver import atoms, compose, search, units
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 
@@ -410,7 +409,7 @@ def test_units_match_brute_force(case: Case, limit: int) -> None:
     def no_greedy(self: object, k: int) -> tuple[Fraction, tuple[object, ...]]:
         return Fraction(0), ()
 
-    with mock.patch.object(solver._UnitCells, "greedy", no_greedy):
+    with mock.patch.object(units._UnitCells, "greedy", no_greedy):
         check(case, limit)
 
 
@@ -429,16 +428,16 @@ class _FakeInst:
 
 
 @st.composite
-def unit_tables(draw: st.DrawFn) -> tuple[solver._UnitCells, int]:
+def unit_tables(draw: st.DrawFn) -> tuple[units._UnitCells, int]:
     """Cells with random hits and groups (-1: a group of the row's own), caps that bind."""
     n_cells, n_mechs = draw(st.integers(1, 6)), draw(st.integers(1, 5))
-    table = object.__new__(solver._UnitCells)
+    table = object.__new__(units._UnitCells)
     part = np.array(draw(st.lists(st.sampled_from([0, 1, 1]), min_size=n_mechs, max_size=n_mechs)))
     caps = draw(st.lists(st.sampled_from([None, 1, 2, 3]), min_size=n_mechs, max_size=n_mechs))
     weights = draw(st.lists(st.integers(1, 5), min_size=n_mechs, max_size=n_mechs))
     table.inst = _FakeInst([_FakeMech((Fraction(w),), c) for w, c in zip(weights, caps)])
     table.j, table.cells = 0, [(r,) for r in range(n_cells)]
-    table.sc = solver._Scale(1, sum(weights), 0.0)
+    table.sc = atoms._Scale(1, sum(weights), 0.0)
     table.wf = np.array(weights, dtype=np.float64)
     table.hits = np.array(
         draw(st.lists(st.booleans(), min_size=n_cells * n_mechs, max_size=n_cells * n_mechs))
@@ -454,14 +453,14 @@ def unit_tables(draw: st.DrawFn) -> tuple[solver._UnitCells, int]:
 
 @settings(max_examples=300, deadline=None)
 @given(unit_tables())
-def test_unit_search_matches_enumeration(args: tuple[solver._UnitCells, int]) -> None:
+def test_unit_search_matches_enumeration(args: tuple[units._UnitCells, int]) -> None:
     table, k = args
     truth = max(
         table.value(combo, exact=True)
         for size in range(k + 1)
         for combo in itertools.combinations_with_replacement(range(len(table.cells)), size)
     )
-    found = table.search(k, Fraction(10**9), (Fraction(0), ()), solver._Budget(10**6))
+    found = table.search(k, Fraction(10**9), (Fraction(0), ()), search._Budget(10**6))
     assert found is not None and found[0] == truth
     greedy = table.greedy(k)
     assert greedy[0] <= truth and greedy[0] == table.value(
@@ -472,17 +471,17 @@ def test_unit_search_matches_enumeration(args: tuple[solver._UnitCells, int]) ->
 def test_unit_search_counts_a_group_once() -> None:
     # rows A, B share group 0 of a GROUP BY capped at 2 groups; each also holds a plain
     # mechanism; C holds group 1. Best unit: all three rows, p + q + 2 groups.
-    table = object.__new__(solver._UnitCells)
+    table = object.__new__(units._UnitCells)
     table.inst = _FakeInst(
         [_FakeMech((Fraction(w),), c) for w, c in [(1, None), (1, None), (5, 2)]]
     )
     table.j, table.cells = 0, [(0,), (1,), (2,)]
-    table.sc = solver._Scale(1, 7, 0.0)
+    table.sc = atoms._Scale(1, 7, 0.0)
     table.wf = np.array([1.0, 1.0, 5.0])
     table.hits = np.array([[1, 0, 1], [0, 1, 1], [0, 0, 1]], dtype=bool)
     table.groups = np.array([[-1, -1, 0], [-1, -1, 0], [-1, -1, 1]])
     table.plain = np.array([True, True, False])
     table.parts = np.array([2])
     table.cap = np.array([1 << 30, 1 << 30, 2])
-    found = table.search(3, Fraction(10**9), (Fraction(0), ()), solver._Budget(10**6))
+    found = table.search(3, Fraction(10**9), (Fraction(0), ()), search._Budget(10**6))
     assert found is not None and found[0] == 12

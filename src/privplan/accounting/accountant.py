@@ -31,10 +31,8 @@ from privplan.accounting.solver import (
     Composition,
     SolverState,
     TableSolver,
-    _check_kinds,
-    _table_model,
-    combine_tables,
 )
+from privplan.accounting.solver.table import _check_kinds, _table_model, combine_tables
 
 __all__ = ["Accountant"]
 

@@ -1,0 +1,75 @@
+"""Add/remove with one row per unit: the heaviest record. A record affects the mechanisms
+whose region holds it, and one group of each GROUP BY (CSF'24 Thms IV.6, IV.12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from privplan.accounting.solver.atoms import _NEG_INF, Cell, Cell2, _Best, _Scale
+from privplan.accounting.solver.instance import _Instance
+from privplan.accounting.solver.search import _bb, _Budget, _meeting, _rep, _rows_around
+from privplan.errors import InternalError
+
+
+def _max_cell(
+    inst: _Instance, j: int, domains: Sequence[Cell2], prev: _Best | None, budget: _Budget
+) -> _Best:
+    """max over records x in the domains of sum{c_i : x in R_i}, with the previous best.
+
+    Add/remove with one row per unit: adding or removing x changes exactly the mechanisms whose
+    region holds x (CSF'24 Thm IV.11); a GROUP BY changes one group (Thm IV.12), so it counts
+    once. Exact unless the budget ran out (then a proven bound, exact=False).
+    """
+    sc = inst.scales[j]
+    if prev is None:
+        prev = _Best(Fraction(0), True)
+    if not inst.mechs or not inst.wf[:, j].any():
+        return prev
+    best = [sc.to_float(prev.value)]
+    cands: list[tuple[float, Cell]] = []
+
+    def thr() -> float:
+        return sc.above(best[0])
+
+    def leaf(v: float, lo_box: np.ndarray, hi_box: np.ndarray) -> None:
+        best[0] = max(best[0], v)
+        cands.append((v, _rep(lo_box, hi_box)))
+
+    w_rows = inst.wf[inst.row_mech, j]
+    everything = np.ones(len(inst.axes), dtype=bool)
+    opened = _NEG_INF
+    within = _rows_around(inst, domains)
+    for dom in domains:
+        m, lo, hi, box = _meeting(inst, dom, within)
+        opened = max(opened, _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr, leaf, budget))
+    out = prev
+    seen: set[bytes] = set()
+    for v, cell in cands:
+        if not sc.keep(v, best[0]):
+            continue
+        hits = inst.hit_mask(cell)
+        key = hits.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        value = sum((inst.mechs[i].wx[j] for i in np.flatnonzero(hits)), Fraction(0))
+        if sc.denom is not None and value != sc.exact(v):
+            raise InternalError(f"max-cell search value {v} disagrees with exact {value}")
+        if value > out.value:  # above the old best (even a bound): exact unless cut below
+            out = _Best(value, True, (cell,))
+    return _with_open(out, sc, opened)
+
+
+def _with_open(best: _Best, sc: _Scale, opened: float) -> _Best:
+    """Raise ``best`` to the bound of the nodes the search budget cut off, if any."""
+    if opened == _NEG_INF:
+        return best
+    bound = sc.upper(opened)
+    note = "the search limit was reached"
+    if bound > best.value:
+        return _Best(bound, False, best.cells, note)
+    return best
