@@ -181,19 +181,19 @@ def test_long_point_sets_give_the_same_atoms_as_short_ones() -> None:
     import datetime as dt
     from decimal import Decimal
 
-    from privplan.accounting.solver.atoms import _Axis
+    from privplan.accounting.solver.atoms import Axis
 
     for values in ([*range(-50, 150)], [f"k{i}" for i in range(200)],
                    [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(200)],
                    [i / 7 for i in range(200)]):
-        axis = _Axis(sorted(values))
+        axis = Axis(sorted(values))
         picks = values[::2]
         long = ColumnSet.points(picks)
         short = [axis.ranges(ColumnSet.points(picks[i:i + 10])) for i in range(0, 100, 10)]
         assert len(long.intervals) >= 64
         assert axis.ranges(long) == sorted(r for part in short for r in part)
     # equal values of other types find the same atom (1 == 1.0 == Decimal(1))
-    axis = _Axis(list(range(100)))
+    axis = Axis(list(range(100)))
     assert axis.ranges(ColumnSet.points([float(i) for i in range(80)])) == \
         axis.ranges(ColumnSet.points([Decimal(i) for i in range(80)])) == \
         axis.ranges(ColumnSet.points(list(range(80))))

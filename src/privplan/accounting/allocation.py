@@ -85,8 +85,8 @@ from privplan.accounting.conversions import advanced_composition
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP, sqrt_fraction
 from privplan.accounting.model import MechanismSpec, TableModel, unit_multiplier
 from privplan.accounting.solver import Composition, compose
+from privplan.accounting.solver.atoms import Axis, Unorderable, sorted_atom_values
 from privplan.analysis.regions import Region
-from privplan.analysis.sets import ColumnSet
 from privplan.errors import BudgetExceededError, InternalError, PolicyError
 
 __all__ = [
@@ -252,46 +252,7 @@ def round_down(x: float | Fraction, digits: int = _DIGITS) -> Fraction:
 # ============================================================================== the arrangement
 
 
-class _Axis:
-    """Atoms of one column (NULL, every endpoint value, the open gaps), as in the solver."""
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: list[Any]) -> None:
-        self.values = values
-
-    @property
-    def size(self) -> int:
-        return 2 * len(self.values) + 2
-
-    def _pos(self, v: Any) -> int:
-        lo, hi = 0, len(self.values)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.values[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo >= len(self.values) or not self.values[lo] == v:
-            raise InternalError(f"value {v!r} missing from the column's atoms")
-        return lo
-
-    def ranges(self, cs: ColumnSet) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = [(0, 0)] if cs.null else []
-        for iv in cs.intervals:
-            lo = 1 if iv.lo is None else 2 * self._pos(iv.lo) + (2 if iv.lo_closed else 3)
-            hi = (self.size - 1 if iv.hi is None
-                  else 2 * self._pos(iv.hi) + (2 if iv.hi_closed else 1))
-            if lo > hi:
-                continue
-            if out and out[-1][1] + 1 >= lo:
-                out[-1] = (out[-1][0], max(out[-1][1], hi))
-            else:
-                out.append((lo, hi))
-        return out
-
-
-def _axes(regions: Sequence[Region], only: frozenset[str] | None) -> dict[str, _Axis]:
+def _axes(regions: Sequence[Region], only: frozenset[str] | None) -> dict[str, Axis]:
     """An axis per constrained column; a column whose values cannot be ordered is left out
     (its constraints are dropped: regions only grow, which can only over-charge)."""
     values: dict[str, set[Any]] = {}
@@ -309,15 +270,13 @@ def _axes(regions: Sequence[Region], only: frozenset[str] | None) -> dict[str, _
     axes = {}
     for col, vals in values.items():
         try:
-            if any(isinstance(v, float) and math.isnan(v) for v in vals):
-                continue
-            axes[col] = _Axis(sorted(vals))
-        except TypeError:
+            axes[col] = Axis(sorted_atom_values(vals))
+        except Unorderable:
             continue
     return axes
 
 
-def _rows(regions: Sequence[Region], axes: Mapping[str, _Axis]
+def _rows(regions: Sequence[Region], axes: Mapping[str, Axis]
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Boxes of atom ranges (lo, hi per column) with the index of their region; widened?"""
     cols = sorted(axes)

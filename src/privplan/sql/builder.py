@@ -485,8 +485,7 @@ class _CoreBuilder:
             replace_nb = self.table.neighbourhood == "replace"
             try:
                 if kind == "sum_sq":
-                    sq_lo = 0 if clo <= 0 <= chi else min(clo * clo, chi * chi)
-                    sq_hi = max(clo * clo, chi * chi)
+                    sq_lo, sq_hi = gridlib.square_bounds(clo, chi)
                     gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
                     sens = gridlib.sum_sensitivity(sq_lo, sq_hi, 1, replace=replace_nb)
                 else:

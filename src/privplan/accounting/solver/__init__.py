@@ -23,7 +23,7 @@ mechanism's input, so the solver only decides *which* mechanisms a pair affects:
   (conservative: it assumes the worst pair in every table can belong to the same person).
 
 How: every column a region constrains (or a GROUP BY keys on) is cut into *atoms* (NULL, every
-endpoint value, the open pieces between them; :class:`_Axis`). A region becomes disjoint boxes
+endpoint value, the open pieces between them; :class:`Axis`). A region becomes disjoint boxes
 of atom-index ranges, and the max over records becomes a max over cells, found by branch and
 bound (:func:`_bb`) with 1-D sweep bounds. Weights are searched as floats; whenever the weights
 have a common denominator D with D * sum < 2**50 (every realistic cost: 0.1, 1e-5, ...) the

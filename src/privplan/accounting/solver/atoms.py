@@ -1,5 +1,5 @@
 """The solver's encoding of one table: every column a region constrains is cut into *atoms*
-(NULL, each named value, the open gaps between them: :class:`_Axis`); mechanisms are kept as
+(NULL, each named value, the open gaps between them: :class:`Axis`); mechanisms are kept as
 columns of weights, key columns and contribution bounds (:class:`_Mechs`, lazily restored
 from a checkpoint); each weight coordinate is searched in floats on an exact-integer scale
 when the weights allow (:class:`_Scale`); :class:`_Best` is the worst pair found so far.
@@ -57,21 +57,21 @@ _ARRAYS = ("lo", "hi", "row_mech", "part", "full", "wf", "narrow")
 _PER_MECH = ("max_groups", "growth", "row_cap")  # int per mechanism, -1 for "no limit"
 
 
-class _Unorderable(Exception):
+class Unorderable(Exception):
     """A column's values cannot be sorted together (mixed types, NaN)."""
 
 
-def _sorted_values(values: Iterable[Value]) -> list[Value]:
+def sorted_atom_values(values: Iterable[Value]) -> list[Value]:
     try:
         distinct = set(values)
         if any(v != v for v in distinct):  # noqa: PLR0124 - NaN is unequal to itself
-            raise _Unorderable
+            raise Unorderable
         return sorted(distinct)
     except TypeError as exc:
-        raise _Unorderable from exc
+        raise Unorderable from exc
 
 
-class _Axis:
+class Axis:
     """The atoms of one column, as indices.
 
     With distinct endpoint values v_0 < ... < v_{n-1} named by any region: atom 0 is NULL, atom
@@ -128,7 +128,7 @@ class _Axis:
                 out.append((lo, hi))
         return out
 
-    def merged(self, new: Iterable[Value]) -> tuple[_Axis, np.ndarray, np.ndarray] | None:
+    def merged(self, new: Iterable[Value]) -> tuple[Axis, np.ndarray, np.ndarray] | None:
         """The axis with ``new`` endpoints added and old-to-new atom maps (lower, upper ends).
 
         Returns None when nothing is added. An old point maps to its new point; an old gap
@@ -137,14 +137,14 @@ class _Axis:
         """
         old = self.values
         known = set(old)
-        added = [v for v in _sorted_values(new) if v not in known]
+        added = [v for v in sorted_atom_values(new) if v not in known]
         if not added:
             return None
         # both lists are sorted: insert the new values in place of sorting everything again
         try:
             at = [bisect_left(old, a) for a in added]
         except TypeError as exc:  # a new value of another type than the column's
-            raise _Unorderable from exc
+            raise Unorderable from exc
         values: list[Value] = []
         prev = 0
         for a, i in zip(added, at):
@@ -152,7 +152,7 @@ class _Axis:
             values.append(a)
             prev = i
         values.extend(old[prev:])
-        axis = _Axis(values)
+        axis = Axis(values)
         n = len(old)
         ins = np.array(at, dtype=np.int64)
         pos = np.arange(n, dtype=np.int64) + np.cumsum(np.bincount(ins, minlength=n + 1))[:n]

@@ -17,16 +17,16 @@ from privplan.accounting.model import (
 )
 from privplan.accounting.solver.atoms import (
     _MAX_ROWS_PER_BOX,
+    Axis,
     Cell,
     Cell2,
-    _Axis,
+    Unorderable,
     _disjoint,
     _extend_scale,
     _Mech,
     _Mechs,
     _Scale,
-    _sorted_values,
-    _Unorderable,
+    sorted_atom_values,
 )
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import Value
@@ -37,7 +37,7 @@ class _Instance:
 
     columns: tuple[str, ...]
     col_index: dict[str, int]
-    axes: tuple[_Axis, ...]
+    axes: tuple[Axis, ...]
     poisoned: frozenset[str]
     mechs: _Mechs
     part: np.ndarray
@@ -146,7 +146,7 @@ class _Instance:
                 c = self.col_index[col]
                 try:
                     merged = axes[c].merged(vals)
-                except _Unorderable:
+                except Unorderable:
                     raise _UnorderableColumn(col) from None
                 if merged is not None:
                     axes[c], map_lo, map_hi = merged
@@ -154,8 +154,8 @@ class _Instance:
                     cell_maps[c] = map_lo  # an old gap's first new atom is a gap too
             else:
                 try:
-                    axis = _Axis(_sorted_values(vals))
-                except _Unorderable:
+                    axis = Axis(sorted_atom_values(vals))
+                except Unorderable:
                     raise _UnorderableColumn(col) from None
                 columns.append(col)
                 axes.append(axis)

@@ -23,8 +23,8 @@ from privplan.accounting.solver.atoms import (
     _ARRAYS,
     _PER_MECH,
     DEFAULT_EXACT_LIMIT,
+    Axis,
     Cell,
-    _Axis,
     _Best,
     _disjoint,
     _MechColumns,
@@ -393,7 +393,7 @@ class TableSolver:
         inst.headroom = state.headroom
         inst.columns = tuple(state.columns)
         inst.col_index = {c: i for i, c in enumerate(inst.columns)}
-        inst.axes = tuple(_Axis(list(v)) for v in state.axes)
+        inst.axes = tuple(Axis(list(v)) for v in state.axes)
         inst.poisoned = frozenset(state.poisoned)
         inst.cell_maps = ((None,) * d, 0)
         inst.widened, inst.notes = state.widened, tuple(state.notes)
