@@ -6,6 +6,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
 
 from privplan.errors import ParseError, UnsupportedQueryError
 from privplan.sql.locate import with_location
@@ -24,6 +25,7 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
         raise ParseError(
             f"the SQL is not valid Unicode at character {err.start + 1} (an unpaired surrogate "
             f"{sql[err.start]!r}): pass text that encodes as UTF-8.") from None
+    sql, top = _top(sql, dialect)
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]
     except SqlglotParseError as err:
@@ -53,4 +55,60 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
             )
         )
     check_depth(sql, statements[0])
-    return statements[0]
+    tree = statements[0]
+    if top is not None:
+        _apply_top(sql, tree, top)
+    _smartnoise_spellings(tree)
+    return tree
+
+
+# SmartNoise SQL's spellings of DuckDB's VARIANCE and STDDEV (sample statistics in both)
+_SPELLINGS: dict[str, type[exp.Func]] = {"var": exp.Variance, "std": exp.Stddev}
+
+
+def _smartnoise_spellings(tree: exp.Expression) -> None:
+    """Rewrite VAR(x) and STD(x) (SmartNoise SQL; DuckDB has neither) as VARIANCE(x) and
+    STDDEV(x). A select item that is exactly such a call keeps its spelling as its name."""
+    for node in list(tree.find_all(exp.Anonymous)):
+        cls = _SPELLINGS.get(node.name.lower())
+        if cls is None or len(node.expressions) != 1:
+            continue
+        spelled = node.sql(dialect=DEFAULT_DIALECT)
+        new = cls(this=node.expressions[0])
+        parent = node.parent
+        node.replace(new)
+        if isinstance(parent, exp.Select) and new in parent.expressions:
+            new.replace(exp.alias_(new.copy(), spelled, quoted=True))
+
+
+def _top(sql: str, dialect: str) -> tuple[str, int | None]:
+    """SmartNoise's ``SELECT TOP n ...``: the SQL without ``TOP n``, and n (None: no TOP).
+
+    Read from the statement's first tokens only (so a TOP inside a string or a subquery is
+    left alone); n must be a non-negative integer literal."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:  # the parser reports the error with its location
+        return sql, None
+    i = 1 if tokens and tokens[0].token_type == TokenType.SELECT else None
+    if i is None:
+        return sql, None
+    if i < len(tokens) and tokens[i].token_type == TokenType.DISTINCT:
+        i += 1
+    if i + 1 >= len(tokens) or tokens[i].text.upper() != "TOP":
+        return sql, None
+    number = tokens[i + 1]
+    if number.token_type != TokenType.NUMBER or not number.text.isdigit():
+        raise UnsupportedQueryError(
+            f"SELECT TOP {number.text}: TOP needs a whole number of rows, e.g. SELECT TOP 10 ...")
+    start, end = tokens[i].start, number.end + 1  # blanked, so error positions still hold
+    return sql[:start] + " " * (end - start) + sql[end:], int(number.text)
+
+
+def _apply_top(sql: str, tree: exp.Expression, n: int) -> None:
+    if not isinstance(tree, exp.Select):
+        raise UnsupportedQueryError("SELECT TOP n applies to one SELECT; use LIMIT n instead.")
+    if tree.args.get("limit") is not None:
+        raise UnsupportedQueryError(
+            "SELECT TOP n together with LIMIT: say the number of rows once (TOP or LIMIT).")
+    tree.set("limit", exp.Limit(expression=exp.Literal.number(n)))
