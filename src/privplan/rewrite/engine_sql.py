@@ -365,6 +365,8 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
         rows = ", ".join(f"({v})" for v in dom)
         parts.append(f"(VALUES {rows}) AS __d{i}({key_column(i)})")
     dom_sql = "SELECT * FROM " + " CROSS JOIN ".join(parts)
+    if not measures:  # the keys alone (SELECT k FROM t GROUP BY k): the domain, no private row
+        return dom_sql
     on = " AND ".join(
         f"__dom.{key_column(i)} IS NOT DISTINCT FROM __agg.{key_column(i)}"
         for i in range(len(domains))

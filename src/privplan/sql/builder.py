@@ -133,7 +133,7 @@ class _CoreBuilder:
         self.key_region = key_region
         self.keys = keys
         self._collect_aggregates()
-        if not self.aggregates:
+        if not self.aggregates and not keys:
             refuse(self.sql, s, "query releases no aggregate",
                    "a SELECT without COUNT/SUM/AVG/VAR/STDDEV returns rows or raw keys.",
                    "Add an aggregate, e.g. SELECT hospital, COUNT(*) ... GROUP BY hospital.")
