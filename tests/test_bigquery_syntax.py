@@ -143,9 +143,9 @@ def test_option_values() -> None:
 def test_unknown_option_is_named_with_the_known_ones() -> None:
     with pytest.raises(pp.UnsupportedQueryError) as info:
         split_dp_clause("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, "
-                        "Group_Selection_Strategy=PUBLIC_GROUPS) COUNT(*) FROM t")
+                        "Noise_Kind=LAPLACE) COUNT(*) FROM t")
     msg = str(info.value)
-    assert "Group_Selection_Strategy" in msg
+    assert "Noise_Kind" in msg
     assert all(name in msg for name in KNOWN_OPTIONS)
     assert "line 1, column 53" in msg
 
@@ -368,3 +368,37 @@ def test_session_sql_accepts_bigquery_syntax(unit_sess: pp.Session) -> None:
     with pytest.raises(pp.PolicyError):
         unit_sess.sql(EXAMPLE.replace("max_groups_contributed=2", "max_groups_contributed=3"))
     assert unit_sess.spent() == pp.PureDP(1)
+
+
+# ------------------------------------------------------------------------- ZetaSQL test options
+
+
+def test_with_report_is_refused_with_where_the_intervals_are(row_sess: pp.Session) -> None:
+    sql = (_q("epsilon=1, delta=1e-5", "hospital, COUNT(*) WITH REPORT(FORMAT=PROTO) FROM "
+              "visits GROUP BY hospital"))
+    msg = _refused(row_sess, sql, pp.UnsupportedQueryError, "WITH REPORT is not supported",
+                   "Result.intervals")
+    assert "column" in msg  # points at the clause
+    with pytest.raises(pp.UnsupportedQueryError, match="WITH REPORT"):
+        row_sess.sql(f"{PLAIN} WITH REPORT", epsilon=1)  # without a DP clause too
+    assert row_sess.spent() == pp.PureDP(0)
+
+
+def test_delta_one_names_the_compliance_test_setting() -> None:
+    with pytest.raises(pp.PolicyError, match="switch privacy off"):
+        split_dp_clause("SELECT WITH ANONYMIZATION OPTIONS(epsilon=1, delta=1, kappa=1) "
+                        "COUNT(*) FROM visits")
+
+
+def test_kappa_is_max_groups_contributed() -> None:
+    _, opts = split_dp_clause("SELECT WITH ANONYMIZATION OPTIONS(epsilon=1, delta=1e-5, "
+                              "kappa=2) COUNT(*) FROM visits")
+    assert opts is not None and opts.max_groups_contributed == 2
+
+
+@pytest.mark.parametrize("option", ["max_rows_contributed=2", "min_privacy_units_per_group=5",
+                                    "group_selection_strategy=PUBLIC_GROUPS"])
+def test_known_bigquery_options_privplan_does_not_take_are_explained(option: str) -> None:
+    with pytest.raises(pp.UnsupportedQueryError, match="is not supported: .*Remove it"):
+        split_dp_clause(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, {option}) "
+                        "COUNT(*) FROM visits")

@@ -37,6 +37,11 @@ for less than it allows, never weaken it —
   row average, so ``AVG`` in a clause query over a table with a privacy unit is refused (on a
   row-level table the two coincide).
 
+ZetaSQL's spellings and test settings: ``kappa`` is ``max_groups_contributed``; ``delta = 1``
+(privacy off in ZetaSQL's compliance tests), ``WITH REPORT(...)`` and the options privplan
+takes from the policy instead (``max_rows_contributed``, ``min_privacy_units_per_group``,
+``group_selection_strategy``) are refused, each with why and what to do.
+
 The budget: ``epsilon`` (and ``delta``) become the query's budget. In a pure-DP session a
 ``delta`` is satisfied trivially — privplan's pure ε-DP answer is (ε, δ)-DP for every δ ≥ 0 — so the
 query is charged ``PureDP(epsilon)``. zCDP and Gaussian-DP sessions refuse (ε, δ) options: pass
@@ -73,6 +78,16 @@ __all__ = [
 ]
 
 KNOWN_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column")
+_ALIASES = {"kappa": "max_groups_contributed"}  # ZetaSQL's ANONYMIZATION spelling
+_REFUSED_OPTIONS = {
+    "max_rows_contributed": "it bounds a unit's rows in all groups together, which privplan "
+    "takes from the policy (`max_rows_per_unit`, and `max_rows_per_group_per_unit` per group). "
+    "Remove it, or declare the bound in the policy.",
+    "min_privacy_units_per_group": "privplan releases a group only through a public domain or "
+    "DP partition selection, whose threshold follows from δ. Remove it.",
+    "group_selection_strategy": "privplan's partition selection is a noisy distinct-unit count "
+    "over a threshold (or a public domain). Remove it.",
+}
 _CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
 _QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_group",
                     re.IGNORECASE)
@@ -209,6 +224,24 @@ def _number(sql: str, toks: list[Token]) -> Fraction | None:
 # ---------------------------------------------------------------------------- the clause
 
 
+_REPORT = re.compile(r"\bWITH\s+REPORT\b", re.IGNORECASE)
+
+
+def _refuse_report(sql: str) -> None:
+    """ZetaSQL's ``WITH REPORT(FORMAT=...)`` (confidence intervals in a proto or JSON column)."""
+    try:
+        tokens = _tokens(sql)
+    except ParseError:
+        return  # not SQL we can read: the parser reports it
+    for tok, nxt in zip(tokens, tokens[1:]):
+        if tok.token_type == TokenType.WITH and nxt.text.upper() == "REPORT":
+            raise UnsupportedQueryError(
+                "WITH REPORT is not supported: privplan does not return a report column; the "
+                "noise of every answer and its 95% intervals are in the result "
+                "(Result.accuracy, Result.intervals; `privplan query --json`). Remove "
+                "WITH REPORT(...)." + _where(sql, tok.start))
+
+
 def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
     """Cut ``WITH DIFFERENTIAL_PRIVACY [OPTIONS(...)]`` out of ``sql``.
 
@@ -218,7 +251,11 @@ def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
     unknown or repeated option, a clause not right after ``SELECT``, or more than one clause,
     and :class:`ParseError` for malformed options.
     """
-    if not isinstance(sql, str) or not _QUICK.search(sql):
+    if not isinstance(sql, str):
+        return sql, None
+    if _REPORT.search(sql):
+        _refuse_report(sql)
+    if not _QUICK.search(sql):
         return sql, None
     tokens = _tokens(sql)
     found: list[tuple[int, int]] = []  # (index of WITH, index of the clause's last token)
@@ -276,6 +313,11 @@ def _parse_options(sql: str, tokens: list[Token], lo: int, hi: int) -> dict[str,
                 "could not parse OPTIONS(...): write name=value pairs separated by commas, "
                 "e.g. OPTIONS(epsilon=1, delta=1e-5)." + _where(sql, part[0].start))
         name = part[0].text.lower()
+        name = _ALIASES.get(name, name)
+        if name in _REFUSED_OPTIONS:
+            raise UnsupportedQueryError(
+                f"DIFFERENTIAL_PRIVACY option '{part[0].text}' is not supported: "
+                f"{_REFUSED_OPTIONS[name]}" + _where(sql, part[0].start))
         if name not in KNOWN_OPTIONS:
             raise UnsupportedQueryError(
                 f"unknown DIFFERENTIAL_PRIVACY option '{part[0].text}': privplan knows "
@@ -309,7 +351,10 @@ def _option_value(sql: str, name: str, toks: list[Token]) -> Any:
             raise PolicyError(f"option epsilon must be positive, got {value}." + where)
     elif name == "delta":
         if not 0 <= value < 1:
-            raise PolicyError(f"option delta must be in [0, 1), got {value}." + where)
+            raise PolicyError(
+                f"option delta must be in [0, 1), got {value} (delta = 1, which ZetaSQL's "
+                "compliance tests use to switch privacy off, would make any answer 'private')."
+                + where)
     elif name == "max_groups_contributed":
         if value.denominator != 1 or value < 1:
             raise PolicyError(
