@@ -48,11 +48,11 @@ SELECT COUNT(*) AS n FROM visits WHERE random() < 0.5;
 -- why: A maximum depends on a single record (unbounded sensitivity under the Laplace mechanism).
 SELECT MAX(cost) AS top FROM visits;
 
--- title: COUNT(DISTINCT) is refused
+-- title: SUM(DISTINCT) is refused
 -- budget: epsilon=1.0
 -- expect-error: UnsupportedQueryError: DISTINCT
--- why: Distinct counts need per-unit contribution bounding, not supported yet.
-SELECT COUNT(DISTINCT patient_id) AS patients FROM visits;
+-- why: Only COUNT(DISTINCT <column>) is answered (one row adds at most one distinct value).
+SELECT SUM(DISTINCT cost) AS total FROM visits;
 
 -- title: SUM over a column without bounds is refused
 -- budget: epsilon=1.0

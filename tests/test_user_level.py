@@ -56,6 +56,7 @@ QUERIES = [
     "SELECT COUNT(DISTINCT pid) AS v FROM t WHERE age < 50",
     "SELECT SUM(x) AS v FROM t WHERE grp = 'a'",
     "SELECT grp, COUNT(*) FILTER (WHERE x > 0) AS v FROM t GROUP BY grp",
+    "SELECT grp, COUNT(DISTINCT x) AS v FROM t GROUP BY grp",
 ]
 
 

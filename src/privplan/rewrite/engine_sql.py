@@ -187,9 +187,9 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
     values (the bounded copy's, same resolution and bounds), read instead of clamping again."""
     cond = _condition(m)
     filt = f" FILTER (WHERE {cond})" if cond else ""
-    if m.kind in ("count", "select_count", "count_units"):
+    if m.kind in ("count", "select_count", "count_units", "count_distinct"):
         arg = "*" if m.column is None else exp.column(m.column).sql(dialect="duckdb")
-        distinct = "DISTINCT " if m.kind == "count_units" or (
+        distinct = "DISTINCT " if m.kind in ("count_units", "count_distinct") or (
             m.kind == "select_count" and m.column is not None) else ""
         return f"COUNT({distinct}{arg}){filt}"
     g = stored if stored is not None else _grid_value(m, column_type or "float")

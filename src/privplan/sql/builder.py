@@ -358,20 +358,23 @@ class _CoreBuilder:
                 refuse(self.sql, agg, f"{func.upper()}() refused", "it needs a column.",
                        f"Write {func.upper()}(<column>).")
             arg = exp.Star()  # COUNT() is COUNT(*) in DuckDB
-        distinct_units = False
+        distinct_units = distinct_values = False
         if isinstance(arg, exp.Distinct):
             inner = arg.expressions
             if (func == "count" and self.unit and len(inner) == 1
                     and isinstance(inner[0], exp.Column) and inner[0].name.lower() == self.unit):
                 distinct_units = True
                 arg = inner[0]
+            elif (func == "count" and len(inner) == 1 and isinstance(inner[0], exp.Column)
+                    and not inner[0].name.startswith("__pub")):
+                distinct_values = True  # one row adds at most one distinct value
+                arg = inner[0]
             else:
-                what = "the privacy unit column" if self.unit else "a privacy unit column"
                 refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
-                       "a distinct count of an arbitrary column can change by many when one "
-                       f"unit changes; only COUNT(DISTINCT <{what}>) has sensitivity 1.",
-                       "Use COUNT(*), COUNT(DISTINCT <privacy unit>), or GROUP BY the column "
-                       "and count groups.")
+                       "privplan answers COUNT(DISTINCT <column>) only (one row adds at most "
+                       "one distinct value, so its sensitivity is one per row).",
+                       "Use COUNT(DISTINCT <column>), or GROUP BY the column and aggregate "
+                       "per group.")
         arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
         if case_cond is not None:
             cond = case_cond if cond is None else exp.and_(cond, case_cond)
@@ -397,8 +400,9 @@ class _CoreBuilder:
                    "sensitivity is unknown.",
                    "Aggregate a column with declared lower/upper bounds, or use "
                    "SUM(CASE WHEN <condition> THEN <column> ELSE 0 END).")
-        if distinct_units:
-            m = self._measure("count_units", column, cond, f"COUNT(DISTINCT {column})")
+        if distinct_units or distinct_values:
+            kind = "count_units" if distinct_units else "count_distinct"
+            m = self._measure(kind, column, cond, f"COUNT(DISTINCT {column})")
             self.aggregates[key] = AggregateUse(sql=key, func="count", column=column, count=m.id)
             return
         use = self._derive(key, func, column, cond, multiplier, agg)
@@ -464,6 +468,11 @@ class _CoreBuilder:
         if kind == "count_units":  # one unit is one distinct value: sensitivity 1 per group
             m = Measure(id=mid, kind="count_units", column=column, condition=cond,
                         region=region, sensitivity=1, label=label)
+        elif kind == "count_distinct":
+            # a row adds at most one distinct value, whatever the engine's equality (collation,
+            # -0.0, NaN): sensitivity 1 per row, so a unit's r rows in a group move it by <= r
+            m = Measure(id=mid, kind="count_distinct", column=column, condition=cond,
+                        region=region, sensitivity=1, label=label, per_row=per_row)
         elif kind == "count":
             m = Measure(id=mid, kind="count", column=column, condition=cond, region=region,
                         sensitivity=gridlib.count_sensitivity(1), label=label, per_row=per_row)

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from privplan.analysis.regions import Region
 
-MeasureKind = Literal["count", "count_units", "sum", "sum_sq", "select_count"]
+MeasureKind = Literal["count", "count_units", "count_distinct", "sum", "sum_sq", "select_count"]
 AggregateFunc = Literal[
     "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp"
 ]
