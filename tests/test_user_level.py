@@ -57,6 +57,7 @@ QUERIES = [
     "SELECT SUM(x) AS v FROM t WHERE grp = 'a'",
     "SELECT grp, COUNT(*) FILTER (WHERE x > 0) AS v FROM t GROUP BY grp",
     "SELECT grp, COUNT(DISTINCT x) AS v FROM t GROUP BY grp",
+    "SELECT grp, SUM(2 * x - 3) AS v FROM t GROUP BY grp",
 ]
 
 

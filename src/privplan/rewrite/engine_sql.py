@@ -133,6 +133,8 @@ def _grid_value(m: Measure, column_type: str) -> str:
     cast) and then cast, which rounds to the nearest integer; the result lies in [lo, hi]
     because both ends are integers.
     """
+    if m.expression is not None:  # an expression over clamped DOUBLE columns
+        return grid_expression(m.expression, m.resolution, m.lo, m.hi, "float")
     col = exp.column(m.column).sql(dialect="duckdb")  # type: ignore[arg-type]
     return grid_expression(col, m.resolution, m.lo, m.hi, column_type)
 
@@ -188,7 +190,8 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
     cond = _condition(m)
     filt = f" FILTER (WHERE {cond})" if cond else ""
     if m.kind in ("count", "select_count", "count_units", "count_distinct"):
-        arg = "*" if m.column is None else exp.column(m.column).sql(dialect="duckdb")
+        arg = ("*" if m.column is None else m.expression if m.expression is not None
+               else exp.column(m.column).sql(dialect="duckdb"))
         distinct = "DISTINCT " if m.kind in ("count_units", "count_distinct") or (
             m.kind == "select_count" and m.column is not None) else ""
         return f"COUNT({distinct}{arg}){filt}"

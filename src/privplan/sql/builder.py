@@ -18,7 +18,7 @@ from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
-from privplan.policy import Policy, TablePolicy
+from privplan.policy import ColumnPolicy, Policy, TablePolicy
 from privplan.sql.joins import (
     join_index,
     private_join_target,
@@ -26,6 +26,7 @@ from privplan.sql.joins import (
     resolve_joins,
     resolve_private_join,
 )
+from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression
 from privplan.sql.locate import with_location
 from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
 from privplan.sql.validate import refuse, validate_statement
@@ -79,7 +80,9 @@ class _CoreBuilder:
         self.select = select
         self.policy = policy
         self.prefix = prefix
-        self.measures: dict[tuple[str, str | None, str | None], Measure] = {}
+        self.measures: dict[tuple[Any, ...], Measure] = {}
+        self._virtual: dict[str, tuple[ColumnPolicy, Bounded]] = {}  # expressions as columns
+        self._virtual_names: dict[str, str] = {}  # expression SQL -> its name
         self.aggregates: dict[str, AggregateUse] = {}
         self.notes: list[str] = []
 
@@ -394,6 +397,8 @@ class _CoreBuilder:
                    f"Write {func.upper()}(<column>), or COUNT(*).")
         elif isinstance(arg, exp.Star) or multiplier is not None:
             column = None
+        elif func != "count" and not distinct_values:
+            column = self._virtual_column(arg, func)
         else:
             refuse(self.sql, arg, f"{func.upper()} over an expression refused",
                    f"the bounds of `{arg.sql(dialect='duckdb')}` are not declared, so its "
@@ -444,11 +449,43 @@ class _CoreBuilder:
                "it is a function of a count only.", "Use COUNT(*) (times the constant).")
         return None  # pragma: no cover
 
+    def _virtual_column(self, arg: exp.Expression, func: str) -> str:
+        """A name for an arithmetic expression over bounded columns, with its derived bounds
+        (:mod:`privplan.sql.expression_bounds`), used by the measures like a column."""
+        try:
+            bounded = bound_expression(arg, self.table.columns)
+        except NotBoundable as err:
+            refuse(self.sql, err.node, f"{func.upper()} over an expression refused",
+                   f"{err.why}, so the expression's range (and its sensitivity) is unknown.",
+                   "Aggregate a column with declared lower/upper bounds, or +, -, * and / by a "
+                   "number of such columns, or SUM(CASE WHEN <condition> THEN <column> ELSE 0 "
+                   "END).")
+        text = _strip_qualifiers(arg.copy()).sql(dialect="duckdb")
+        name = self._virtual_names.get(text)
+        if name is None:
+            name = self._virtual_names[text] = f"__expr{len(self._virtual_names)}"
+            sources = [self.table.columns[c] for c in bounded.columns]
+            policy = ColumnPolicy(text, "float", bounded.lower, bounded.upper,
+                                  nullable=any(c.nullable for c in sources))
+            self._virtual[name] = (policy, bounded)
+        return name
+
+    def _col(self, name: str) -> ColumnPolicy:
+        """A column's policy, or an expression's (see :meth:`_virtual_column`)."""
+        virtual = self._virtual.get(name)
+        return virtual[0] if virtual is not None else self.table.columns[name]
+
+    def _label_name(self, column: str) -> str:
+        virtual = self._virtual.get(column)
+        return virtual[0].name if virtual is not None else column
+
     def _measure(self, kind: str, column: str | None, cond: exp.Expression | None,
                  label: str, *, centre: Fraction = Fraction(0),
                  coarse: bool = False) -> Measure:
         cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
-        if kind == "count" and column is not None and not self.table.columns[column].nullable:
+        if column is not None and column in self._virtual:
+            label = label.replace(f"({column}", f"({self._label_name(column)}")
+        if kind == "count" and column is not None and not self._col(column).nullable:
             # declared NOT NULL (and checked when the session first reads the table):
             # COUNT(col) is COUNT(*), one measure for both
             column, label = None, "COUNT(*)"
@@ -458,8 +495,12 @@ class _CoreBuilder:
         region = self.key_region
         if cond is not None:
             region = region.intersect(region_of(cond, self.types))
-        if column is not None and self.table.columns[column].nullable:
-            region = region.intersect(Region.column(column, ColumnSet.not_null()))
+        virtual = self._virtual.get(column) if column is not None else None
+        sources = virtual[1].columns if virtual is not None else (column,) if column else ()
+        for source in sources:
+            if self.table.columns[source].nullable:
+                region = region.intersect(Region.column(source, ColumnSet.not_null()))
+        expression = virtual[1].sql if virtual is not None else None
         mid = f"{self.prefix}_m{len(self.measures)}"
         # counts and sums are calibrated to one row: the accountant charges a unit for each of
         # its rows in a group's input (cost growth, accounting.model), so a unit of k rows
@@ -475,10 +516,11 @@ class _CoreBuilder:
                         region=region, sensitivity=1, label=label, per_row=per_row)
         elif kind == "count":
             m = Measure(id=mid, kind="count", column=column, condition=cond, region=region,
-                        sensitivity=gridlib.count_sensitivity(1), label=label, per_row=per_row)
+                        sensitivity=gridlib.count_sensitivity(1), label=label, per_row=per_row,
+                        expression=expression)
         else:
             assert column is not None
-            col = self.table.columns[column]
+            col = self._col(column)
             lower, upper = col.require_bounds(label, self.table.name)
             res, lo, hi = gridlib.sum_grid(col)  # the one grid of SUMs (and the bounded copy's)
             if kind == "sum_sq" or coarse:
@@ -508,7 +550,7 @@ class _CoreBuilder:
                     "`resolution`, `max_rows_per_unit`)") from None
             m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
                         sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label,
-                        per_row=per_row, centre=centre_int)
+                        per_row=per_row, centre=centre_int, expression=expression)
         self.measures[mkey] = m
         return m
 
@@ -520,7 +562,7 @@ class _CoreBuilder:
                                 column=column, count=m.id,
                                 multiplier=1 if func == "count" else multiplier)
         assert column is not None
-        col = self.table.columns[column]
+        col = self._col(column)
         if col.type not in _NUMERIC:
             refuse(self.sql, agg, f"{func.upper()} over {col.type} column '{column}' refused",
                    "only int and float columns can be summed or averaged.",
@@ -553,7 +595,7 @@ class _CoreBuilder:
         """The centre of AVG/VAR sums of ``column``: the middle point of the grid of its sum
         of squares, which is also a point of its SUM grid (that grid's step divides it), so
         the centred sum and the centred sum of squares share one centre (VAR needs both)."""
-        col = self.table.columns[column]
+        col = self._col(column)
         lower, upper = col.require_bounds(f"AVG({column})", self.table.name)
         res, _, _ = gridlib.sum_grid(col)
         res_sq = self._square_resolution(res, lower, upper)

@@ -63,6 +63,7 @@ class Measure:
     label: str = ""
     per_row: bool = False  # sensitivity is one row's; a unit's r rows in a group move it r x
     centre: int = 0  # sums of (value - centre) on the grid (AVG/VAR: half the range, not |hi|)
+    expression: str | None = None  # engine SQL of an expression's value (column: its name)
 
     @property
     def scale(self) -> Fraction:
