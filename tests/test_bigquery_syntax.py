@@ -292,7 +292,9 @@ def test_privacy_unit_must_match_the_policy(row_sess: pp.Session,
                                             unit_sess: pp.Session) -> None:
     _refused(row_sess, _q("epsilon=1, privacy_unit_column=patient_id"), pp.PolicyError,
              "row level", "privacy_unit: patient_id")
-    _refused(unit_sess, _q("epsilon=1"), pp.PolicyError, "privacy_unit_column=patient_id")
+    # left out, the policy's unit applies (as a BigQuery view with a privacy policy)
+    _same_plan(explain_bigquery(unit_sess, _q("epsilon=1")),
+               explain_bigquery(unit_sess, _q("epsilon=1, privacy_unit_column=patient_id")))
     _refused(unit_sess, _q("epsilon=1, privacy_unit_column=visit_id"), pp.PolicyError,
              "visit_id", "patient_id")
     explain_bigquery(unit_sess, _q("epsilon=1, privacy_unit_column=PATIENT_ID"))  # accepted

@@ -23,7 +23,9 @@ for less than it allows, never weaken it —
 
 * ``privacy_unit_column`` must name the table's declared privacy unit (absent on a row-level
   table). A different column would be a different privacy guarantee than the one privplan
-  enforces, so it is refused (PolicyError), in both directions.
+  enforces, so it is refused (PolicyError), in both directions. Left out, the policy's unit
+  applies — the policy plays the part of BigQuery's privacy policy on a table or view, whose
+  queries omit the option.
 * ``max_groups_contributed`` may only be ≤ the policy's ``max_groups_per_unit``; privplan keeps
   charging with the policy's value (never less). If the policy declares none for a table with a
   privacy unit, the option is refused: a query cannot declare how many groups a person touches.
@@ -537,11 +539,9 @@ def _check_unit(opts: DPOptions, table: TablePolicy) -> None:
                 f"tables.{table.name}, or remove privacy_unit_column from OPTIONS.")
         return
     if asked is None:
-        raise PolicyError(
-            f"the DIFFERENTIAL_PRIVACY clause has no privacy_unit_column, which in BigQuery "
-            f"means each row is a privacy unit; the policy protects table '{table.name}' per "
-            f"'{table.privacy_unit}' (the policy is authoritative). Write "
-            f"privacy_unit_column={table.privacy_unit} in OPTIONS.")
+        # the policy declares the unit, as a BigQuery privacy policy on a table or view does:
+        # queries over such a view omit privacy_unit_column and are protected per that unit
+        return
     if asked != table.privacy_unit.lower():
         raise PolicyError(
             f"privacy_unit_column={asked} does not match the policy: table '{table.name}' is "
