@@ -36,9 +36,14 @@ from privplan.engine_semantics import (
     make_core_total,
     type_public_domains,
 )
-from privplan.engines.duckdb_engine import DuckDBEngine
+from privplan.engines.duckdb_engine import DuckDBEngine, post_process, post_processor
 from privplan.engines.judge import judge
-from privplan.errors import BudgetExceededError, PolicyError
+from privplan.errors import (
+    BudgetExceededError,
+    PolicyError,
+    PostProcessingError,
+    UnsupportedQueryError,
+)
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
@@ -50,6 +55,7 @@ from privplan.rewrite.engine_sql import BINARY, bounded_source, core_sql, with_k
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
+from privplan.sql.nesting import INNER, Nested, split_outer
 from privplan.sql.parse import parse_statement
 from privplan.sql.plan import CorePlan
 
@@ -175,7 +181,13 @@ class Session:
         """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing.
 
         It runs every check :meth:`sql` runs before its charge, so the two agree on which
-        queries are admissible."""
+        queries are admissible. For an outer query over a DP subquery it explains the
+        subquery (the outer query is post-processing: it costs nothing)."""
+        nested = split_outer(sql)
+        if nested is not None:
+            explained = self.explain(nested.inner, **budget)
+            self._check_nested(nested, budget)
+            return explained
         planned, _ = self._prepare(sql, budget)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
@@ -185,6 +197,9 @@ class Session:
     @privplan_errors
     def sql(self, sql: str, **budget: Any) -> Result:
         """Answer ``sql`` with DP, charging the composed cost before anything is released."""
+        nested = split_outer(sql)
+        if nested is not None:
+            return self._sql_nested(nested, budget)
         planned, statements = self._prepare(sql, budget)
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
@@ -217,6 +232,43 @@ class Session:
         df, intervals, accuracy = assemble(planned, frames)
         return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
+
+    def _check_nested(self, nested: Nested, budget: Mapping[str, Any]) -> None:
+        """Run the outer query on a stand-in answer of the inner one (its columns and types,
+        fixed values) before anything is charged: an outer query that fails on any answer
+        (unknown column, wrong types) spends nothing (DESIGN.md invariant 8)."""
+        try:
+            planned, statements = self._prepare(nested.inner, budget)
+        except (UnsupportedQueryError, PolicyError) as err:
+            raise type(err)(
+                "subquery (or WITH query) refused: an outer query may post-process the answer "
+                f"of a DP subquery, and this subquery is not a DP query privplan answers: {err}"
+            ) from None
+        schemas = [self.engine.bind(stmt) for stmt in statements]
+        frames = [noisy_frame(core, planned.for_core(i), post_processor().sample(schema),
+                              draw=False)
+                  for i, (core, schema) in enumerate(zip(planned.plan.cores, schemas))]
+        stand_in, _, _ = assemble(planned, frames)
+        try:
+            post_process(nested.outer, {INNER: stand_in})
+        except PostProcessingError as err:
+            raise UnsupportedQueryError(
+                f"the outer query fails on any answer of its DP subquery: {err} (checked on "
+                "stand-in values before anything was spent). Fix the outer query: it reads "
+                "the subquery's output columns by their names or aliases.") from None
+
+    def _sql_nested(self, nested: Nested, budget: Mapping[str, Any]) -> Result:
+        """The inner DP query answered (charged, noised) as usual, then the outer query run
+        over its noisy answer alone: post-processing, free of privacy cost. The per-column
+        accuracy describes the inner answer (the outer may reshape it)."""
+        self._check_nested(nested, budget)
+        inner = self.sql(nested.inner, **budget)
+        df = post_process(nested.outer, {INNER: inner.df})
+        note = ("the outer query post-processes the DP subquery's answer; accuracy and "
+                "intervals are those of the subquery's columns")
+        return Result(df=df, cost=inner.cost, query_cost=inner.query_cost,
+                      accuracy=inner.accuracy, intervals=pd.DataFrame(index=df.index),
+                      explanation=inner.explanation, notes=[*inner.notes, note])
 
     @privplan_errors
     def spent(self) -> Any:
