@@ -9,6 +9,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from privplan.errors import ParseError, UnsupportedQueryError
+from privplan.sql.grouping_sets import expand_grouping_sets
 from privplan.sql.locate import with_location
 from privplan.sql.validate import check_depth
 
@@ -59,7 +60,7 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
     if top is not None:
         _apply_top(sql, tree, top)
     _smartnoise_spellings(tree)
-    return tree
+    return expand_grouping_sets(tree)
 
 
 # SmartNoise SQL's spellings of DuckDB's VARIANCE and STDDEV (sample statistics in both)
