@@ -305,13 +305,25 @@ def test_max_groups_may_only_restate_or_tighten(demo_db: Path, unit_sess: pp.Ses
                                                 row_sess: pp.Session) -> None:
     base = "epsilon=1, privacy_unit_column=patient_id, max_groups_contributed="
     _refused(unit_sess, _q(base + "3"), pp.PolicyError, "max_groups_per_unit=2", "<= 2")
-    for m in ("1", "2"):  # accepted; charged with the policy's m = 2 (never less)
-        _same_plan(explain_bigquery(unit_sess, _q(base + m)), unit_sess.explain(PLAIN, epsilon=1))
+    _same_plan(explain_bigquery(unit_sess, _q(base + "2")), unit_sess.explain(PLAIN, epsilon=1))
+    distinct = "hospital, COUNT(DISTINCT patient_id) AS n FROM visits GROUP BY hospital"
     with pp.connect(demo_db, policy=_policy(unit=True, max_groups=None),
                     budget=pp.PureDP(3)) as s:
-        _refused(s, _q(base + "1"), pp.PolicyError, "cannot be set by a query",
-                 "max_groups_per_unit: 1")
-        explain_bigquery(s, _q("epsilon=1, privacy_unit_column=patient_id"))
+        # no policy bound: a distinct-unit count pays once per group a unit may touch (all
+        # four public hospitals)...
+        loose = explain_bigquery(s, _q("epsilon=1, privacy_unit_column=patient_id", distinct))
+        assert loose.mechanisms[0].cost == pp.PureDP("1/4")
+        # ... and a query that bounds its own groups (enforced by the rewrite) pays for 1
+        tight = explain_bigquery(s, _q(base + "1", distinct))
+        assert tight.mechanisms[0].cost == pp.PureDP(1)
+        assert s.explain(f"SELECT {distinct}", epsilon=1,
+                         max_groups_contributed=1).mechanisms[0].cost == pp.PureDP(1)
+        with noise_disabled():  # the engine keeps one group per patient
+            n = s.sql(_q(base + "1", distinct)).df["n"].sum()
+        con = duckdb.connect(str(demo_db), read_only=True)
+        patients = con.execute("SELECT COUNT(DISTINCT patient_id) FROM visits").fetchone()[0]
+        con.close()
+        assert n == patients
     explain_bigquery(row_sess, _q("epsilon=1, max_groups_contributed=5"))  # a row: one group
 
 

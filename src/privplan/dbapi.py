@@ -521,9 +521,11 @@ class Cursor:
                 "rho=, mu= or budget= to execute(), set a default with "
                 "privplan.dbapi.connect(..., epsilon=...), or use BigQuery's SELECT WITH "
                 "DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) syntax")
+        groups = kwargs.pop("max_groups_contributed", None)
         value = _resolve_budget(session, kwargs)
         with _Translating():
-            result = session.sql(sql, budget=value)
+            result = (session.sql(sql, budget=value) if groups is None else
+                      session.sql(sql, budget=value, max_groups_contributed=groups))
         self.result = result
         self.cost = result.cost
         df = result.df

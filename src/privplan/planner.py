@@ -62,7 +62,8 @@ def _partition(core: CorePlan, table_policy: Any) -> Partition | None:
     return Partition(
         keys=tuple(k.sql for k in core.keys),
         key_columns=cols if all(c is not None for c in cols) else None,  # type: ignore[arg-type]
-        max_groups_per_unit=table_policy.max_groups_per_unit,
+        max_groups_per_unit=(core.max_groups_per_unit if core.unit is not None
+                             else table_policy.max_groups_per_unit),
         max_rows_per_group=table_policy.max_rows_per_group_per_unit,
     )
 

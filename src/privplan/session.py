@@ -62,6 +62,15 @@ from privplan.sql.plan import CorePlan
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
 
+def _query_groups(value: Any) -> int | None:
+    """``max_groups_contributed=`` of one query: a positive int, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PolicyError(f"max_groups_contributed must be a positive integer, got {value!r}.")
+    return value
+
+
 def query_budget(
     session_kind: type,
     *,
@@ -196,7 +205,11 @@ class Session:
 
     @privplan_errors
     def sql(self, sql: str, **budget: Any) -> Result:
-        """Answer ``sql`` with DP, charging the composed cost before anything is released."""
+        """Answer ``sql`` with DP, charging the composed cost before anything is released.
+
+        ``budget``: ``epsilon=`` (and ``delta=``), ``rho=``, ``mu=`` or ``budget=``; and
+        optionally ``max_groups_contributed=m``, a per-query bound on the groups one unit adds
+        to (enforced by the rewrite; it can only tighten the policy's)."""
         nested = split_outer(sql)
         if nested is not None:
             return self._sql_nested(nested, budget)
@@ -369,8 +382,14 @@ class Session:
         # BigQuery's SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...): cut out, checked against the
         # policy (which always wins), and its epsilon/delta become the budget
         sql, budget = apply_dp_clause(sql, self.policy, self.kind, budget)
+        budget = dict(budget)
+        groups = _query_groups(budget.pop("max_groups_contributed", None))
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns())
+        for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)
+            if groups is not None and core.unit is not None and core.keys:
+                declared = core.max_groups_per_unit
+                core.max_groups_per_unit = groups if declared is None else min(declared, groups)
         for core in plan.cores:
             if core.private_join is not None:
                 core.table_sql, types = self._private_join_source(core)

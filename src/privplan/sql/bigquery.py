@@ -26,10 +26,10 @@ for less than it allows, never weaken it —
   enforces, so it is refused (PolicyError), in both directions. Left out, the policy's unit
   applies — the policy plays the part of BigQuery's privacy policy on a table or view, whose
   queries omit the option.
-* ``max_groups_contributed`` may only be ≤ the policy's ``max_groups_per_unit``; privplan keeps
-  charging with the policy's value (never less). If the policy declares none for a table with a
-  privacy unit, the option is refused: a query cannot declare how many groups a person touches.
-  On a row-level table every unit (a row) is in exactly one group, so any value ≥ 1 holds.
+* ``max_groups_contributed`` (ZetaSQL: ``kappa``) may only be ≤ the policy's
+  ``max_groups_per_unit``; the query's GROUP BY then keeps at most that many groups per unit
+  (enforced by the rewrite, like the policy's bound) and is charged for it. On a row-level
+  table every unit (a row) is in exactly one group, so any value ≥ 1 holds.
 * Clamping bounds must be the policy's bounds. Wider bounds would widen the declared range
   (PolicyError). Narrower bounds are refused too (UnsupportedQueryError): privplan clamps to the
   policy's range and cannot yet apply tighter per-query clamps, so the answer would silently be
@@ -554,14 +554,7 @@ def _check_groups(opts: DPOptions, table: TablePolicy) -> None:
     if m is None or table.is_row_level:
         return  # a row is in exactly one group: any m >= 1 holds
     declared = table.max_groups_per_unit
-    if declared is None:
-        raise PolicyError(
-            f"max_groups_contributed={m} cannot be set by a query: how many groups one "
-            f"'{table.privacy_unit}' may touch is part of the privacy policy, and table "
-            f"'{table.name}' declares none (privplan then charges as if a unit may touch every "
-            f"group). Declare `max_groups_per_unit: {m}` for tables.{table.name} in the policy "
-            "(privplan enforces it), or remove the option.")
-    if m > declared:
+    if declared is not None and m > declared:
         raise PolicyError(
             f"max_groups_contributed={m} exceeds the policy's max_groups_per_unit={declared} for "
             f"table '{table.name}': a query may not loosen the policy. Use a value <= {declared} "
@@ -631,12 +624,17 @@ def apply_dp_clause(sql: str, policy: Policy, kind: type,
         if opts.delta is not None:
             raise PolicyError("OPTIONS sets delta but not epsilon: set both in OPTIONS, or pass "
                               "both as arguments.")
+        if opts.max_groups_contributed is not None:
+            given["max_groups_contributed"] = opts.max_groups_contributed
         return stripped, given
     if any(k in given for k in _BUDGET_KEYS):
         raise PolicyError(
             "the budget is given twice: in the query's OPTIONS(epsilon=...) and as an argument "
             f"({', '.join(k for k in _BUDGET_KEYS if k in given)}=). Keep one.")
-    return stripped, {"budget": opts.budget_for(kind)}
+    out: dict[str, Any] = {"budget": opts.budget_for(kind)}
+    if opts.max_groups_contributed is not None:
+        out["max_groups_contributed"] = opts.max_groups_contributed
+    return stripped, out
 
 
 def explain_bigquery(sess: Any, sql: str) -> Any:
