@@ -7,6 +7,20 @@ from typing import Any
 
 import pandas as pd
 
+from privplan.errors import PolicyError
+
+
+class AnswerFrame(pd.DataFrame):
+    """The noisy answer: a pandas DataFrame that may also be called, as DuckDB's ``.df()`` is,
+    so ``result.df`` and ``result.df()`` are the same frame. Operations return plain frames."""
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame
+
+    def __call__(self) -> pd.DataFrame:
+        return self
+
 
 @dataclass(frozen=True)
 class ColumnAccuracy:
@@ -36,6 +50,50 @@ class Result:
     intervals: pd.DataFrame
     explanation: Any = None
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.df, AnswerFrame):
+            self.df = AnswerFrame(self.df)
+
+    # -- DuckDB-style accessors ------------------------------------------------------------
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """The rows as tuples (as a DB-API cursor returns them)."""
+        return list(self.df.itertuples(index=False, name=None))
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """The first row, or None for an empty answer."""
+        return next(self.df.itertuples(index=False, name=None), None)
+
+    def arrow(self) -> Any:
+        """The answer as a ``pyarrow.Table`` (needs pyarrow: ``pip install 'privplan[parquet]'``)."""
+        try:
+            import pyarrow as pa
+        except ImportError:
+            raise PolicyError("Result.arrow() needs pyarrow: pip install 'privplan[parquet]' "
+                              "(or pip install pyarrow).") from None
+        return pa.Table.from_pandas(self.df, preserve_index=False)
+
+    def pl(self) -> Any:
+        """The answer as a ``polars.DataFrame`` (needs polars: ``pip install polars``)."""
+        try:
+            import polars
+        except ImportError:
+            raise PolicyError("Result.pl() needs polars: pip install polars.") from None
+        return polars.from_pandas(self.df)
+
+    def with_intervals(self) -> pd.DataFrame:
+        """The answer with each noisy column followed by its 95% interval (``<col>_low``,
+        ``<col>_high``) where one is known: the same shape ``df.dp`` results have."""
+        out = pd.DataFrame(self.df)
+        cols: list[str] = []
+        for c in self.df.columns:
+            cols.append(c)
+            for end in ("low", "high"):
+                name = f"{c}_{end}"
+                if name in self.intervals.columns and name not in self.df.columns:
+                    out[name] = self.intervals[name].to_numpy()
+                    cols.append(name)
+        return out[cols]
 
     def __repr__(self) -> str:
         return f"Result(cost={self.cost!r}, rows={len(self.df)})\n{self.df.to_string()}"
