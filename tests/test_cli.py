@@ -34,6 +34,20 @@ def test_query_json(db: Path, capsys: pytest.CaptureFixture) -> None:
     payload = json.loads(capsys.readouterr().out)
     assert [r["hospital"] for r in payload["rows"]] == ["A", "B", "C", "D"]
     assert payload["cost"] == "ε=1"
+    # the same answer shape as Result.with_intervals(): value, then its 95% interval
+    half = payload["accuracy"]["n"]["halfwidth_95"]
+    assert list(payload["rows"][0]) == ["hospital", "n", "n_low", "n_high"]
+    assert all(r["n_low"] == r["n"] - half and r["n_high"] == r["n"] + half
+               for r in payload["rows"])
+
+
+def test_query_text_shows_intervals(db: Path, capsys: pytest.CaptureFixture) -> None:
+    code = main(["query", "SELECT COUNT(*) AS n FROM visits", "--database", str(db),
+                 "--policy", str(demo_policy_path()), "--total", "2", "--epsilon", "1",
+                 "--no-ledger"])
+    assert code == 0
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert header == ["n", "n_low", "n_high"]
 
 
 def test_explain_text(db: Path, capsys: pytest.CaptureFixture) -> None:

@@ -177,12 +177,15 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     with _open(args) as sess:
         res = sess.sql(args.sql, **_query_kwargs(args))
+        answer = res.with_intervals()  # each noisy column, then its 95% interval
         if args.json:
-            print(json.dumps({"rows": json.loads(res.df.to_json(orient="records")),
-                              "cost": res.cost.describe(),
+            accuracy = {c: {"method": a.method, "std": a.std, "halfwidth_95": a.halfwidth}
+                        for c, a in res.accuracy.items()}
+            print(json.dumps({"rows": json.loads(answer.to_json(orient="records")),
+                              "accuracy": accuracy, "cost": res.cost.describe(),
                               "spent": sess.spent().describe()}, indent=2))
         else:
-            print(res.df.to_string(index=False))
+            print(answer.to_string(index=False))
             print(f"\ncost: {res.cost.describe()}; spent: {sess.spent().describe()}; "
                   f"remaining: {sess.remaining().describe()}")
     return 0
