@@ -267,6 +267,7 @@ READ_ONLY = """
     import privplan as pp
     from privplan.demo.data import demo_policy_path
     db, ledger = sys.argv[1], sys.argv[2]
+    pp.connect  # load the engine now: privplan imports its parts on first use
     if os.geteuid() == 0:  # root writes anything: run as nobody, who may only read
         os.setgid(65534)
         os.setuid(65534)

@@ -1,13 +1,12 @@
 """The pandas accessor ``df.dp``: DP answers about a DataFrame, charged to the data's own budget.
 
-``import privplan.pandas`` (``import privplan`` does it) registers ``df.dp`` on every DataFrame.
+``import privplan`` registers ``df.dp`` on every DataFrame (as soon as pandas is imported).
 The data owner configures a frame once; from then on ``df.dp`` answers SQL and pandas-shaped
 questions through the same planner, accountant and DuckDB engine as :func:`privplan.connect`.
 The frame is registered with DuckDB zero-copy; only one row per group comes back to Python.
 
 >>> import pandas as pd
 >>> import privplan as pp
->>> import privplan.pandas  # registers df.dp
 >>> from privplan.testing import noise_disabled
 >>> visits = pd.DataFrame({
 ...     "age": [4, 17, 25, 31, 47, 62, 70, 88],
@@ -921,7 +920,6 @@ class DPView:
         return self._state.remaining()
 
 
-@pd.api.extensions.register_dataframe_accessor("dp")
 class DPAccessor:
     """``df.dp``: differentially private answers about ``df``, charged to the data's budget.
 

@@ -1,0 +1,42 @@
+"""`import privplan` and `privplan --help` load no pandas, scipy or DuckDB (issue: first
+hour), and the `df.dp` accessor is there whichever of pandas and privplan comes first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("pandas", "scipy", "duckdb", "numpy", "sqlglot")
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120).stdout.strip()
+
+
+def test_import_privplan_and_cli_help_stay_light() -> None:
+    out = _run(
+        "import sys, contextlib, io\n"
+        "import privplan\n"
+        "from privplan.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    assert out == "[]"
+
+
+def test_accessor_whichever_comes_first() -> None:
+    for code in ("import privplan\nimport pandas as pd\n", "import pandas as pd\nimport privplan\n"):
+        out = _run(code + "print(type(pd.DataFrame({'a': [1]}).dp).__name__, "
+                          "pd.__loader__ is pd.__spec__.loader, "
+                          "len(pd.DataFrame({'a': [1]}).style.to_html()) > 0)")
+        assert out == "DPAccessor True True", code
+
+
+def test_public_names_resolve() -> None:
+    out = _run("import privplan as pp\n"
+               "print(all(getattr(pp, n) is not None for n in pp.__all__), 'connect' in dir(pp))")
+    assert out == "True True"
