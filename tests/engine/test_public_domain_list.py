@@ -73,3 +73,16 @@ def test_only_one_kind_of_value_is_listed() -> None:
     assert engine_semantics._uniform_kind([2**63]) is None
     assert engine_semantics._uniform_kind([1.5]) is None
     assert engine_semantics._uniform_kind([]) is None
+
+
+def test_judge_keeps_answers_by_value_and_type() -> None:
+    """fetch_over answers are kept, keyed by each value's Python type too: 1, 1.0 and True
+    are equal as dict keys but DuckDB types them differently."""
+    from privplan.engines.judge import judge
+
+    sql = "SELECT typeof(x) FROM unnest($1) AS u(x)"
+    j = judge()
+    assert j.fetch_over(sql, [1]) == [("INTEGER",)]
+    assert j.fetch_over(sql, [True]) == [("BOOLEAN",)]
+    assert j.fetch_over(sql, [1.0]) == [("DOUBLE",)]
+    assert j.fetch_over(sql, [1]) == [("INTEGER",)]  # kept, and still right

@@ -25,8 +25,10 @@ on those settings (every division runs inside ``TRY``, every string column and k
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import duckdb
 
@@ -44,6 +46,7 @@ class Judge:
         self._con.execute("SET enable_external_access = false")
         self._con.execute("SET lock_configuration = true")
         self._lock = threading.Lock()
+        self._over: OrderedDict[Any, tuple[tuple[object, ...], ...]] = OrderedDict()
 
     def types(self, expressions: Sequence[str]) -> list[str]:
         """The engine's type of each expression (bound, not evaluated)."""
@@ -93,12 +96,27 @@ class Judge:
     def fetch_over(self, sql: str, values: list[object]) -> list[tuple[object, ...]]:
         """Rows of a privplan-built query over one list of public constants passed as its
         parameter ``$1`` (a long public domain binds in milliseconds, where the same values
-        written as SQL literals take seconds to parse and bind)."""
+        written as SQL literals take seconds to parse and bind). Deterministic, so answers
+        are kept, keyed by the values *and their Python types* (1, 1.0 and True are equal
+        keys but type differently in the engine)."""
+        try:
+            key = (sql, tuple((type(v), v) for v in values))
+            hash(key)
+        except TypeError:
+            key = None
         with self._lock:
+            if key is not None and key in self._over:
+                self._over.move_to_end(key)
+                return list(self._over[key])
             try:
-                return list(self._con.execute(sql, [values]).fetchall())
+                rows = tuple(self._con.execute(sql, [values]).fetchall())
             except duckdb.Error as err:
                 raise JudgeError(_first_line(err), None) from None
+            if key is not None:
+                self._over[key] = rows
+                if len(self._over) > _OVER_KEPT:
+                    self._over.popitem(last=False)
+            return list(rows)
 
     def _run(self, sql: str) -> tuple[object, ...]:
         with self._lock:
@@ -114,6 +132,9 @@ class Judge:
             except duckdb.Error:
                 return i
         return None
+
+
+_OVER_KEPT = 64  # fetch_over answers kept (public domains typed, per process)
 
 
 def _first_line(err: BaseException) -> str:
