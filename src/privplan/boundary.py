@@ -17,6 +17,7 @@ and a failure after the charge stays charged.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,6 +27,8 @@ from privplan.errors import InternalError, PolicyError, PrivplanError, Unsupport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+log = logging.getLogger("privplan")
+
 
 def privplan_errors(fn: F) -> F:
     """Decorate a public entry point so that it raises only :class:`PrivplanError`s."""
@@ -34,7 +37,10 @@ def privplan_errors(fn: F) -> F:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except PrivplanError:
+        except PrivplanError as err:
+            # the message is what the caller sees anyway (data-dependent ones are withheld)
+            log.info("%s refused (%s): %s", fn.__name__, type(err).__name__,
+                     str(err).splitlines()[0] if str(err) else "")
             raise
         except RecursionError:
             raise UnsupportedQueryError(

@@ -29,7 +29,7 @@ from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
 from privplan.assemble import assemble, check_outer_query, noisy_frame
-from privplan.boundary import privplan_errors
+from privplan.boundary import log, privplan_errors
 from privplan.engine_semantics import (
     check_one_row_per_key,
     describe_public_joins,
@@ -238,6 +238,8 @@ class Session:
             # COMMIT fails, the ledger raises and the session's accounting is rebuilt
             txn.on_commit(lambda: accountant.admit(specs))
         self._save_checkpoint()
+        log.info("charged %s: %s (composed total %s of %s)", query_id, marginal.describe(),
+                 preview.cost.describe(), self.budget.describe())
         # -- run, noise, post-process ---------------------------------------------------------
         frames = [self._run_core(core, planned.for_core(i), stmt)
                   for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]

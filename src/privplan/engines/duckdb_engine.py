@@ -9,6 +9,8 @@ user's SQL never does.
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,7 @@ class DuckDBEngine:
         name = _materialized_name(select_sql)
         qualified = f"{self._work_database()}.{name}"
         if name not in self._materialized:
+            started = time.perf_counter()
             try:
                 self.con.execute(f"CREATE OR REPLACE TABLE {qualified} AS {select_sql}")
                 self.con.execute(f"CHECKPOINT {self._work_database()}")
@@ -222,6 +225,9 @@ class DuckDBEngine:
                     f"({type(err).__name__}); "
                     "its message is withheld because it could quote private values.") from None
             self._materialized.add(name)
+            logging.getLogger("privplan").info(
+                "made the session's copy of the table (%s) in %.2f s", name,
+                time.perf_counter() - started)
         return qualified
 
     def _work_database(self) -> str:
