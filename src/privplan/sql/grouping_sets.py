@@ -88,6 +88,7 @@ def _branch(tree: exp.Expression, keys: list[exp.Expression],
     """The SELECT of one grouping set: left-out keys NULL, GROUPING(...) its constant mask."""
     kept = {_key(k) for k in keys}
     branch = tree.copy()
+    assert isinstance(branch, exp.Select)
     for arg in ("order", "limit", "offset"):
         branch.set(arg, None)
     branch.set("group", exp.Group(expressions=[k.copy() for k in keys]) if keys else None)

@@ -508,7 +508,7 @@ class _GrowthCells:
                  first: int, left: int) -> float:
         """An upper bound on any unit extending the current one with ``left`` rows taken from
         cells ``first``...: mechanism i can at most reach Ψ_i(its rows + left)."""
-        reach = self.hits[first:].any(axis=0)
+        reach: np.ndarray = np.asarray(self.hits[first:].any(axis=0))
         total = 0.0
         for i in self.active:
             if not reach[i] or left == 0:
