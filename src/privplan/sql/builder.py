@@ -125,6 +125,7 @@ class _CoreBuilder:
             self._no_aggregates(where, "WHERE")
             where = _strip_qualifiers(where.copy())  # the engine reads the table unaliased
         where_region = region_of(where, self.types)
+        self._where_region = where_region
         keys = self._group_keys()
         key_region = where_region
         for key in keys:
@@ -284,6 +285,30 @@ class _CoreBuilder:
                 return self.select_aliases[name]
         return g
 
+    def _keys_from_where(self, column: str) -> tuple[Any, ...] | None:
+        """The keys the query itself names: when WHERE allows only listed values of the key
+        column (``WHERE b IN ('p', 'q')`` in every branch of an OR), those values are the
+        domain — set by the query text, not the data, so they are released zero-filled
+        without partition selection (Tumult's KeySet, in SQL). The region over-approximates
+        what WHERE keeps, so the list can only be longer than the true one, never data."""
+        region = getattr(self, "_where_region", None)
+        if region is None or region.is_full() or region.is_empty():
+            return None
+        values: set[Any] = set()
+        null = False
+        for box in region.boxes:
+            cs = box.get(column)
+            finite = cs.finite_values()
+            if finite is None:
+                return None
+            values.update(finite)
+            null = null or cs.null
+        try:
+            ordered: list[Any] = sorted(values)
+        except TypeError:
+            return None
+        return tuple(ordered + ([None] if null else []))
+
     def _public_domain(self, key: exp.Expression, column: str | None) -> tuple[Any, ...] | None:
         """A key's values may be released without selection only if they are public:
         declared ``public_values``, a boolean column, or a CASE whose every result is a literal
@@ -294,7 +319,7 @@ class _CoreBuilder:
                 return tuple(col.public_values)
             if col.type == "bool":
                 return (False, True, None) if col.nullable else (False, True)
-            return None
+            return self._keys_from_where(column)
         if isinstance(key, exp.Case) and key.this is None:
             results = [i.args.get("true") for i in key.args.get("ifs", [])]
             default = key.args.get("default")
