@@ -332,8 +332,9 @@ def test_clamping_bounds_against_the_policy(row_sess: pp.Session, unit_sess: pp.
     _refused(row_sess, _q("epsilon=1", body.format(0, 50000)), pp.PolicyError,
              "wider than the policy's bounds [0.0, 20000.0]")
     _refused(row_sess, _q("epsilon=1", body.format(-1, 100)), pp.PolicyError, "wider")
-    _refused(row_sess, _q("epsilon=1", body.format(0, 100)), pp.UnsupportedQueryError,
-             "tighter bounds")
+    # narrower bounds are applied to the query: the SUM's sensitivity is 100, not 20000
+    (m,) = explain_bigquery(row_sess, _q("epsilon=1", body.format(0, 100))).mechanisms
+    assert m.sensitivity_in_units == pytest.approx(100) and m.label == "SUM(cost)"
     _refused(row_sess, _q("epsilon=1", body.format(10, 1)), pp.UnsupportedQueryError,
              "lower bound is above")
     _refused(row_sess, _q("epsilon=1", "SUM(age + 1, contribution_bounds_per_group => (0, 100))"
@@ -416,3 +417,23 @@ def test_known_bigquery_options_privplan_does_not_take_are_explained(option: str
     with pytest.raises(pp.UnsupportedQueryError, match="is not supported: .*Remove it"):
         split_dp_clause(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, {option}) "
                         "COUNT(*) FROM visits")
+
+
+def test_narrower_clamps_are_what_the_engine_sums(row_sess: pp.Session, demo_db: Path) -> None:
+    sql = _q("epsilon=1", "hospital, ANON_SUM(cost CLAMPED BETWEEN 10 AND 100) AS c FROM visits "
+                          "GROUP BY hospital ORDER BY hospital")
+    with noise_disabled():
+        stripped, budget = apply_dp_clause(sql, row_sess.policy, row_sess.kind, {})
+        assert budget["clamps"] == {"cost": (Fraction(10), Fraction(100))}
+        got = row_sess.sql(stripped, **budget).df["c"].tolist()
+        by_python = row_sess.sql("SELECT hospital, SUM(cost) AS c FROM visits GROUP BY hospital "
+                                 "ORDER BY hospital", epsilon=1,
+                                 clamps={"cost": (10, 100)}).df["c"].tolist()
+    con = duckdb.connect(str(demo_db), read_only=True)
+    want = [r[0] for r in con.execute(
+        "SELECT SUM(CASE WHEN cost IS NOT NULL THEN LEAST(GREATEST(cost, 10), 100) END) "
+        "FROM visits GROUP BY hospital ORDER BY hospital").fetchall()]
+    con.close()
+    assert got == pytest.approx(want, abs=0.01 * 5000) and by_python == got
+    with pytest.raises(pp.PolicyError, match="only narrow"):
+        row_sess.sql("SELECT SUM(cost) FROM visits", epsilon=1, clamps={"cost": (0, 10**6)})

@@ -57,7 +57,7 @@ from sqlglot.tokens import Token, TokenType
 
 from privplan import errors as _pe
 from privplan.session import Session, query_budget
-from privplan.sql.bigquery import apply_dp_clause
+from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 
 __all__ = [
     "BINARY",
@@ -521,11 +521,10 @@ class Cursor:
                 "rho=, mu= or budget= to execute(), set a default with "
                 "privplan.dbapi.connect(..., epsilon=...), or use BigQuery's SELECT WITH "
                 "DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) syntax")
-        groups = kwargs.pop("max_groups_contributed", None)
+        extra = {k: kwargs.pop(k) for k in QUERY_OPTIONS if k in kwargs}
         value = _resolve_budget(session, kwargs)
         with _Translating():
-            result = (session.sql(sql, budget=value) if groups is None else
-                      session.sql(sql, budget=value, max_groups_contributed=groups))
+            result = session.sql(sql, budget=value, **extra)
         self.result = result
         self.cost = result.cost
         df = result.df

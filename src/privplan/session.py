@@ -209,7 +209,9 @@ class Session:
 
         ``budget``: ``epsilon=`` (and ``delta=``), ``rho=``, ``mu=`` or ``budget=``; and
         optionally ``max_groups_contributed=m``, a per-query bound on the groups one unit adds
-        to (enforced by the rewrite; it can only tighten the policy's)."""
+        to (enforced by the rewrite; it can only tighten the policy's), and ``clamps={column:
+        (lo, hi)}``, bounds inside the policy's for this query's SUM/AVG/VAR of a column
+        (BigQuery's ``CLAMPED BETWEEN``)."""
         nested = split_outer(sql)
         if nested is not None:
             return self._sql_nested(nested, budget)
@@ -386,8 +388,10 @@ class Session:
         sql, budget = apply_dp_clause(sql, self.policy, self.kind, budget)
         budget = dict(budget)
         groups = _query_groups(budget.pop("max_groups_contributed", None))
+        clamps = budget.pop("clamps", None)
         value = query_budget(self.kind, **budget)
-        plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns())
+        plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns(),
+                          clamps=clamps)
         for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)
             if groups is not None and core.unit is not None and core.keys:
                 declared = core.max_groups_per_unit

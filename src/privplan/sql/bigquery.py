@@ -594,11 +594,7 @@ def _check_bounds(b: ContributionBounds, table: TablePolicy) -> None:
             f"{what} is wider than the policy's bounds [{lower}, {upper}] for column '{name}' "
             f"of table '{table.name}': a query may not widen them. Write bounds "
             f"{lower} and {upper}, or remove them (the policy's bounds are applied).")
-    if b.lower != lo or b.upper != hi:
-        raise UnsupportedQueryError(
-            f"{what} refused: privplan clamps '{name}' to the policy's bounds [{lower}, "
-            f"{upper}] and cannot yet apply tighter bounds per query, so the answer would not "
-            f"be the statistic you asked for. Write bounds {lower} and {upper}, or remove them.")
+    # narrower bounds are applied to this query (clamps, see apply_dp_clause)
 
 
 # ---------------------------------------------------------------------- entry points
@@ -626,6 +622,7 @@ def apply_dp_clause(sql: str, policy: Policy, kind: type,
                               "both as arguments.")
         if opts.max_groups_contributed is not None:
             given["max_groups_contributed"] = opts.max_groups_contributed
+        given.update(_clamps(bounds, _private_tables(parse_statement(stripped), policy)))
         return stripped, given
     if any(k in given for k in _BUDGET_KEYS):
         raise PolicyError(
@@ -634,7 +631,32 @@ def apply_dp_clause(sql: str, policy: Policy, kind: type,
     out: dict[str, Any] = {"budget": opts.budget_for(kind)}
     if opts.max_groups_contributed is not None:
         out["max_groups_contributed"] = opts.max_groups_contributed
+    out.update(_clamps(bounds, _private_tables(parse_statement(stripped), policy)))
     return stripped, out
+
+
+QUERY_OPTIONS = ("max_groups_contributed", "clamps")  # per-query settings besides the budget
+
+
+def _clamps(bounds: Sequence[ContributionBounds],
+            tables: Sequence[TablePolicy]) -> dict[str, Any]:
+    """Per-query clamping bounds of SUM/AVG arguments narrower than the policy's (column ->
+    (lo, hi)), for the builder; one column clamped two ways in one query is refused."""
+    out: dict[str, tuple[Fraction, Fraction]] = {}
+    for b in bounds:
+        if b.func == "COUNT":
+            continue
+        name = b.argument.strip().strip('"`').split(".")[-1].lower()
+        declared = [(Fraction(str(c.lower)), Fraction(str(c.upper))) for t in tables
+                    for n, c in t.columns.items() if n == name and c.has_bounds]
+        if declared and all(d == (b.lower, b.upper) for d in declared):
+            continue  # the policy's own bounds
+        if out.get(name, (b.lower, b.upper)) != (b.lower, b.upper):
+            raise UnsupportedQueryError(
+                f"column '{name}' is clamped to two different ranges in one query: give one "
+                "range per column (or send the aggregates as separate queries).")
+        out[name] = (b.lower, b.upper)
+    return {"clamps": out} if out else {}
 
 
 def explain_bigquery(sess: Any, sql: str) -> Any:

@@ -9,6 +9,7 @@ refused with the construct, its position, the reason and the fix.
 from __future__ import annotations
 
 from fractions import Fraction
+from collections.abc import Mapping
 from typing import Any
 
 from sqlglot import exp
@@ -26,7 +27,7 @@ from privplan.sql.joins import (
     resolve_joins,
     resolve_private_join,
 )
-from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression
+from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression, clamped
 from privplan.sql.locate import with_location
 from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
 from privplan.sql.validate import refuse, validate_statement
@@ -46,15 +47,18 @@ SQUARE_STEPS = 2**11  # (2^11)^2 * 2^40 rows = 2^62: the grid.check_no_overflow 
 
 
 def build_plan(sql: str, statement: exp.Expression, policy: Policy,
-               public_columns: dict[str, set[str]] | None = None) -> QueryPlan:
+               public_columns: dict[str, set[str]] | None = None,
+               clamps: Mapping[str, tuple[Any, Any]] | None = None) -> QueryPlan:
     """Validate ``statement`` and turn it into a :class:`QueryPlan` (the statement is copied).
 
     ``public_columns`` lists the columns of public tables whose policy entry declares none (the
-    session reads them from the engine; public schemas are not private)."""
+    session reads them from the engine; public schemas are not private). ``clamps``: bounds
+    narrower than the policy's for this query's SUM/AVG/VAR of a column (column -> (lo, hi);
+    BigQuery's ``CLAMPED BETWEEN``), checked to lie inside the policy's bounds."""
     statement = statement.copy()
     validate_statement(sql, statement)
     selects = _union_branches(statement)
-    cores = [_CoreBuilder(sql, s, policy, f"c{i}", public_columns).build()
+    cores = [_CoreBuilder(sql, s, policy, f"c{i}", public_columns, clamps).build()
              for i, s in enumerate(selects)]
     return QueryPlan(sql=sql, statement=statement, cores=cores)
 
@@ -74,8 +78,10 @@ def is_aggregate(node: exp.Expression) -> bool:
 
 class _CoreBuilder:
     def __init__(self, sql: str, select: exp.Select, policy: Policy, prefix: str,
-                 public_columns: dict[str, set[str]] | None = None) -> None:
+                 public_columns: dict[str, set[str]] | None = None,
+                 clamps: Mapping[str, tuple[Any, Any]] | None = None) -> None:
         self.public_columns = public_columns
+        self.clamps = {k.lower(): v for k, v in (clamps or {}).items()}
         self.sql = sql
         self.select = select
         self.policy = policy
@@ -416,6 +422,8 @@ class _CoreBuilder:
                    "the policy declares.", "Aggregate a private column.")
         if isinstance(arg, exp.Column):
             column = arg.name.lower()
+            if func != "count" and not distinct_values and column in self.clamps:
+                column = self._clamped_column(column, agg)
         elif isinstance(arg, exp.Star) and func != "count":
             refuse(self.sql, agg, f"{func.upper()}(*) refused",
                    "only COUNT takes *; the other aggregates need a column.",
@@ -492,6 +500,33 @@ class _CoreBuilder:
             sources = [self.table.columns[c] for c in bounded.columns]
             policy = ColumnPolicy(text, "float", bounded.lower, bounded.upper,
                                   nullable=any(c.nullable for c in sources))
+            self._virtual[name] = (policy, bounded)
+        return name
+
+    def _clamped_column(self, column: str, agg: exp.Expression) -> str:
+        """``column`` clamped to this query's narrower bounds, as a virtual column: its SUM's
+        sensitivity follows from those bounds, which lie inside the policy's (checked)."""
+        lo, hi = (Fraction(str(v)) for v in self.clamps[column])
+        col = self.table.columns.get(column)
+        if col is None or col.type not in _NUMERIC or not col.has_bounds:
+            refuse(self.sql, agg, f"clamping bounds for '{column}' refused",
+                   "only a numeric column with declared bounds can be clamped further.",
+                   "Remove the bounds.")
+        assert col is not None
+        plo, phi = Fraction(str(col.lower)), Fraction(str(col.upper))
+        if not plo <= lo <= hi <= phi:
+            raise PolicyError(
+                f"clamping bounds [{lo}, {hi}] for '{column}' are not inside the policy's "
+                f"[{col.lower}, {col.upper}]: a query may only narrow them.")
+        if (lo, hi) == (plo, phi):
+            return column  # the policy's own bounds: the column as it is
+        bounded = clamped(column, lo, hi)
+        text = f"{column} clamped to [{lo}, {hi}]"
+        name = self._virtual_names.get(text)
+        if name is None:
+            name = self._virtual_names[text] = f"__expr{len(self._virtual_names)}"
+            policy = ColumnPolicy(column, "float", lo, hi, nullable=col.nullable,
+                                  resolution=col.resolution)
             self._virtual[name] = (policy, bounded)
         return name
 

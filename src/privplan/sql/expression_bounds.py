@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlglot import exp
 
-__all__ = ["Bounded", "NotBoundable", "bound_expression"]
+__all__ = ["Bounded", "NotBoundable", "bound_expression", "clamped"]
 
 
 class NotBoundable(Exception):
@@ -47,6 +47,15 @@ def _num(v: Fraction) -> str:
     return repr(float(v))
 
 
+def clamped(name: str, lo: Fraction, hi: Fraction) -> Bounded:
+    """Column ``name`` clamped to [lo, hi] in DOUBLE (NULL stays NULL; NaN clamps to hi)."""
+    ident = exp.column(name).sql(dialect="duckdb")
+    value = f"CAST({ident} AS DOUBLE)"
+    sql = (f"(CASE WHEN {value} < {_num(lo)} THEN {_num(lo)} WHEN {value} > {_num(hi)} "
+           f"THEN {_num(hi)} ELSE {value} END)")
+    return Bounded(lo, hi, sql, (name,))
+
+
 def bound_expression(node: exp.Expression, columns: Any) -> Bounded:
     """``columns``: the table's column policies by lower-case name (type, lower, upper)."""
     if isinstance(node, exp.Paren):
@@ -56,12 +65,7 @@ def bound_expression(node: exp.Expression, columns: Any) -> Bounded:
         col = columns.get(name)
         if col is None or col.type not in ("int", "float") or not col.has_bounds:
             raise NotBoundable(node, f"column '{node.name}' has no declared numeric bounds")
-        lo, hi = Fraction(col.lower), Fraction(col.upper)
-        ident = exp.column(name).sql(dialect="duckdb")
-        value = f"CAST({ident} AS DOUBLE)"
-        sql = (f"(CASE WHEN {value} < {_num(lo)} THEN {_num(lo)} WHEN {value} > {_num(hi)} "
-               f"THEN {_num(hi)} ELSE {value} END)")
-        return Bounded(lo, hi, sql, (name,))
+        return clamped(name, Fraction(col.lower), Fraction(col.upper))
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
             v = Fraction(node.this)
