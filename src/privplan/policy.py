@@ -670,6 +670,18 @@ class TablePolicy:
         return d
 
 
+def _unit_limit(raw: Mapping[str, Any], key: str, unit: str, tloc: _Loc, why: str,
+                row_why: str) -> int | None:
+    """An optional positive per-unit limit (1 is the only value a row-level table allows)."""
+    if raw.get(key) is None:
+        return None
+    value = _positive_int(raw[key], tloc.key(key), key, why)
+    if unit == "row" and value != 1:
+        _fail(tloc.key(key), f"{key} is {value} but the privacy unit is a row", row_why,
+              f"set `privacy_unit:` to the column identifying a person, or remove {key}.")
+    return value
+
+
 def _parse_table(
     name: str,
     raw: object,
@@ -799,41 +811,16 @@ def _parse_table(
             raw["max_rows_per_unit"], tloc.key("max_rows_per_unit"), "max_rows_per_unit", why_rows
         )
 
-    max_groups = None
-    if raw.get("max_groups_per_unit") is not None:
-        max_groups = _positive_int(
-            raw["max_groups_per_unit"],
-            tloc.key("max_groups_per_unit"),
-            "max_groups_per_unit",
-            "it bounds how many groups of a GROUP BY one privacy unit can change.",
-        )
-        if unit == "row" and max_groups != 1:
-            _fail(
-                tloc.key("max_groups_per_unit"),
-                f"max_groups_per_unit is {max_groups} but the privacy unit is a row",
-                "a row is in exactly one group, so a larger limit contradicts the privacy unit.",
-                "set `privacy_unit:` to the column "
-                "identifying a person, or remove max_groups_per_unit.",
-            )
-
-    rows_per_group = None
-    if raw.get("max_rows_per_group_per_unit") is not None:
-        rows_per_group = _positive_int(
-            raw["max_rows_per_group_per_unit"],
-            tloc.key("max_rows_per_group_per_unit"),
-            "max_rows_per_group_per_unit",
-            "it bounds how many rows one privacy unit adds to one group of a GROUP BY.",
-        )
-        if unit == "row" and rows_per_group != 1:
-            _fail(
-                tloc.key("max_rows_per_group_per_unit"),
-                f"max_rows_per_group_per_unit is {rows_per_group} but the privacy unit is a row",
-                "a unit is one row, so it adds one row to one group.",
-                "set `privacy_unit:` to the column identifying a person, or remove "
-                "max_rows_per_group_per_unit.",
-            )
-        if rows_per_group >= max_rows:
-            rows_per_group = None  # no tighter than max_rows_per_unit: nothing to enforce
+    max_groups = _unit_limit(
+        raw, "max_groups_per_unit", unit, tloc,
+        "it bounds how many groups of a GROUP BY one privacy unit can change.",
+        "a row is in exactly one group, so a larger limit contradicts the privacy unit.")
+    rows_per_group = _unit_limit(
+        raw, "max_rows_per_group_per_unit", unit, tloc,
+        "it bounds how many rows one privacy unit adds to one group of a GROUP BY.",
+        "a unit is one row, so it adds one row to one group.")
+    if rows_per_group is not None and rows_per_group >= max_rows:
+        rows_per_group = None  # no tighter than max_rows_per_unit: nothing to enforce
 
     if unit != "row" and not columns[unit].unit_level:
         columns[unit] = replace(columns[unit], unit_level=True)

@@ -85,7 +85,12 @@ from privplan.accounting.conversions import advanced_composition
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP, sqrt_fraction
 from privplan.accounting.model import MechanismSpec, TableModel, unit_multiplier
 from privplan.accounting.solver import Composition, compose
-from privplan.accounting.solver.atoms import Axis, Unorderable, sorted_atom_values
+from privplan.accounting.solver.atoms import (
+    Axis,
+    Unorderable,
+    sorted_atom_values,
+    widen_to_limit,
+)
 from privplan.analysis.regions import Region
 from privplan.errors import BudgetExceededError, InternalError, PolicyError
 
@@ -109,7 +114,6 @@ CompositionRule = Literal["basic", "advanced"]
 DEFAULT_CELL_LIMIT = 50_000
 """Products of coverage classes searched per table before columns are merged (conservatively)."""
 
-_MAX_ROWS_PER_BOX = 4096  # a box's IN-lists multiply out to at most this many rows (else its hull)
 _MAX_PAIRS = 200_000  # replace: pairs of maximal cells considered before falling back
 _DIGITS = 5  # significant digits of an allocated budget (rounded down). Few digits keep the
 # charged costs on a common small-denominator grid: a share k/(10^d·S) calibrates to noise
@@ -293,10 +297,7 @@ def _rows(regions: Sequence[Region], axes: Mapping[str, Axis]
                 per_col.append([(0, axis.size - 1)] if cs.is_full() else axis.ranges(cs))
             if any(not rs for rs in per_col):
                 continue
-            while math.prod(len(rs) for rs in per_col) > _MAX_ROWS_PER_BOX:
-                c = max(range(len(per_col)), key=lambda i: len(per_col[i]))
-                per_col[c] = [(per_col[c][0][0], per_col[c][-1][1])]
-                wide = True
+            wide = widen_to_limit(per_col) or wide
             for combo in product(*per_col):
                 lows.append(tuple(a for a, _ in combo))
                 highs.append(tuple(b for _, b in combo))

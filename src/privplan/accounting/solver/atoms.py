@@ -35,6 +35,18 @@ _EXACT_INT_LIMIT = 2**50  # scaled integer weights below this add exactly in flo
 _MAX_ROWS_PER_BOX = 4096  # a box's IN-lists multiply out to at most this many rows
 
 
+def widen_to_limit(per_col: list[list[tuple[int, int]]], limit: int = _MAX_ROWS_PER_BOX) -> bool:
+    """Merge the column with most ranges into its hull until the box's ranges multiply out to
+    at most ``limit`` rows (in place); whether anything was widened. A hull holds its ranges,
+    so the box only grows: the solver and the allocator can only over-charge by it."""
+    wide = False
+    while math.prod(len(rs) for rs in per_col) > limit:
+        c = max(range(len(per_col)), key=lambda i: len(per_col[i]))
+        per_col[c] = [(per_col[c][0][0], per_col[c][-1][1])]
+        wide = True
+    return wide
+
+
 _NEG_INF = float("-inf")
 
 

@@ -5,7 +5,6 @@ built from the regions (extending atoms when new values appear), and evaluated p
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from itertools import chain, product
 
@@ -16,7 +15,6 @@ from privplan.accounting.model import (
     MechanismSpec,
 )
 from privplan.accounting.solver.atoms import (
-    _MAX_ROWS_PER_BOX,
     Axis,
     Cell,
     Cell2,
@@ -27,6 +25,7 @@ from privplan.accounting.solver.atoms import (
     _Mechs,
     _Scale,
     sorted_atom_values,
+    widen_to_limit,
 )
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import Value
@@ -258,10 +257,7 @@ class _Instance:
                     per_col[c] = self.axes[c].ranges(cs)
             if any(not rs for rs in per_col):
                 continue
-            while math.prod(len(rs) for rs in per_col) > _MAX_ROWS_PER_BOX:
-                c = max(range(len(per_col)), key=lambda i: len(per_col[i]))
-                per_col[c] = [(per_col[c][0][0], per_col[c][-1][1])]
-                wide = True
+            wide = widen_to_limit(per_col) or wide
             rows.extend(product(*per_col))
         if len(region.boxes) > 1:
             rows = _disjoint(rows)
