@@ -30,9 +30,10 @@ def test_import_privplan_and_cli_help_stay_light() -> None:
 
 def test_accessor_whichever_comes_first() -> None:
     for code in ("import privplan\nimport pandas as pd\n", "import pandas as pd\nimport privplan\n"):
-        out = _run(code + "print(type(pd.DataFrame({'a': [1]}).dp).__name__, "
+        out = _run(code + "import importlib.resources\n"
+                          "print(type(pd.DataFrame({'a': [1]}).dp).__name__, "
                           "pd.__loader__ is pd.__spec__.loader, "
-                          "len(pd.DataFrame({'a': [1]}).style.to_html()) > 0)")
+                          "importlib.resources.files('pandas').joinpath('__init__.py').is_file())")
         assert out == "DPAccessor True True", code
 
 

@@ -242,6 +242,16 @@ def test_widened_literals_are_sound(oracle: Oracle, predicate: str) -> None:
     oracle.check(predicate, exact=False)
 
 
+def test_decimal_literal_beyond_every_double_is_not_analysed() -> None:
+    """A decimal literal too long for DuckDB's DECIMAL and beyond the double range (a fuzz
+    find: float() overflowed into an InternalError) leaves the predicate unanalysed."""
+    from privplan.analysis.predicates import region_of
+
+    huge = "1" + "0" * 400 + ".5"
+    where = sqlglot.parse_one(f"SELECT 1 FROM t WHERE i >= {huge}", dialect="duckdb")
+    assert region_of(where.args["where"].this, {"i": "int"}).is_full()
+
+
 def test_partly_unsupported_keeps_the_supported_part() -> None:
     region = region_of(parse("i = 1 AND lower(s) = 'a'"), COLUMNS)
     assert region.boxes == Region.column("i", ColumnSet.points([1])).boxes

@@ -195,8 +195,12 @@ def _number(text: str) -> _Const:
         if sum(ch.isdigit() for ch in text) < _DECIMAL_MAX_DIGITS - 1:
             return _Const("decimal", q, len(text.partition(".")[2]))
         # Near DuckDB's DECIMAL width limit the literal may be DOUBLE: only exact doubles agree.
-        if Fraction(float(q)) == q:
-            return _double(float(q), text)
+        try:
+            as_double = float(q)
+        except OverflowError:  # beyond every double: no column value can equal it exactly
+            raise _NotAnalysed(f"numeric literal {text} is too large to compare exactly") from None
+        if Fraction(as_double) == q:
+            return _double(as_double, text)
         raise _NotAnalysed(f"numeric literal {text} has too many digits to compare exactly")
     if abs(q) >= 2**127:
         raise _NotAnalysed(f"integer literal {text} is too large")
