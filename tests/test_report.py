@@ -6,6 +6,7 @@ import io
 import json
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +22,6 @@ from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.report import (
     ReportSpec,
-    _Progress,
     column_errors,
     open_session,
     plan_report,
@@ -201,7 +201,10 @@ def test_fifty_query_report_end_to_end(tmp_path: Path, demo_db: Path) -> None:
         pq = pd.read_parquet(run.files[q.name]["parquet"])
         csv = pd.read_csv(run.files[q.name]["csv"])
         assert len(pq) == len(csv) == len(run.results[q.name].df) >= 1
-        assert list(pq.columns) == list(run.results[q.name].df.columns)
+        # one answer shape everywhere: the files hold what Result.with_intervals() shows
+        shown = run.results[q.name].with_intervals()
+        assert list(pq.columns) == list(csv.columns) == list(shown.columns)
+        pd.testing.assert_frame_equal(pq, shown.reset_index(drop=True), check_dtype=False)
     # the expected errors of the plan are those the results report
     for pq in run.plan.queries:
         acc = run.results[pq.query.name].accuracy
@@ -214,6 +217,26 @@ def test_fifty_query_report_end_to_end(tmp_path: Path, demo_db: Path) -> None:
     assert result.ok, str(result)
     assert {c.name for c in result.checks} >= {"integrity", "regions", "noise", "replan",
                                                "total", "files", "ledger"}
+
+
+def test_report_files_hold_intervals_unless_switched_off(tmp_path: Path, demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db, "demo_small.yaml")
+    spec = ReportSpec.load(ws / "demo_small.yaml")
+    assert spec.intervals is True and spec.to_dict()["intervals"] is True
+    run = run_report(spec, ws / "with", progress=False)
+    by_hospital = pd.read_csv(run.files["by_hospital"]["csv"])
+    assert list(by_hospital.columns) == ["hospital", "n", "n_low", "n_high", "mean_cost",
+                                         "mean_cost_low", "mean_cost_high"]
+    assert (by_hospital["n_low"] < by_hospital["n"]).all()
+    assert (by_hospital["n"] < by_hospital["n_high"]).all()
+    plain = replace(spec, intervals=False, ledger=str(ws / "second.ledger.sqlite"))
+    run = run_report(plain, ws / "without", progress=False)
+    assert list(pd.read_csv(run.files["by_hospital"]["csv"]).columns) == [
+        "hospital", "n", "mean_cost"]
+    with pytest.raises(PolicyError, match="`intervals` is true"):
+        ReportSpec.from_dict({"database": "demo.duckdb", "policy": "policy.yaml",
+                              "budget": {"epsilon": 1}, "queries": {"a": "SELECT 1"},
+                              "intervals": "yes"}, base_dir=ws)
 
 
 def test_run_refuses_a_directory_with_a_report(tmp_path: Path, demo_db: Path) -> None:
@@ -367,23 +390,6 @@ def test_add_report_commands_wires_into_a_parser() -> None:
     assert args.func.__name__ == "cmd_report_run" and args.no_progress
     args = parser.parse_args(["audit", "verify", "a.json", "--no-files"])
     assert args.func.__name__ == "cmd_audit_verify" and args.no_files
-
-
-def test_progress_bar_only_on_a_terminal() -> None:
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    quiet = io.StringIO()
-    bar = _Progress(3, stream=quiet)
-    bar.update(1, "x")
-    bar.close()
-    assert quiet.getvalue() == ""
-    tty = Tty()
-    bar = _Progress(4, stream=tty)
-    bar.update(2, "half")
-    bar.close()
-    assert "[###############...............] 2/4" in tty.getvalue()
 
 
 def test_column_errors_match_result_accuracy(tmp_path: Path, demo_db: Path) -> None:

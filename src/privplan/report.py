@@ -14,6 +14,8 @@ A report spec (YAML) names a database, a policy, a total budget, an objective an
     delta_prime: 1e-7                  # advanced only: the δ' of advanced composition
     ledger: ledger.sqlite              # optional; default: <spec>.ledger.sqlite beside the spec
     outputs: [parquet, csv]            # result formats (default both)
+    intervals: true                    # each noisy column followed by its 95% interval
+                                       # (<col>_low, <col>_high); false: values only
     queries:
       - name: visits_by_hospital       # letters, digits, _ and - (it names the result files)
         sql: SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital
@@ -49,14 +51,12 @@ import hashlib
 import json
 import math
 import re
-import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from privplan.accounting.allocation import (
     Allocation,
@@ -87,7 +87,8 @@ __all__ = [
 ]
 
 _SPEC_KEYS = ("name", "description", "database", "register", "policy", "policy_format", "budget",
-              "objective", "composition", "delta_prime", "ledger", "outputs", "queries")
+              "objective", "composition", "delta_prime", "ledger", "outputs", "intervals",
+              "queries")
 _QUERY_KEYS = ("name", "sql", "weight", "target_error")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 _OUTPUTS = ("parquet", "csv")
@@ -135,6 +136,7 @@ class ReportSpec:
     register: Mapping[str, str] = field(default_factory=dict)
     ledger: str | None = None
     outputs: tuple[str, ...] = _OUTPUTS
+    intervals: bool = True
     description: str = ""
     source: str | None = None  # the spec file
     sha256: str | None = None  # of the spec file's text
@@ -221,6 +223,10 @@ class ReportSpec:
             outputs = [outputs]
         if not isinstance(outputs, list) or not outputs or any(o not in _OUTPUTS for o in outputs):
             raise PolicyError("report spec: `outputs` is a list of parquet and/or csv")
+        intervals = data.get("intervals", True)
+        if not isinstance(intervals, bool):
+            raise PolicyError(f"report spec: `intervals` is true (each noisy column followed by "
+                              f"its 95% interval, the default) or false, got {intervals!r}")
         return cls(
             name=str(data.get("name") or default_name),
             description=str(data.get("description") or ""),
@@ -230,7 +236,7 @@ class ReportSpec:
             composition=composition, delta_prime=delta_prime,
             register={str(k): path(v, f"register.{k}") for k, v in register.items()},
             ledger=path(data["ledger"], "ledger") if data.get("ledger") else None,
-            outputs=tuple(dict.fromkeys(outputs)),
+            outputs=tuple(dict.fromkeys(outputs)), intervals=intervals,
         )
 
     def load_policy(self) -> Policy:
@@ -255,7 +261,7 @@ class ReportSpec:
             "objective": self.objective, "composition": self.composition,
             "delta_prime": str(self.delta_prime) if self.delta_prime is not None else None,
             "ledger": self.ledger, "outputs": list(self.outputs),
-            "queries": [q.to_dict() for q in self.queries],
+            "intervals": self.intervals, "queries": [q.to_dict() for q in self.queries],
             "source": self.source, "sha256": self.sha256,
         }
 
@@ -761,34 +767,6 @@ def _required_fraction(sess: Any, q: ReportQuery, budget: Any,
 # ============================================================================== running
 
 
-class _Progress:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool | None = None
-                 ) -> None:
-        self.stream = stream or sys.stderr
-        self.total = total
-        self.enabled = (self.stream.isatty() if enabled is None else enabled) and total > 0
-        self.start = time.monotonic()
-
-    def update(self, done: int, label: str = "") -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * done / self.total)
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (self.total - done) if done else 0.0
-        text = (f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
-                f"{elapsed:5.1f}s eta {eta:5.1f}s {label[:30]:<30}")
-        self.stream.write(text)
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 @dataclass
 class ReportRun:
     """What ``run_report`` did: the plan, every result, the audit file and the ledger."""
@@ -808,6 +786,7 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
     :meth:`ReportSpec.ledger_path`); write results and ``OUT/audit.json``. Output formats and
     the directory are checked before anything is charged."""
     from privplan.audit import build_audit, write_audit
+    from privplan.progress import Progress
 
     out_dir = Path(out)
     audit_path = out_dir / "audit.json"
@@ -841,7 +820,7 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
         results: dict[str, Any] = {}
         files: dict[str, dict[str, Path]] = {}
         charged: list[tuple[PlannedReportQuery, Any, Any]] = []  # (query, result, entry)
-        bar = _Progress(len(plan.queries), enabled=progress)
+        bar = Progress(len(plan.queries), desc=spec.name, enabled=progress)
         res_dir = out_dir / "results"
         res_dir.mkdir(exist_ok=True)
         complete = False
@@ -851,7 +830,8 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
                 res = _sql(sess, pq)
                 entry = _entry_of(sess, res, pq.query.sql)
                 results[pq.query.name] = res
-                files[pq.query.name] = _write_result(res, res_dir, pq.query.name, spec.outputs)
+                files[pq.query.name] = _write_result(res, res_dir, pq.query.name, spec.outputs,
+                                                     intervals=spec.intervals)
                 charged.append((pq, res, entry))
             bar.update(len(plan.queries), "done")
             complete = True
@@ -905,10 +885,12 @@ def _check_writable(directory: Path) -> None:
                           "Nothing was charged. Fix: choose a writable --out.") from None
 
 
-def _write_result(res: Any, directory: Path, name: str, outputs: Sequence[str]
-                  ) -> dict[str, Path]:
+def _write_result(res: Any, directory: Path, name: str, outputs: Sequence[str], *,
+                  intervals: bool = True) -> dict[str, Path]:
+    """Write one result in each format: the same columns as ``Result.with_intervals()`` (each
+    noisy column, then its 95% interval where one is known), or the values alone."""
     out = {}
-    df = res.df
+    df = res.with_intervals() if intervals else res.df
     if "parquet" in outputs:
         path = directory / f"{name}.parquet"
         df.to_parquet(path, index=False)

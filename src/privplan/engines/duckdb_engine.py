@@ -212,12 +212,16 @@ class DuckDBEngine:
         strings, compressed numbers): queries over it run about as fast as over the source file
         and it takes ~10x less memory than a plain TEMP table, for a one-off cost when it is made.
         """
+        from privplan.progress import execute_with_progress
+
         name = _materialized_name(select_sql)
         qualified = f"{self._work_database()}.{name}"
         if name not in self._materialized:
             started = time.perf_counter()
             try:
-                self.con.execute(f"CREATE OR REPLACE TABLE {qualified} AS {select_sql}")
+                execute_with_progress(  # (a bar on a terminal only: this can take seconds)
+                    self.con, f"CREATE OR REPLACE TABLE {qualified} AS {select_sql}",
+                    desc="privplan: making the session's copy of the table")
                 self.con.execute(f"CHECKPOINT {self._work_database()}")
             except duckdb.Error as err:
                 raise ExecutionError(
