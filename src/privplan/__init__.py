@@ -18,7 +18,7 @@ import sys
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.errors import (
@@ -49,6 +49,11 @@ __all__ = [
     "connect",
 ]
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # (what a type checker sees; at run time these load on first use)
+    from privplan.policy import Policy
+    from privplan.result import Result
+    from privplan.session import Session, connect
 
 _LAZY = {"Policy": "privplan.policy", "Result": "privplan.result",
          "Session": "privplan.session", "connect": "privplan.session"}

@@ -142,6 +142,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
         from privplan.explain import readable_witness
 
         entries = sess.ledger.entries()  # (every entry verified from the chain's root)
+        if args.plot:
+            _save_budget_plot(sess, Path(args.plot))
         total = sess.accountant.total
         why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
         if args.json:
@@ -162,6 +164,24 @@ def cmd_budget(args: argparse.Namespace) -> int:
             print(f"  {e.query_id:>5}  +{e.marginal.describe():<14} -> "
                   f"{e.total_after.describe():<14} {' '.join(e.sql.split())[:80]}")
     return 0
+
+
+def _save_budget_plot(sess: Any, path: Path) -> None:
+    """Draw the ledger's budget over its queries into ``path`` (PNG, SVG or PDF)."""
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise PrivplanError(f"--plot {path}: the file name must end in .png, .svg or .pdf")
+    if not path.parent.is_dir():
+        raise PrivplanError(f"--plot {path}: the directory '{path.parent}' does not exist")
+    ax = sess.plot_budget()
+    try:
+        ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as err:
+        raise PrivplanError(f"--plot {path}: cannot write the file ({err.strerror})") from None
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(ax.figure)
+    print(f"privplan: budget plot written to {path}", file=sys.stderr)
 
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
@@ -221,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--policy", required=True, help="policy YAML file")
     budget.add_argument("--database", default=None, help="DuckDB file (optional)")
     budget.add_argument("--json", action="store_true", help="machine-readable output")
+    budget.add_argument("--plot", default=None, metavar="FILE",
+                        help="also draw the budget over the queries (.png/.svg/.pdf; needs "
+                             "matplotlib): composed vs sequential total, free queries marked")
     budget.set_defaults(func=cmd_budget)
 
     ledger = sub.add_parser("ledger", help="durable ledger tools")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
 from privplan.errors import PolicyError
+
+B = TypeVar("B")
+"""The privacy definition of the session that released the result (``PureDP`` …)."""
 
 
 class AnswerFrame(pd.DataFrame):
@@ -38,14 +41,14 @@ class ColumnAccuracy:
 
 
 @dataclass
-class Result:
+class Result(Generic[B]):
     """``df``: noisy answers; ``cost``: what this query added to the session's composed total;
     ``query_cost``: the query's own composed cost; ``accuracy``: per output column;
     ``intervals``: per-row 95% intervals (``<col>_low``/``<col>_high``) where available."""
 
     df: pd.DataFrame
-    cost: Any
-    query_cost: Any
+    cost: B
+    query_cost: B
     accuracy: dict[str, ColumnAccuracy]
     intervals: pd.DataFrame
     explanation: Any = None
@@ -94,6 +97,15 @@ class Result:
                     out[name] = self.intervals[name].to_numpy()
                     cols.append(name)
         return out[cols]
+
+    def plot(self, y: str | list[str] | None = None, x: str | list[str] | None = None, *,
+             ax: Any = None, title: str | None = None) -> Any:
+        """Bars of the noisy column(s) over the group keys, each with its 95% interval (needs
+        matplotlib: ``pip install 'privplan[plot]'``). Returns the matplotlib Axes; see
+        :func:`privplan.plot.plot_result`."""
+        from privplan.plot import plot_result
+
+        return plot_result(self, y, x, ax=ax, title=title)
 
     def __repr__(self) -> str:
         return f"Result(cost={self.cost!r}, rows={len(self.df)})\n{self.df.to_string()}"

@@ -19,7 +19,8 @@ from dataclasses import replace
 from decimal import Decimal
 from numbers import Real
 from pathlib import Path
-from typing import Any
+from fractions import Fraction
+from typing import Any, Generic, TypeVar, overload
 
 import duckdb
 import pandas as pd
@@ -60,6 +61,12 @@ from privplan.sql.parse import parse_statement
 from privplan.sql.plan import CorePlan
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
+
+B = TypeVar("B", PureDP, ApproxDP, ZCDP, GDP)
+"""The session's privacy definition: every cost and total of a session is a value of it."""
+Num = float | Fraction | Decimal
+"""A budget parameter (an int is a float to a type checker)."""
+Clamps = Mapping[str, tuple[float, float]]
 
 
 def _query_groups(value: Any) -> int | None:
@@ -134,8 +141,12 @@ def _param_hint(kind: type) -> str:
             GDP: "mu="}[kind]
 
 
-class Session:
-    """A private database session. Create with :func:`privplan.connect`."""
+class Session(Generic[B]):
+    """A private database session. Create with :func:`privplan.connect`.
+
+    Generic in its privacy definition (``Session[PureDP]`` …), so that a type checker catches a
+    query budget or a cost read of another kind (``rho=`` on a pure-DP session,
+    ``spent().rho``), as the session itself refuses them at run time."""
 
     @privplan_errors
     def __init__(
@@ -143,7 +154,7 @@ class Session:
         database: str | Path | duckdb.DuckDBPyConnection,
         *,
         policy: Policy | str | Path | Mapping[str, Any],
-        budget: Any,
+        budget: B,
         ledger: Any = None,
         exact_limit: int | None = None,
         prepare: bool = False,
@@ -154,8 +165,8 @@ class Session:
             raise PolicyError(
                 "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
                 f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
-        self.budget = budget
-        self.kind = type(budget)
+        self.budget: B = budget
+        self.kind: type[B] = type(budget)
         data_file = _data_file(database, self.policy)
         self.ledger = open_ledger(ledger)
         self.ledger.claim()
@@ -185,6 +196,23 @@ class Session:
         self._not_null_checked.discard(table.name)
         self._public_schema = None
 
+    @overload
+    def explain(self: Session[PureDP], sql: str, *, epsilon: Num | None = ...,
+                budget: PureDP | None = ..., max_groups_contributed: int | None = ...,
+                clamps: Clamps | None = ...) -> Explanation: ...
+    @overload
+    def explain(self: Session[ApproxDP], sql: str, *, epsilon: Num | None = ...,
+                delta: Num | None = ..., budget: ApproxDP | None = ...,
+                max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
+                ) -> Explanation: ...
+    @overload
+    def explain(self: Session[ZCDP], sql: str, *, rho: Num | None = ...,
+                budget: ZCDP | None = ..., max_groups_contributed: int | None = ...,
+                clamps: Clamps | None = ...) -> Explanation: ...
+    @overload
+    def explain(self: Session[GDP], sql: str, *, mu: Num | None = ..., budget: GDP | None = ...,
+                max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
+                ) -> Explanation: ...
     @privplan_errors
     def explain(self, sql: str, **budget: Any) -> Explanation:
         """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing.
@@ -203,8 +231,27 @@ class Session:
         return explain_planned(planned, preview, self.accountant.total, self.budget,
                                history=queries_of(self.accountant.mechanisms()))
 
+    # (one signature per privacy definition: the budget keywords of the session's kind only;
+    # none at all is right for a BigQuery-syntax query, which carries its own)
+    @overload
+    def sql(self: Session[PureDP], sql: str, *, epsilon: Num | None = ...,
+            budget: PureDP | None = ..., max_groups_contributed: int | None = ...,
+            clamps: Clamps | None = ...) -> Result[PureDP]: ...
+    @overload
+    def sql(self: Session[ApproxDP], sql: str, *, epsilon: Num | None = ...,
+            delta: Num | None = ..., budget: ApproxDP | None = ...,
+            max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
+            ) -> Result[ApproxDP]: ...
+    @overload
+    def sql(self: Session[ZCDP], sql: str, *, rho: Num | None = ..., budget: ZCDP | None = ...,
+            max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
+            ) -> Result[ZCDP]: ...
+    @overload
+    def sql(self: Session[GDP], sql: str, *, mu: Num | None = ..., budget: GDP | None = ...,
+            max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
+            ) -> Result[GDP]: ...
     @privplan_errors
-    def sql(self, sql: str, **budget: Any) -> Result:
+    def sql(self, sql: str, **budget: Any) -> Result[Any]:
         """Answer ``sql`` with DP, charging the composed cost before anything is released.
 
         ``budget``: ``epsilon=`` (and ``delta=``), ``rho=``, ``mu=`` or ``budget=``; and
@@ -279,7 +326,7 @@ class Session:
         over its noisy answer alone: post-processing, free of privacy cost. The per-column
         accuracy describes the inner answer (the outer may reshape it)."""
         self._check_nested(nested, budget)
-        inner = self.sql(nested.inner, **budget)
+        inner: Result[Any] = self.sql(nested.inner, **budget)
         df = post_process(nested.outer, {INNER: inner.df})
         note = ("the outer query post-processes the DP subquery's answer; accuracy and "
                 "intervals are those of the subquery's columns")
@@ -288,7 +335,7 @@ class Session:
                       explanation=inner.explanation, notes=[*inner.notes, note])
 
     @privplan_errors
-    def spent(self) -> Any:
+    def spent(self) -> B:
         """The composed cost of everything released so far (general composition theorem),
         including what other sessions sharing this ledger have charged. Before this session has
         planned anything it is the total the ledger's last (verified) entry recorded."""
@@ -299,14 +346,31 @@ class Session:
         return self.accountant.total.cost
 
     @privplan_errors
-    def remaining(self) -> Any:
+    def remaining(self) -> B:
         return self.budget - self.spent()
+
+    @privplan_errors
+    def budget_history(self) -> pd.DataFrame:
+        """One row per query in the ledger: its cost alone, what it added to the composed
+        total, the total after it, and the sequential total (see
+        :func:`privplan.plot.budget_history`)."""
+        from privplan.plot import budget_history
+
+        return budget_history(self)
+
+    @privplan_errors
+    def plot_budget(self, *, ax: Any = None, title: str | None = None) -> Any:
+        """The composed total after each query next to the sequential total, the budget as a
+        line, free (disjoint) queries marked (needs matplotlib). Returns the matplotlib Axes."""
+        from privplan.plot import plot_budget
+
+        return plot_budget(self, ax=ax, title=title)
 
     def close(self) -> None:
         self.engine.close()
         self.ledger.close()
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Session[B]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -644,12 +708,12 @@ def _as_policy(policy: Any) -> Policy:
 def connect(
     database: str | Path | duckdb.DuckDBPyConnection = ":memory:",
     *,
-    policy: Any,
-    budget: Any,
+    policy: Policy | str | Path | Mapping[str, Any],
+    budget: B,
     ledger: Any = None,
     exact_limit: int | None = None,
     prepare: bool = False,
-) -> Session:
+) -> Session[B]:
     """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection).
 
     ``prepare=True`` trades a one-off cost for speed in long sessions: the first query over a

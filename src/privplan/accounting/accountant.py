@@ -89,6 +89,13 @@ class Accountant:
         self._solvers, self._total = solvers, total
         return total
 
+    def alone(self, mechanisms: Sequence[MechanismSpec]) -> Composition:
+        """The composed cost of ``mechanisms`` with an empty history, under the same table
+        models: what one query would cost on its own (the sequential-composition baseline a
+        budget plot compares with). Nothing is recorded."""
+        fresh = Accountant(self._tables, self._kind, exact_limit=self._exact_limit)
+        return fresh.preview(mechanisms)
+
     def export_state(self) -> list[SolverState]:
         """Every table's solver as plain values, in order of first admission (a checkpoint)."""
         return [s.export_state() for s in self._solvers.values()]
