@@ -42,11 +42,12 @@ SELECT COUNT(*) OVER () AS n FROM visits;
 --      filter is not, and SQL randomness is never used as noise.
 SELECT COUNT(*) AS n FROM visits WHERE random() < 0.5;
 
--- title: MAX is refused
+-- title: MODE is refused
 -- budget: epsilon=1.0
--- expect-error: UnsupportedQueryError: MAX(cost)
--- why: A maximum depends on a single record (unbounded sensitivity under the Laplace mechanism).
-SELECT MAX(cost) AS top FROM visits;
+-- expect-error: UnsupportedQueryError: MODE(department)
+-- why: The most frequent value is not one of the answered aggregates (a DP mode would be a
+--      selection mechanism of its own); counting per group and taking the top row is.
+SELECT MODE(department) AS top FROM visits;
 
 -- title: SUM(DISTINCT) is refused
 -- budget: epsilon=1.0

@@ -732,3 +732,22 @@ def test_fingerprint_falls_back_to_pandas_when_duckdb_cannot_read_a_column(
     edited = unmarked(frame)
     edited.loc[0, "cost"] += 1
     assert ppd._fingerprint(edited) != fp
+
+
+def test_median_and_quantile_helpers_are_quantile_queries() -> None:
+    from privplan.testing import noise_disabled
+
+    frame = pd.DataFrame({"grp": ["a", "a", "a", "b", "b"], "x": [1, 5, 9, 2, 4],
+                          "marker": [7.5, 1.0, 2.0, 3.0, 4.0]})
+    frame.dp.configure(bounds={"x": (0, 10), "marker": (0, 10)}, budget=pp.PureDP(10),
+                       public_values={"grp": ["a", "b"]})
+    with noise_disabled():
+        med = frame.dp.median("x", by="grp", epsilon=1)
+        top = frame.dp.where("grp = 'a'").quantile("x", 1, epsilon=1)
+    assert med["x"].tolist() == [5, 2]  # the lower median of (2, 4): a 0.5-quantile
+    assert "rows of rank" in med.attrs["privplan_accuracy"]["x"].method
+    assert top["x"].tolist() == [9]
+    assert "MEDIAN" in med.attrs["privplan_sql"]
+    with pytest.raises(pp.UnsupportedQueryError, match="between 0 and 1"):
+        frame.dp.quantile("x", "0.5; DROP TABLE t", epsilon=1)  # type: ignore[arg-type]
+    assert frame.dp.median("x", epsilon=1, explain=True).mechanisms[0].label == "MEDIAN(x)"

@@ -405,3 +405,30 @@ def test_column_errors_match_result_accuracy(tmp_path: Path, demo_db: Path) -> N
     for e in errors:
         assert res.accuracy[e.column].std == e.std
         assert res.accuracy[e.column].halfwidth == e.halfwidth_95
+
+
+def test_a_report_with_quantiles_runs_and_its_audit_verifies(tmp_path: Path,
+                                                             demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db)
+    spec = ReportSpec.from_dict({
+        "database": "demo.duckdb", "policy": "policy.yaml", "budget": {"epsilon": 1},
+        "queries": {
+            "kids": "SELECT COUNT(*) AS n FROM visits WHERE age < 18",
+            "medians": "SELECT hospital, MEDIAN(cost) AS m, COUNT(*) AS n FROM visits "
+                       "GROUP BY hospital",
+            "longest": "SELECT MAX(length_of_stay) AS longest FROM visits WHERE age >= 65"}},
+        base_dir=ws)
+    plan = plan_report(spec, ledger=None)
+    errors = {e.column: e for e in next(q for q in plan.queries
+                                        if q.query.name == "medians").errors}
+    assert errors["m"].std is None and "rows of rank" in errors["m"].method
+    assert "m: with 95% probability within" in str(plan)
+    run = run_report(spec, ws / "out", progress=False)
+    medians = pd.read_csv(run.files["medians"]["csv"])
+    assert list(medians.columns) == ["hospital", "m", "n", "n_low", "n_high"]
+    assert medians["m"].between(0, 20000).all() and (medians["m"] % 50 == 0).all()
+    result = verify_audit(run.audit_path)
+    assert result.ok, str(result)
+    record = next(m for q in json.loads(run.audit_path.read_text())["queries"]
+                  for m in q["mechanisms"] if m["measure"] == "quantile")
+    assert record["noise"]["type"] == "exponential" and record["rank_error_95"] > 0

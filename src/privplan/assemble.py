@@ -15,6 +15,7 @@ import pandas as pd
 
 from privplan.engines.duckdb_engine import post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
+from privplan.mechanisms.exponential import quantile_utilities
 from privplan.mechanisms.accuracy import (
     interval_halfwidth,
     joint_halfwidths,
@@ -62,6 +63,9 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     keep = np.ones(n, dtype=bool)
     for p in planned:
         col = measure_column(p.measure)
+        if p.measure.kind == "quantile":
+            noisy[col] = _quantile_values(p, exact[col], draw)
+            continue
         values = exact[col].to_numpy(dtype=np.int64, na_value=0)
         noised = values + p.noise.sample(n) if draw else values
         if p.measure.kind == "select_count":
@@ -81,6 +85,30 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
     if not keep.all():
         frame = frame[keep].reset_index(drop=True)
     return frame
+
+
+def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np.ndarray:
+    """Each group's quantile: the exponential mechanism's pick among the grid cells lo..hi,
+    from the group's histogram of rows per cell (a dict; NULL for a group without rows), in
+    column units (cell g is the value g·resolution). ``draw=False``: stand-in values."""
+    m = p.measure
+    assert m.quantile is not None
+    cells = m.hi - m.lo + 1
+    if not draw:
+        picks = np.zeros(len(histograms), dtype=np.int64)
+    else:
+        utilities = []
+        for hist in histograms.tolist():
+            counts = np.zeros(cells, dtype=np.int64)
+            if isinstance(hist, dict) and hist:
+                index = np.fromiter(hist.keys(), dtype=np.int64, count=len(hist)) - m.lo
+                counts[index] = np.fromiter(hist.values(), dtype=np.int64, count=len(hist))
+            utilities.append(quantile_utilities(counts, m.quantile))
+        picks = p.noise.select(utilities, m.sensitivity)
+    grid = picks + m.lo
+    if m.resolution == 1:
+        return grid
+    return grid * float(m.resolution)
 
 
 _CHECKED: dict[tuple[Any, ...], bool] = {}
@@ -212,6 +240,18 @@ def assemble(
         if use is None or i >= df.shape[1]:
             continue
         column = df.iloc[:, i]  # by position: two outputs may share a name
+        if use.func == "quantile":
+            p = by_id[use.quantile]  # type: ignore[index]
+            m = p.measure
+            assert m.quantile is not None
+            rank = p.noise.rank_error(m.hi - m.lo + 1, m.sensitivity, m.quantile)
+            accuracy[name] = ColumnAccuracy(
+                column=name, std=None, halfwidth=None,
+                method=f"{p.noise.describe()} over {m.hi - m.lo + 1} values "
+                       f"{float(m.lo * m.resolution):g}..{float(m.hi * m.resolution):g} (step "
+                       f"{float(m.resolution):g}); with 95% probability within "
+                       f"{rank:.3g} rows of rank of the true quantile")
+            continue
         if use.func in ("count", "sum"):
             mid = use.count if use.sum is None else use.sum
             p = by_id[mid]

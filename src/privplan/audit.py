@@ -46,6 +46,7 @@ from privplan.accounting.model import TableModel, UnitModel
 from privplan.accounting.solver import compose
 from privplan.analysis.region_sql import region_to_sql
 from privplan.ledger_codec import decode_cost, decode_mechanism, encode_cost, encode_mechanism
+from privplan.mechanisms.exponential import ExponentialMechanism
 from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 
 __all__ = ["FORMAT", "AuditCheck", "AuditResult", "build_audit", "canonical_hash",
@@ -84,6 +85,9 @@ def _noise(noise: Any) -> dict[str, Any]:
     if isinstance(noise, DiscreteGaussian):
         s = noise.sigma2
         return {"type": "discrete_gaussian", "sigma2": f"{s.numerator}/{s.denominator}"}
+    if isinstance(noise, ExponentialMechanism):
+        e = noise.epsilon
+        return {"type": "exponential", "epsilon": f"{e.numerator}/{e.denominator}"}
     raise TypeError(f"unknown noise {noise!r}")
 
 
@@ -97,6 +101,19 @@ def _mechanism_record(spec: Any, planned: Any) -> dict[str, Any]:
     from privplan.mechanisms.accuracy import interval_halfwidth
 
     scale = float(planned.measure.scale)
+    if planned.measure.kind == "quantile":  # its error is in rows of rank, not column units
+        m = planned.measure
+        return {
+            "id": spec.id, "label": spec.label, "table": spec.table,
+            "region_sql": region_to_sql(spec.region), "mechanism": encode_mechanism(spec),
+            "measure": m.kind, "sensitivity": m.sensitivity, "value_scale": str(m.scale),
+            "quantile": str(m.quantile), "candidates": [m.lo, m.hi],
+            "noise": _noise(planned.noise), "noise_describe": planned.noise.describe(),
+            "noise_std": None, "halfwidth_95": None,
+            "rank_error_95": planned.noise.rank_error(m.hi - m.lo + 1, m.sensitivity,
+                                                      m.quantile),
+            "threshold": None, "cost": _cost(spec.cost),
+        }
     return {
         "id": spec.id, "label": spec.label, "table": spec.table,
         "region_sql": region_to_sql(spec.region),
@@ -432,6 +449,11 @@ def _noise_problem(rec: Mapping[str, Any], m: Any, kind: type) -> str:
             mech: Any = DiscreteLaplace(Fraction(noise["scale"]))
         elif noise.get("type") == "discrete_gaussian":
             mech = DiscreteGaussian(Fraction(noise["sigma2"]))
+        elif noise.get("type") == "exponential":  # its cost is a function of ε alone
+            expected = ExponentialMechanism(Fraction(noise["epsilon"])).cost(kind)
+            return "" if expected == m.cost else (
+                f"cost {m.cost.describe()} but the exponential mechanism costs "
+                f"{expected.describe()}")
         else:
             return f"unknown noise {noise.get('type')!r}"
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:

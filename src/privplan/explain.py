@@ -27,13 +27,16 @@ class MechanismExplanation:
     partition: str | None
     sensitivity: int
     noise: str
-    noise_std: float
-    halfwidth_95: float
+    noise_std: float | None  # None for a quantile (its error is in ranks: rank_error_95)
+    halfwidth_95: float | None
     cost: Any
     threshold: int | None = None
     notes: tuple[str, ...] = ()
     relations: tuple[str, ...] = ()
     step: Any = 1  # the grid step of a SUM (1 for counts): sensitivity and noise are in steps
+    rank_error_95: float | None = None  # a quantile: rows of rank from the true one (95%)
+    quantile: Any = None  # a quantile's q (a Fraction)
+    grid: tuple[int, int] = (0, 0)  # a quantile's candidate cells lo..hi (times ``step``)
 
     @property
     def sensitivity_in_units(self) -> float:
@@ -53,6 +56,15 @@ class MechanismExplanation:
             return f"{kind}, sigma {sigma * step:.4g}"
         return self.noise
 
+    def label_denominator(self) -> int:
+        """The denominator b of a quantile's q = a/b (its utilities are scaled by b)."""
+        return self.quantile.denominator if self.quantile is not None else 1
+
+    def noise_grid(self) -> str:
+        """A quantile's candidate values: lo..hi in steps of the grid."""
+        lo, hi = self.grid
+        return f"{float(lo * self.step):g}..{float(hi * self.step):g} step {float(self.step):g}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "label": self.label, "table": self.table, "region": self.region,
@@ -61,7 +73,7 @@ class MechanismExplanation:
             "noise": self.noise,
             "noise_std": self.noise_std, "halfwidth_95": self.halfwidth_95,
             "cost": self.cost.describe(), "threshold": self.threshold, "notes": list(self.notes),
-            "relations": list(self.relations),
+            "relations": list(self.relations), "rank_error_95": self.rank_error_95,
         }
 
 
@@ -104,6 +116,16 @@ class Explanation:
         for m in self.mechanisms:
             part = f" per group of ({m.partition})" if m.partition else ""
             thr = f", released if noisy count >= {m.threshold}" if m.threshold is not None else ""
+            if m.rank_error_95 is not None:  # a quantile: its error is in rows of rank
+                lines.append(
+                    f"  {m.id}  {m.label}{part}\n"
+                    f"      region: {m.region}\n"
+                    f"      rank sensitivity {m.sensitivity} (in 1/{m.label_denominator()} rows), "
+                    f"{m.noise} over values {m.noise_grid()} (95%: within {m.rank_error_95:.3g} "
+                    f"rows of rank of the true quantile); cost {m.cost.describe()}")
+                lines.extend(f"      note: {note}" for note in m.notes)
+                lines.extend(f"      {rel}" for rel in m.relations)
+                continue
             lines.append(
                 f"  {m.id}  {m.label}{part}\n"
                 f"      region: {m.region}\n"
@@ -203,16 +225,21 @@ def explain_planned(
         def show(text: str, joins: list = core.joins, right: str | None = right) -> str:
             return display(text, joins, right) if joins or right else text
 
+        m = p.measure
+        quantile = m.kind == "quantile"
         mechs.append(MechanismExplanation(
-            id=p.spec.id, label=p.measure.label, table=p.spec.table,
-            region=show(region_to_sql(p.measure.region)),
+            id=p.spec.id, label=m.label, table=p.spec.table,
+            region=show(region_to_sql(m.region)),
             partition=show(", ".join(p.spec.partition.keys)) if p.spec.partition else None,
-            sensitivity=p.measure.sensitivity, noise=p.noise.describe(),
-            noise_std=p.noise.std() * scale,
-            halfwidth_95=interval_halfwidth(p.noise) * scale,
+            sensitivity=m.sensitivity, noise=p.noise.describe(),
+            noise_std=None if quantile else p.noise.std() * scale,
+            halfwidth_95=None if quantile else interval_halfwidth(p.noise) * scale,
             cost=p.spec.cost, threshold=p.threshold,
-            notes=tuple(show(n) for n in p.measure.region.notes),
-            relations=_relations(p.spec, history or {}), step=p.measure.scale,
+            notes=tuple(show(n) for n in m.region.notes),
+            relations=_relations(p.spec, history or {}), step=m.scale,
+            rank_error_95=(p.noise.rank_error(m.hi - m.lo + 1, m.sensitivity, m.quantile)
+                           if quantile else None),
+            quantile=m.quantile, grid=(m.lo, m.hi),
         ))
     notes: list[str] = []
     for core in planned.plan.cores:

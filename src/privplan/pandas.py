@@ -792,11 +792,11 @@ def _parse_predicate(predicate: str) -> str:
 
 
 def _helper_sql(table: str, func: str, column: str | None, by: Sequence[str],
-                predicates: Sequence[str]) -> str:
+                predicates: Sequence[str], extra: str = "") -> str:
     if column is None:
         value, alias = "COUNT(*)", "count"
     else:
-        value, alias = f"{func}({_ident(column)})", column
+        value, alias = f"{func}({_ident(column)}{extra})", column
     if alias.lower() in (b.lower() for b in by):
         raise UnsupportedQueryError(
             f"the output column '{alias}' would clash with a by column of the same name; use "
@@ -881,8 +881,9 @@ class DPView:
         return view
 
     def _ask(self, func: str, column: str | None, by: Any, budget: dict[str, Any],
-             explain: bool) -> Any:
-        sql = _helper_sql(self._state.table, func, column, _by_list(by), self._predicates)
+             explain: bool, extra: str = "") -> Any:
+        sql = _helper_sql(self._state.table, func, column, _by_list(by), self._predicates,
+                          extra)
         if explain:
             return self._state.explain(sql, budget)
         return _answer_frame(self._state.sql(sql, budget), sql)
@@ -909,6 +910,26 @@ class DPView:
         """Noisy mean of ``column`` (noisy SUM / noisy COUNT, clamped to its bounds), per group
         of ``by``; per-row 95% intervals in ``<column>_low``/``<column>_high``."""
         return self._ask("AVG", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
+                         explain)
+
+    def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
+                 epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
+                 budget: Any = None, explain: bool = False) -> Any:
+        """Noisy ``q``-quantile of ``column`` (0 <= q <= 1; the exponential mechanism over a
+        grid of candidates across its bounds), per group of ``by``. No interval columns: its
+        accuracy, in rows of rank, is in ``attrs['privplan_accuracy']``."""
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 1:
+            raise UnsupportedQueryError(f"quantile q={q!r}: pass one number between 0 and 1, "
+                                        "e.g. 0.9")
+        return self._ask("QUANTILE_DISC", column, by,
+                         _budget_kwargs(epsilon, delta, rho, mu, budget), explain,
+                         extra=f", {float(q)!r}")
+
+    def median(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
+               delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
+               explain: bool = False) -> Any:
+        """Noisy median of ``column``: :meth:`quantile` with q = 0.5."""
+        return self._ask("MEDIAN", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
     def spent(self) -> Any:
@@ -1195,6 +1216,20 @@ class DPAccessor:
         """Noisy ``AVG(column)`` (noisy sum / noisy count), per group of ``by``."""
         return DPView(self._state()).mean(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                           mu=mu, budget=budget, explain=explain)
+
+    def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
+                 epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
+                 budget: Any = None, explain: bool = False) -> Any:
+        """Noisy ``q``-quantile of ``column`` per group of ``by`` (see DPView.quantile)."""
+        return DPView(self._state()).quantile(column, q, by, epsilon=epsilon, delta=delta,
+                                              rho=rho, mu=mu, budget=budget, explain=explain)
+
+    def median(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
+               delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
+               explain: bool = False) -> Any:
+        """Noisy median of ``column`` per group of ``by`` (the 0.5-quantile)."""
+        return DPView(self._state()).median(column, by, epsilon=epsilon, delta=delta, rho=rho,
+                                            mu=mu, budget=budget, explain=explain)
 
     # -- budget --------------------------------------------------------------------------------
     def spent(self) -> Any:

@@ -24,6 +24,7 @@ from privplan.accounting.model import Growth, MechanismSpec, Partition, TableMod
 from privplan.accounting.solver import Composition, compose
 from privplan.errors import InternalError, UnsupportedQueryError
 from privplan.mechanisms import noise as noiselib
+from privplan.mechanisms.exponential import ExponentialMechanism
 from privplan.sql.plan import CorePlan, Measure, QueryPlan
 
 SELECTION_DELTA_SHARE = Fraction(1)  # all of δ goes to partition selection (counts use δ = 0)
@@ -35,7 +36,7 @@ class PlannedMeasure:
 
     measure: Measure
     core: int
-    noise: Any  # DiscreteLaplace | DiscreteGaussian
+    noise: Any  # DiscreteLaplace | DiscreteGaussian | ExponentialMechanism (quantiles)
     spec: MechanismSpec
     threshold: int | None = None  # partition selection: release groups with noisy count ≥ this
 
@@ -75,7 +76,9 @@ def growth_of(m: Measure, kind: type) -> Growth:
     one row; r rows move it by r times that sensitivity, and additive noise then loses r times
     the privacy (pure ε; the ε of Laplace noise under (ε, δ), where counts use δ = 0) or r²
     times (ρ of the discrete Gaussian; μ² of Laplace noise under GDP, since μ = pure_to_gdp(ε)
-    is concave in ε, so μ(r·ε) <= r·μ(ε)). Distinct-unit counts and partition selection move
+    is concave in ε, so μ(r·ε) <= r·μ(ε)). A quantile's rank utility moves by r times its
+    one-row sensitivity too, and the exponential mechanism's loss is r·ε (pure), (r·ε)²/8 (ρ)
+    or pure_to_gdp(r·ε): the same growths. Distinct-unit counts and partition selection move
     by at most one per unit whatever its rows: flat.
     """
     if not m.per_row:
@@ -136,6 +139,11 @@ def plan_costs(
         share = kind.from_weights(tuple(w * f for w, f in zip(spec.cost.weights(), factors)))
         if m.kind == "select_count":
             noise, threshold, cost = _selection(m, share)
+        elif m.kind == "quantile":  # the exponential mechanism: its ε is the whole share
+            if kind is ApproxDP:
+                share = ApproxDP(share.exact_epsilon, 0)
+            noise = ExponentialMechanism.calibrate(share)
+            cost, threshold = noise.cost(kind), None
         else:
             if kind is ApproxDP:
                 share = ApproxDP(share.exact_epsilon, 0)

@@ -410,6 +410,13 @@ def column_errors(planned: PlannedQuery) -> list[ColumnError]:
     for _, name, use in output_items(planned.plan.cores[0]):
         if use is None:
             continue
+        if use.func == "quantile":
+            p = by_id[use.quantile]  # type: ignore[index]
+            m = p.measure
+            rank = p.noise.rank_error(m.hi - m.lo + 1, m.sensitivity, m.quantile)
+            out.append(ColumnError(name, None, None, f"{p.noise.describe()}; with 95% "
+                                   f"probability within {rank:.3g} rows of rank"))
+            continue
         if use.func in ("count", "sum"):
             mid = use.count if use.sum is None else use.sum
             p = by_id[mid]
@@ -566,6 +573,7 @@ class ReportPlan:
         for q in self.queries:
             errs = "; ".join(
                 f"{e.column}: std {e.std:.4g}, 95% ±{e.halfwidth_95:.4g}" if e.std is not None
+                else f"{e.column}: {e.method.split('; ', 1)[1]}" if "rows of rank" in e.method
                 else f"{e.column}: per-row interval" for e in q.errors)
             tgt = ""
             if q.targets:

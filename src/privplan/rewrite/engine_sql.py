@@ -196,6 +196,8 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
             m.kind == "select_count" and m.column is not None) else ""
         return f"COUNT({distinct}{arg}){filt}"
     g = stored if stored is not None else _grid_value(m, column_type or "float")
+    if m.kind == "quantile":  # the rows per grid cell: the exponential mechanism's input
+        return f"histogram({g}){filt}"
     if m.centre:  # a centred sum (AVG, VAR): of g - c, which lies in [lo - c, hi - c]
         g = f"({g} - {int(m.centre)})"
     if m.kind == "sum":
@@ -375,7 +377,9 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
         for i in range(len(domains))
     )
     cols = [f"__dom.{key_column(i)} AS {key_column(i)}" for i in range(len(domains))]
-    cols += [f"COALESCE(__agg.{measure_column(m)}, 0) AS {measure_column(m)}" for m in measures]
+    cols += [f"__agg.{measure_column(m)} AS {measure_column(m)}" if m.kind == "quantile"
+             else f"COALESCE(__agg.{measure_column(m)}, 0) AS {measure_column(m)}"
+             for m in measures]  # (an empty group's histogram stays NULL: no rows)
     return (f"WITH __agg AS ({inner}), __dom AS ({dom_sql}) "
             f"SELECT {', '.join(cols)} FROM __dom LEFT JOIN __agg ON {on}")
 

@@ -38,6 +38,8 @@ def derived_values(use: AggregateUse, frame: pd.DataFrame) -> np.ndarray:
         return c if use.multiplier == 1 else c * use.multiplier
     if use.func == "sum":
         return frame[measure_id_column(use.sum)].to_numpy()
+    if use.func == "quantile":  # the exponential mechanism's pick, already in column units
+        return frame[measure_id_column(use.quantile)].to_numpy()
     c = frame[measure_id_column(use.count)].to_numpy(dtype=np.float64)
     s = frame[measure_id_column(use.sum)].to_numpy(dtype=np.float64)
     lo, hi = float(use.lower), float(use.upper)

@@ -8,8 +8,9 @@ refused with the construct, its position, the reason and the fix.
 
 from __future__ import annotations
 
-from fractions import Fraction
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
@@ -19,6 +20,7 @@ from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
+from privplan.mechanisms.exponential import rank_sensitivity
 from privplan.policy import ColumnPolicy, Policy, TablePolicy
 from privplan.sql.joins import (
     join_index,
@@ -42,6 +44,14 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
     exp.Stddev: "stddev_samp",
     exp.StddevSamp: "stddev_samp",
 }
+_QUANTILES: dict[type[exp.Expression], str] = {
+    exp.Median: "MEDIAN", exp.PercentileCont: "PERCENTILE_CONT",
+    exp.PercentileDisc: "PERCENTILE_DISC", exp.ApproxQuantile: "APPROX_QUANTILE",
+    exp.Min: "MIN", exp.Max: "MAX",
+}
+QUANTILE_CELLS = 1000
+"""Most grid cells a quantile chooses among: the engine's histogram per group has at most
+this many entries, and the answer's granularity is the range over about this many."""
 _NUMERIC = ("int", "float")
 SQUARE_STEPS = 2**11  # (2^11)^2 * 2^40 rows = 2^62: the grid.check_no_overflow limit
 
@@ -124,6 +134,7 @@ class _CoreBuilder:
         self.select_aliases = {
             item.alias.lower(): item.this for item in s.expressions if isinstance(item, exp.Alias)
         }
+        _within_group_as_arguments(s)
         self._check_columns_everywhere()
         where_node = s.args.get("where")
         where = where_node.this if where_node is not None else None
@@ -354,7 +365,8 @@ class _CoreBuilder:
                     isinstance(node, exp.AggFunc) and isinstance(node.parent, exp.Filter)
                 ):
                     found.append(node)
-                elif isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES:
+                elif (isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES
+                      and type(node) not in _QUANTILES):
                     self._refuse_aggregate(node)
         # SUMs first: an AVG/VAR of a column the query also sums shares that SUM's measure
         # (one mechanism fewer) instead of adding a centred sum of its own
@@ -366,8 +378,9 @@ class _CoreBuilder:
     def _refuse_aggregate(self, node: exp.Expression) -> None:
         name = node.sql(dialect="duckdb")
         refuse(self.sql, node, f"aggregate {name} refused",
-               "only COUNT, SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE and STDDEV(_POP/_SAMP) are "
-               "answered (MIN, MAX, medians and quantiles depend on single records).",
+               "privplan answers COUNT, SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE, "
+               "STDDEV(_POP/_SAMP), and MEDIAN, PERCENTILE_CONT/_DISC, QUANTILE_CONT/_DISC, "
+               "APPROX_QUANTILE, MIN and MAX of a bounded numeric column.",
                "Use one of the supported aggregates, or bucket the column and COUNT per bucket.")
 
     def _aggregate(self, node: exp.Expression) -> None:
@@ -379,6 +392,9 @@ class _CoreBuilder:
         if isinstance(node, exp.Filter):
             cond = node.expression.this
             agg = node.this
+        if type(agg) in _QUANTILES:
+            self._quantile(key, agg, cond)
+            return
         if type(agg) not in _AGGREGATES:
             self._refuse_aggregate(agg)
         for sub in agg.find_all(exp.AggFunc):
@@ -445,6 +461,69 @@ class _CoreBuilder:
             return
         use = self._derive(key, func, column, cond, multiplier, agg)
         self.aggregates[key] = use
+
+    def _quantile(self, key: str, agg: exp.Expression, cond: exp.Expression | None) -> None:
+        """MEDIAN / PERCENTILE_* / QUANTILE_* / APPROX_QUANTILE / MIN / MAX of a bounded
+        numeric column: one exponential-mechanism measure over a grid of at most
+        :data:`QUANTILE_CELLS` cells of the column's bounds (MIN and MAX are the 0- and
+        1-quantiles: DP estimates that may lie inside the data's range, not its extremes)."""
+        name = agg.sql(dialect="duckdb").split("(", 1)[0].upper()  # as written (or DuckDB's)
+        for sub in agg.find_all(exp.AggFunc):
+            if sub is not agg:
+                refuse(self.sql, sub, "nested aggregate refused", "aggregates cannot nest.",
+                       "Compute the inner aggregate in its own query.")
+        arg = agg.this
+        if name in ("MEDIAN", "MIN", "MAX"):
+            q = {"MEDIAN": Fraction(1, 2), "MIN": Fraction(0), "MAX": Fraction(1)}[name]
+        else:
+            raw = agg.args.get("quantile") or agg.args.get("expression")
+            value = _literal_value(raw)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0 <= value <= 1):
+                refuse(self.sql, agg, f"{name} refused",
+                       "its quantile must be one number between 0 and 1 written in the query "
+                       "(a list of quantiles or a computed one is not answered).",
+                       f"Write e.g. {name}(x, 0.9) or PERCENTILE_CONT(0.9) WITHIN GROUP "
+                       "(ORDER BY x), one quantile per aggregate.")
+            q = Fraction(str(raw.this)) if isinstance(raw, exp.Literal) else Fraction(value)
+        if isinstance(arg, exp.Distinct) or not isinstance(arg, exp.Column) or (
+                arg.name.startswith("__pub")):
+            refuse(self.sql, agg, f"{name} of this argument refused",
+                   "a quantile is answered over one numeric column of the private table with "
+                   "declared bounds (its candidates are a grid over those bounds).",
+                   f"Write {name} of a bounded numeric column.")
+        column = arg.name.lower()
+        col = self.table.columns.get(column)
+        if col is None or col.type not in _NUMERIC:
+            refuse(self.sql, agg, f"{name} over {getattr(col, 'type', 'this')} column refused",
+                   "quantiles are answered for int and float columns with declared bounds.",
+                   "Aggregate a numeric column.")
+        assert col is not None
+        if cond is not None:
+            self._no_aggregates(cond, "FILTER")
+            cond = _strip_qualifiers(cond.copy())
+        lower, upper = col.require_bounds(f"{name}({column})", self.table.name)
+        res = quantile_resolution(col.type, Fraction(str(lower)), Fraction(str(upper)))
+        lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
+        cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
+        mkey = ("quantile", column, cond_sql, q)
+        m = self.measures.get(mkey)
+        if m is None:
+            region = self.key_region
+            if cond is not None:
+                region = region.intersect(region_of(cond, self.types))
+            if col.nullable:
+                region = region.intersect(Region.column(column, ColumnSet.not_null()))
+            m = Measure(
+                id=f"{self.prefix}_m{len(self.measures)}", kind="quantile", column=column,
+                condition=cond, region=region,
+                sensitivity=rank_sensitivity(q, replace=self.table.neighbourhood == "replace"),
+                lo=lo, hi=hi, resolution=res, label=f"{name}({column})"
+                + (f" q={q}" if name not in ("MEDIAN", "MIN", "MAX") else ""),
+                per_row=self.k > 1, quantile=q)
+            self.measures[mkey] = m
+        self.aggregates[key] = AggregateUse(sql=key, func="quantile", column=column,
+                                            quantile=m.id, lower=lower, upper=upper)
 
     def _unwrap_conditional(
         self, arg: exp.Expression, func: str, agg: exp.Expression
@@ -701,6 +780,37 @@ class _CoreBuilder:
 
 
 _NOT_LITERAL = object()
+
+
+def quantile_resolution(column_type: str, lower: Fraction, upper: Fraction) -> Fraction:
+    """The width of a quantile's grid cells: 1 for an int column whose range has at most
+    :data:`QUANTILE_CELLS` values; else the smallest 1, 2 or 5 times a power of ten that covers
+    the range in at most that many cells (a round step, so answers are round numbers)."""
+    span = upper - lower
+    if column_type == "int" and span + 1 <= QUANTILE_CELLS:
+        return Fraction(1)
+    if span <= 0:
+        return Fraction(1)
+    power = Fraction(10) ** (math.floor(math.log10(float(span / QUANTILE_CELLS))) - 1)
+    while True:
+        for step in (1, 2, 5):
+            res = power * step
+            if span / res + 1 <= QUANTILE_CELLS and (column_type != "int" or res >= 1):
+                return res
+        power *= 10
+
+
+def _within_group_as_arguments(select: exp.Select) -> None:
+    """``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x)`` as ``PERCENTILE_CONT(x, q)`` (DuckDB's
+    ``QUANTILE_CONT(x, q)`` form), so one code path reads both spellings."""
+    for node in list(select.find_all(exp.WithinGroup)):
+        func, order = node.this, node.expression
+        keys = order.expressions if isinstance(order, exp.Order) else []
+        if isinstance(func, (exp.PercentileCont, exp.PercentileDisc)) and len(keys) == 1:
+            key = keys[0].this if isinstance(keys[0], exp.Ordered) else keys[0]
+            if isinstance(keys[0], exp.Ordered) and keys[0].args.get("desc"):
+                continue  # (descending order flips the quantile: left to the refusal)
+            node.replace(type(func)(this=key.copy(), expression=func.this.copy()))
 
 
 def _literal_value(node: exp.Expression | None) -> Any:

@@ -3,7 +3,8 @@
 A query is one or more *cores* (an aggregate SELECT over one private table) combined by
 UNION ALL, plus post-processing (HAVING, ORDER BY, LIMIT, expressions) that runs only on noisy
 values. Each core releases *measures*: exact grouped aggregates (a count, a clamped sum, a
-clamped sum of squares, or a partition-selection count) that become one mechanism each.
+clamped sum of squares, a histogram of grid cells for a quantile, or a partition-selection
+count) that become one mechanism each.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from sqlglot import exp
 
 from privplan.analysis.regions import Region
 
-MeasureKind = Literal["count", "count_units", "count_distinct", "sum", "sum_sq", "select_count"]
+MeasureKind = Literal["count", "count_units", "count_distinct", "sum", "sum_sq", "select_count",
+                      "quantile"]
 AggregateFunc = Literal[
-    "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp"
+    "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp", "quantile"
 ]
 
 
@@ -64,6 +66,9 @@ class Measure:
     per_row: bool = False  # sensitivity is one row's; a unit's r rows in a group move it r x
     centre: int = 0  # sums of (value - centre) on the grid (AVG/VAR: half the range, not |hi|)
     expression: str | None = None  # engine SQL of an expression's value (column: its name)
+    quantile: Fraction | None = None  # kind "quantile": q in [0, 1]; the engine computes a
+    # histogram of the grid cells [lo, hi] (``resolution`` wide) and ``sensitivity`` is the
+    # rank utility's (privplan.mechanisms.exponential)
 
     @property
     def scale(self) -> Fraction:
@@ -84,6 +89,7 @@ class AggregateUse:
     lower: Any = None  # declared bounds (real units) for clamping derived values
     upper: Any = None
     centre: Any = 0  # real units: the sum and sum of squares are of (value - centre)
+    quantile: str | None = None  # func "quantile": the measure id
 
 
 @dataclass
