@@ -433,3 +433,148 @@ def test_bigquery_syntax_through_a_cursor(con: dbapi.Connection, demo_db: Path) 
         cur.execute(sql.replace("delta=1e-5", "privacy_unit_column=patient_id"), [18])
     assert isinstance(info.value.privplan_error, pp.PolicyError)
     assert con.spent() == pp.PureDP(0.25)
+
+
+# ------------------------------------------------------------------------- free statements
+
+
+@pytest.fixture
+def session_sql_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements that reach Session.sql (the only way to private rows), recorded."""
+    calls: list[str] = []
+    original = pp.Session.sql
+
+    def spy(self: pp.Session, sql: str, **kw: object) -> object:
+        calls.append(sql)
+        return original(self, sql, **kw)
+
+    monkeypatch.setattr(pp.Session, "sql", spy)
+    return calls
+
+
+@pytest.mark.parametrize("sql,params,names,row", [
+    ("SELECT 1", None, ["1"], (1,)),
+    ("SELECT 1 AS x", None, ["x"], (1,)),
+    ("SELECT 'a'", None, ["'a'"], ("a",)),
+    ("select 1;", None, ["1"], (1,)),
+    ("SELECT 1 AS x, -2.5 AS d, 'it''s' AS s, NULL AS n, TRUE AS b, 1e3 AS f", None,
+     ["x", "d", "s", "n", "b", "f"], (1, Decimal("-2.5"), "it's", None, True, 1000.0)),
+    ("SELECT ? AS v, ? AS w", [7, "O'Brien"], ["v", "w"], (7, "O'Brien")),
+])
+def test_constant_selects_are_free_and_read_no_table(
+        demo_db: Path, session_sql_calls: list[str], sql: str, params: list | None,
+        names: list[str], row: tuple) -> None:
+    """A health check must work without a default budget, and cost nothing."""
+    with dbapi.connect(demo_db, policy=demo_policy_path(), budget=pp.PureDP(1)) as c:
+        cur = c.cursor().execute(sql, params)
+        assert [d[0] for d in cur.description] == names
+        got = cur.fetchall()
+        assert got == [row] and [type(v) for v in got[0]] == [type(v) for v in row]
+        assert cur.rowcount == 1 and cur.cost == pp.PureDP(0) and cur.result.cost == cur.cost
+        assert c.spent() == pp.PureDP(0)
+        assert c.session.ledger.entries() == ()
+    assert session_sql_calls == []
+
+
+def test_constant_select_type_codes(con: dbapi.Connection) -> None:
+    cur = con.cursor().execute("SELECT 1, 1.5, 'a', TRUE, 2e0")
+    codes = [d[1] for d in cur.description]
+    assert codes[0] == dbapi.NUMBER and codes[1] == dbapi.NUMBER and codes[4] == dbapi.NUMBER
+    assert codes[2] == dbapi.STRING and codes[3] == dbapi.BOOLEAN
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT abs(1)", "SELECT CAST(1 AS INT)", "SELECT (SELECT 1)", "SELECT 1 WHERE TRUE",
+    "SELECT 1 LIMIT 1", "SELECT DISTINCT 1", "WITH t AS (SELECT 1) SELECT 1",
+    "SELECT 1; SELECT 2", "SELECT 1 UNION ALL SELECT 2", "SELECT random()",
+    "SELECT current_date", "SELECT x", "SELECT 1 + 1", "SELECT (1)", "SELECT 1 FROM visits",
+    "SELECT -'a'",
+])
+def test_other_statements_without_a_table_still_go_to_the_session(
+        con: dbapi.Connection, session_sql_calls: list[str], sql: str) -> None:
+    """Only literal select lists are answered here; anything else is the Session's to judge
+    (and it refuses all of these), spending nothing."""
+    with pytest.raises(dbapi.ProgrammingError) as info:
+        con.cursor().execute(sql)
+    assert isinstance(info.value.privplan_error, (pp.UnsupportedQueryError, pp.ParseError))
+    assert session_sql_calls == [sql]
+    assert con.spent() == pp.PureDP(0)
+
+
+def test_describe_schema_is_the_policy(con: dbapi.Connection, demo_db: Path) -> None:
+    import yaml
+
+    declared = yaml.safe_load(demo_policy_path().read_text())["tables"]
+    tables = con.describe_schema()
+    assert [(t.name, t.schema, t.public) for t in tables] == \
+        [("visits", "main", False), ("hospitals", "main", True)]
+    types = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN",
+             "date": "DATE"}
+    assert [(c.name, c.type, c.nullable) for c in tables[0].columns] == \
+        [(n, types[c["type"]], True) for n, c in declared["visits"]["columns"].items()]
+    # the public table lists no columns in the policy: the database's (public) columns
+    assert [(c.name, c.type) for c in tables[1].columns] == \
+        [(r[0], r[1]) for r in plain(demo_db, "DESCRIBE hospitals")]
+    assert con.spent() == pp.PureDP(0)
+
+
+def test_information_schema_is_answered_from_the_policy(
+        con: dbapi.Connection, session_sql_calls: list[str]) -> None:
+    cur = con.cursor()
+    cur.execute("SELECT table_catalog, table_schema, table_name, table_type "
+                "FROM information_schema.tables ORDER BY table_name")
+    assert cur.fetchall() == [("demo", "main", "hospitals", "BASE TABLE"),
+                              ("demo", "main", "visits", "BASE TABLE")]
+    assert cur.cost == pp.PureDP(0)
+    cur.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                "WHERE table_name = ? ORDER BY ordinal_position", ["visits"])
+    want = [(c.name, c.type, "YES") for c in con.describe_schema()[0].columns]
+    assert cur.fetchall() == want and len(want) == 10
+    assert [d[0] for d in cur.description] == ["column_name", "data_type", "is_nullable"]
+    assert cur.description[0][1] == dbapi.STRING
+    cur.execute("WITH t AS (SELECT table_name FROM information_schema.tables) "
+                "SELECT COUNT(*) AS n FROM t")
+    assert cur.fetchall() == [(2,)]
+    assert session_sql_calls == [] and con.spent() == pp.PureDP(0)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM information_schema.tables, visits",
+    "SELECT table_name FROM information_schema.tables WHERE table_name IN (SELECT 'a' FROM t)",
+    "SELECT * FROM information_schema.tables, read_csv('data.csv')",
+])
+def test_information_schema_mixed_with_other_tables_is_refused(
+        con: dbapi.Connection, session_sql_calls: list[str], sql: str) -> None:
+    with pytest.raises(dbapi.ProgrammingError, match="only information_schema tables"):
+        con.cursor().execute(sql)
+    assert session_sql_calls == [] and con.spent() == pp.PureDP(0)
+
+
+def test_schema_sandbox_cannot_read_files(con: dbapi.Connection, demo_db: Path) -> None:
+    """Below the statement check: the sandbox itself has file access disabled, so even a
+    statement that named the database file could not read it."""
+    for sql in (f"SELECT * FROM read_text('{demo_db}')", f"SELECT * FROM '{demo_db}'"):
+        with pytest.raises(dbapi.ProgrammingError, match="disabled by configuration"):
+            dbapi._schema_answer(con, sql)
+    with pytest.raises(dbapi.ProgrammingError, match="information_schema query failed"):
+        con.cursor().execute("SELECT no_such_column FROM information_schema.tables")
+    assert con.spent() == pp.PureDP(0)
+
+
+def test_intervals_switch_gives_the_answer_shape_of_every_other_surface(demo_db: Path,
+                                                                       tmp_path: Path) -> None:
+    ledger = tmp_path / "l.sqlite"
+    with dbapi.connect(demo_db, policy=demo_policy_path(), budget=pp.PureDP(3), epsilon=0.5,
+                       ledger=ledger, intervals=True) as c:
+        cur = c.cursor().execute("SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital")
+        assert [d[0] for d in cur.description] == ["hospital", "n", "n_low", "n_high"]
+        rows = cur.fetchall()
+        shown = cur.result.with_intervals()
+        assert rows == list(shown.itertuples(index=False, name=None))
+        assert all(lo < n < hi for _, n, lo, hi in rows)
+        df = read_sql("SELECT COUNT(*) AS n FROM visits WHERE age < 18", c)
+        assert list(df.columns) == ["n", "n_low", "n_high"]
+        assert c.cursor().execute("SELECT 1 AS one").fetchall() == [(1,)]  # free: no interval
+        assert len(c.session.ledger.entries()) == 2  # one charge per answer, intervals free
+    with pytest.raises(dbapi.InterfaceError, match="True or False"):
+        dbapi.connect(demo_db, policy=demo_policy_path(), budget=pp.PureDP(3), intervals="yes")

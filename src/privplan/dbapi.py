@@ -35,6 +35,33 @@ Decisions, in DB-API terms:
   the original as ``__cause__`` and as ``.privplan_error``.
 * ``threadsafety = 1``: threads may share the module, not connections (a session's ledger and
   engine connection are not shared between threads).
+* ``close()`` may be called twice (as in ``sqlite3``; connection pools and ``with`` blocks do);
+  every other use of a closed connection or cursor raises :class:`ProgrammingError`.
+* Optional methods privplan cannot honour are absent, as PEP 249 prefers (so ``hasattr`` tells):
+  ``callproc`` (there are no stored procedures) and ``nextset`` (one answer per ``execute``).
+
+Statements answered without a charge. Two kinds of statement read no private row, so their
+answers release nothing about anyone; they are answered here, cost the zero of the session's
+privacy definition (``cursor.cost``) and write nothing to the ledger:
+
+* **Constant selects**: ``SELECT 1``, ``SELECT 1 AS x, 'a', NULL, TRUE, -2.5`` — no ``FROM``,
+  and every selected item a literal (number, string, NULL, TRUE/FALSE, a negated number),
+  optionally aliased. Such an answer is a function of the query text alone. It is what
+  connection pools send to check a connection (SQLAlchemy's ``pool_pre_ping``), and a
+  :class:`~privplan.Session` refuses it ("there is no private table to aggregate"), so without
+  this a pool could not check its connections. The decision is deliberately narrow: anything
+  else without ``FROM`` (a function call, a cast, a subquery, a second statement) still goes
+  to the Session and is refused there. The literals are evaluated here, in Python: no engine
+  runs the statement.
+* **Schema queries**: a ``SELECT`` that reads only ``information_schema`` (``tables``,
+  ``columns``, ...) is answered from the *policy*: table and column names, types and
+  nullability, which an analyst needs to write queries and which privplan's accounting already
+  treats as public (DESIGN.md invariant 2); never data. A public table the policy lists
+  without columns has the columns the database reports (a public table is not protected).
+  The query runs on a sandbox: a new in-memory DuckDB connection holding only an empty
+  replica of that schema, with file access disabled and its configuration locked, so it
+  cannot reach the session's database or any file. See :meth:`Connection.describe_schema`.
+  A query that mixes ``information_schema`` with other tables is refused.
 """
 
 from __future__ import annotations
@@ -43,19 +70,23 @@ import datetime as _dt
 import math
 import re
 import time as _time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from itertools import pairwise
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import duckdb
 import pandas as pd
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
-from sqlglot.errors import TokenError
+from sqlglot.errors import SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from privplan import errors as _pe
+from privplan.result import Result
 from privplan.session import Session, query_budget
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 
@@ -68,6 +99,7 @@ __all__ = [
     "STRING",
     "Binary",
     "BudgetExceeded",
+    "ColumnInfo",
     "Connection",
     "Cursor",
     "DataError",
@@ -81,6 +113,7 @@ __all__ = [
     "NotSupportedError",
     "OperationalError",
     "ProgrammingError",
+    "TableInfo",
     "Time",
     "TimeFromTicks",
     "Timestamp",
@@ -177,7 +210,7 @@ class _Translating:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, et: object, ev: BaseException | None, tb: object) -> bool:
+    def __exit__(self, et: object, ev: BaseException | None, tb: object) -> Literal[False]:
         if isinstance(ev, _pe.PrivplanError):
             raise _translate(ev) from ev
         if isinstance(ev, duckdb.Error):
@@ -358,17 +391,22 @@ def connect(
     delta: Any = None,
     rho: Any = None,
     mu: Any = None,
+    intervals: bool = False,
 ) -> Connection:
     """Open a DB-API connection over a new :class:`privplan.Session`.
 
     ``database``, ``policy``, ``budget`` (the session total) and ``ledger`` are as in
     :func:`privplan.connect`; ``epsilon``/``delta``/``rho``/``mu`` set the default budget of each
-    query (optional: without them every ``execute`` must pass one).
+    query (optional: without them every ``execute`` must pass one). ``intervals=True`` makes
+    every answer carry each noisy column's 95% interval right after it (``<col>_low``,
+    ``<col>_high``), the shape of ``Result.with_intervals()``, the CLI and report files; the
+    default is the query's own columns, which SQL tools expect.
     """
     with _Translating():
         session = Session(database, policy=policy, budget=budget, ledger=ledger)
     try:
-        return Connection(session, epsilon=epsilon, delta=delta, rho=rho, mu=mu)
+        return Connection(session, epsilon=epsilon, delta=delta, rho=rho, mu=mu,
+                          intervals=intervals)
     except BaseException:
         session.close()
         raise
@@ -378,7 +416,11 @@ class Connection:
     """A DB-API connection: a privplan session plus a default per-query budget."""
 
     def __init__(self, session: Session, *, epsilon: Any = None, delta: Any = None,
-                 rho: Any = None, mu: Any = None, budget: Any = None) -> None:
+                 rho: Any = None, mu: Any = None, budget: Any = None,
+                 intervals: bool = False) -> None:
+        if not isinstance(intervals, bool):
+            raise InterfaceError(f"intervals must be True or False, got {intervals!r}")
+        self.intervals = intervals
         self._session: Session | None = session
         self._defaults = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
                                             ("mu", mu), ("budget", budget)) if v is not None}
@@ -442,6 +484,29 @@ class Connection:
         with _Translating():
             return self._check_open().remaining()
 
+    def describe_schema(self) -> tuple[TableInfo, ...]:
+        """Every table the policy declares, with its columns: the schema an analyst may see.
+
+        Private tables: the policy's columns, typed as privplan reads them (the policy type's
+        engine type) and nullable unless declared ``nullable: false``; this is the policy, not
+        the data. Public tables: the policy's columns if it lists any, else the columns the
+        database reports (a public table is not protected; reading its column list is what
+        the Session does to plan a join). Costs nothing; reads no private row.
+        """
+        session = self._check_open()
+        out = []
+        for table in session.policy.tables.values():
+            if table.columns:
+                columns = tuple(ColumnInfo(c.name, _POLICY_TYPES[c.type], c.nullable)
+                                for c in table.columns.values())
+            elif table.public:
+                columns = _public_columns(session, table)
+            else:
+                columns = ()
+            out.append(TableInfo(table.name, table.schema or DEFAULT_SCHEMA, table.public,
+                                 columns))
+        return tuple(out)
+
     # Error classes as attributes (an optional PEP 249 extension).
     Warning = Warning
     Error = Error
@@ -460,6 +525,44 @@ class Connection:
         return self._session
 
 
+DEFAULT_SCHEMA = "main"  # DuckDB's: the schema of a policy table that declares none
+
+# The engine type privplan reads each policy type as (see privplan.session.typed_view).
+_POLICY_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN",
+                 "date": "DATE", "timestamp": "TIMESTAMP"}
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """One column of :meth:`Connection.describe_schema`: its name, its DuckDB type as privplan
+    reads it, and whether it may hold NULL."""
+
+    name: str
+    type: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One table of :meth:`Connection.describe_schema`: name, schema (``"main"`` unless the
+    policy declares one), whether the policy makes it public, and its columns."""
+
+    name: str
+    schema: str
+    public: bool
+    columns: tuple[ColumnInfo, ...]
+
+
+def _public_columns(session: Session, table: Any) -> tuple[ColumnInfo, ...]:
+    """The columns the database reports for a public table the policy lists without columns
+    (none if the database has no such table: a query over it reports that, this does not)."""
+    try:
+        found = session.engine.columns(session.engine.table_sql(table))
+    except (_pe.PrivplanError, duckdb.Error):
+        return ()
+    return tuple(ColumnInfo(name, str(kind)) for name, kind in found.items())
+
+
 def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
     """The budget value for ``kwargs`` in the session's privacy definition."""
     try:
@@ -469,11 +572,213 @@ def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
         raise ProgrammingError(f"invalid budget: {err}") from err
 
 
+# ------------------------------------------------------------------------- free answers
+# Statements that read no private row (see the module docstring): their answers release
+# nothing about anyone, so they are answered here without a charge.
+
+_NUMBER = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]*\.[0-9]*")
+_SCHEMA_DB = "information_schema"
+_RESERVED_CATALOGS = ("memory", "system", "temp")
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A free answer: its frame, rows and (name, type code) per column."""
+
+    df: pd.DataFrame
+    rows: list[tuple[Any, ...]]
+    columns: list[tuple[str, str]]
+
+
+def _one_statement(sql: str) -> exp.Expr | None:
+    """The one statement of ``sql`` as sqlglot reads it; None for several statements or SQL
+    sqlglot cannot read (the Session then decides, and reports why)."""
+    try:
+        statements = sqlglot.parse(sql, read="duckdb")
+    except SqlglotError:
+        return None
+    if len(statements) != 1 or statements[0] is None:
+        return None
+    return statements[0]
+
+
+def _constant(node: exp.Expr) -> tuple[Any, str] | None:
+    """(value, type code) of a literal select item, None for anything else (the allow-list:
+    number, string, NULL, TRUE/FALSE, a negated number; no function, cast or subquery)."""
+    if isinstance(node, exp.Null):
+        return None, "NULL"
+    if isinstance(node, exp.Boolean):
+        return bool(node.this), "BOOLEAN"
+    negate = isinstance(node, exp.Neg)
+    if negate:
+        node = node.this
+    if not isinstance(node, exp.Literal) or (negate and node.is_string):
+        return None
+    text = str(node.this)
+    if node.is_string:
+        return text, "VARCHAR"
+    value: Any
+    if _NUMBER.fullmatch(text):
+        value, code = int(text), "BIGINT"
+    elif _DECIMAL.fullmatch(text) and text != ".":
+        value, code = Decimal(text), "DECIMAL"
+    else:
+        try:
+            value, code = float(text), "DOUBLE"  # e.g. 1e3
+        except ValueError:
+            return None
+        if not math.isfinite(value):
+            return None
+    return (-value if negate else value), code
+
+
+def _constant_select(tree: exp.Expr) -> _Answer | None:
+    """The answer of ``SELECT <literals>`` (no FROM, nor any other clause), evaluated here in
+    Python; None if ``tree`` is anything else."""
+    if type(tree) is not exp.Select:
+        return None
+    if any(value for key, value in tree.args.items() if key != "expressions"):
+        return None  # FROM, WHERE, WITH, DISTINCT, LIMIT, ...: not a pure constant select
+    columns: list[tuple[str, str]] = []
+    values: list[Any] = []
+    for item in tree.expressions:
+        name = item.alias if isinstance(item, exp.Alias) else None
+        node = item.this if isinstance(item, exp.Alias) else item
+        found = _constant(node)
+        if found is None:
+            return None
+        values.append(found[0])
+        columns.append((name or node.sql(dialect="duckdb"), found[1]))
+    if not columns:
+        return None
+    df = pd.DataFrame([values], columns=[n for n, _ in columns])
+    return _Answer(df, [tuple(values)], columns)
+
+
+def _is_schema_query(tree: exp.Expr) -> bool:
+    """Whether ``tree`` reads ``information_schema``; if so, it must read nothing else."""
+    tables = list(tree.find_all(exp.Table))
+    schema = [t for t in tables if t.text("db").lower() == _SCHEMA_DB]
+    if not schema:
+        return False
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    others = [t for t in tables if t not in schema
+              and not (not t.text("db") and t.name.lower() in ctes)]
+    if others or not isinstance(tree, exp.Query):
+        raise ProgrammingError(
+            "a query over information_schema may read only information_schema tables (and its "
+            "own WITH queries) in one SELECT: it is answered from the policy, apart from the "
+            "data. Query the schema and the data in separate statements")
+    return True
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _catalog(session: Session) -> str | None:
+    """The engine's database name (e.g. the DuckDB file's stem), shown as ``table_catalog``;
+    None when it would clash with a catalog every DuckDB connection has."""
+    try:
+        row = session.engine.con.execute("SELECT current_database()").fetchone()
+    except duckdb.Error:
+        return None
+    name = str(row[0]) if row and row[0] else None
+    return None if name is None or name.lower() in _RESERVED_CATALOGS else name
+
+
+def _schema_answer(connection: Connection, sql: str) -> _Answer:
+    """Run ``sql`` (an information_schema query) on a sandbox holding an empty replica of the
+    policy's schema (:meth:`Connection.describe_schema`): a new in-memory DuckDB connection
+    with file access disabled and its configuration locked, closed afterwards. It holds no
+    row of any table and cannot open a file, so its answers and error messages are metadata
+    only (shown as they are)."""
+    session = connection._check_open()
+    tables = connection.describe_schema()
+    catalog = _catalog(session)
+    sandbox = duckdb.connect(":memory:")
+    try:
+        try:
+            for setting in ("SET python_enable_replacements = false",
+                            "SET enable_external_access = false",
+                            "SET lock_configuration = true"):
+                sandbox.execute(setting)
+            if catalog is not None:
+                try:  # (else the catalog is shown as DuckDB's "memory")
+                    sandbox.execute(f"ATTACH ':memory:' AS {_ident(catalog)}")
+                    sandbox.execute(f"USE {_ident(catalog)}")
+                except duckdb.Error:
+                    pass
+            for schema in dict.fromkeys(t.schema for t in tables):
+                sandbox.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
+            for t in tables:
+                _replicate(sandbox, t)
+        except duckdb.Error as err:  # a replica of names and types only: its message is safe
+            raise OperationalError("could not build the information_schema replica: "
+                                   f"{str(err).splitlines()[0]}") from None
+        try:
+            result = sandbox.execute(sql)
+        except duckdb.Error as err:
+            raise ProgrammingError(
+                "the information_schema query failed (it reads only the policy's schema, so "
+                f"the engine's message is shown): {str(err).splitlines()[0]}") from None
+        with warnings.catch_warnings():
+            # DuckDB's DataFrame conversion may trip a pandas deprecation about DuckDB's own
+            # code; it is not the query's (as in the engine's ``_frame``)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            df = result.df()
+    finally:
+        sandbox.close()
+    return _Answer(df, _rows(df), _columns(df))
+
+
+def _replicate(sandbox: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
+    """An empty table with ``table``'s columns; a column type the sandbox cannot create (a
+    database's user-defined type) is shown as VARCHAR."""
+    def create(types: list[str]) -> None:
+        items = [f"{_ident(c.name)} {kind}{'' if c.nullable else ' NOT NULL'}"
+                 for c, kind in zip(table.columns, types, strict=True)]
+        sandbox.execute(f"CREATE TABLE {_ident(table.schema)}.{_ident(table.name)} "
+                        f"({', '.join(items)})" if items else
+                        f"CREATE TABLE {_ident(table.schema)}.{_ident(table.name)} AS "
+                        "SELECT WHERE FALSE")
+
+    try:
+        create([c.type for c in table.columns])
+    except duckdb.Error:
+        create([c.type if c.type in _POLICY_TYPES.values() else "VARCHAR"
+                for c in table.columns])
+
+
+def _free_answer(connection: Connection, sql: str) -> _Answer | None:
+    """The answer of a statement that reads no private row (a constant select or a schema
+    query), or None: the statement is then a DP query for the Session."""
+    try:
+        tokens = DuckDB().tokenizer_class().tokenize(sql)
+    except TokenError:
+        return None
+    if any(t.token_type == TokenType.FROM for t in tokens) and not any(
+            t.text.lower() == _SCHEMA_DB for t in tokens):
+        return None  # reads a table other than information_schema: not parsed twice
+    tree = _one_statement(sql)
+    if tree is None:
+        return None
+    constant = _constant_select(tree)
+    if constant is not None:
+        return constant
+    if _is_schema_query(tree):
+        return _schema_answer(connection, sql)
+    return None
+
+
 # ------------------------------------------------------------------------------ cursor
 
 
 class Cursor:
-    """A DB-API cursor. Each ``execute`` is one charged DP query; rows are fully fetched."""
+    """A DB-API cursor. Each ``execute`` is one charged DP query (or a statement that reads no
+    private row, answered free: see the module docstring); rows are fully fetched."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -505,10 +810,19 @@ class Cursor:
         budget: Any = None,
     ) -> Cursor:
         """Answer one DP query, charging it first. Keyword budget parameters override the
-        connection's defaults for this query. Returns the cursor (an extension, for chaining)."""
+        connection's defaults for this query (a statement answered free ignores them). Returns
+        the cursor (an extension, for chaining)."""
         session = self._check_open()
         self._reset()
         sql = bind_parameters(operation, parameters)
+        free = _free_answer(self.connection, sql)
+        if free is not None:  # reads no private row: answered without a charge (module doc)
+            zero = session.kind.zero()
+            self.result = Result(df=free.df, cost=zero, query_cost=zero, accuracy={},
+                                 intervals=pd.DataFrame(index=free.df.index),
+                                 notes=["reads no private row: answered without a charge"])
+            self._answer(free.rows, free.columns, zero)
+            return self
         explicit = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
                                       ("mu", mu), ("budget", budget)) if v is not None}
         with _Translating():
@@ -526,12 +840,8 @@ class Cursor:
         with _Translating():
             result = session.sql(sql, budget=value, **extra)
         self.result = result
-        self.cost = result.cost
-        df = result.df
-        self._description = tuple(
-            (str(name), _type_code(df[name]), None, None, None, None, None) for name in df.columns)
-        self._rows = _rows(df)
-        self.rowcount = len(self._rows)
+        df = result.with_intervals() if self.connection.intervals else result.df
+        self._answer(_rows(df), _columns(df), result.cost)
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Any) -> None:
@@ -595,6 +905,12 @@ class Cursor:
             raise ProgrammingError("the cursor is closed")
         return self.connection._check_open()
 
+    def _answer(self, rows: list[tuple[Any, ...]], columns: list[tuple[str, str]],
+                cost: Any) -> None:
+        self._rows, self.cost, self.rowcount = rows, cost, len(rows)
+        self._description = tuple((name, code, None, None, None, None, None)
+                                  for name, code in columns)
+
     def _reset(self) -> None:
         self._rows, self._pos, self._description = None, 0, None
         self.rowcount, self.cost, self.result = -1, None, None
@@ -647,6 +963,11 @@ def _python(v: Any) -> Any:
     return v
 
 
+def _columns(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """(name, type code) per column (by position: names may repeat, as in ``SELECT a, a``)."""
+    return [(str(name), _type_code(df.iloc[:, i])) for i, name in enumerate(df.columns)]
+
+
 def _rows(df: pd.DataFrame) -> list[tuple[Any, ...]]:
-    columns = [[_python(v) for v in df[c].tolist()] for c in df.columns]
+    columns = [[_python(v) for v in df.iloc[:, i].tolist()] for i in range(df.shape[1])]
     return list(zip(*columns)) if columns else [() for _ in range(len(df))]
