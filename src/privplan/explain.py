@@ -149,6 +149,13 @@ class Explanation:
         lines += [f"Note: {n}" for n in self.notes]
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """The notebook view of what :meth:`__str__` says (see
+        :func:`privplan.html.explanation_html`)."""
+        from privplan.html import explanation_html
+
+        return explanation_html(self)
+
 
 MAX_HISTORY = 200  # earlier queries compared one by one (the solver itself sees all of them)
 

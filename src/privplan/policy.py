@@ -937,6 +937,23 @@ class Policy:
             text = yaml.safe_dump(d, sort_keys=False, allow_unicode=False)
         return text
 
+    # ---- display -----------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        """One line naming each table (the dataclass default printed every column of every
+        table); ``to_yaml()`` or the notebook view show the whole policy."""
+        parts = [f"{t.qualified_name} (" + ("public" if t.public else
+                                            f"private, unit {t.privacy_unit}, {t.neighbourhood}")
+                 + f", {len(t.columns)} columns)" for t in self.tables.values()]
+        text = f"Policy({'; '.join(parts)})"
+        return text if len(text) <= 160 else text[:156] + " …)"
+
+    def _repr_html_(self) -> str:
+        """The notebook view: every table and column (see :func:`privplan.html.policy_html`)."""
+        from privplan.html import policy_html
+
+        return policy_html(self)
+
 
 def _parse_policy(d: object, loc: _Loc) -> Policy:
     example = "tables: {visits: {privacy_unit: row, columns: {age: {type: int}}}}"

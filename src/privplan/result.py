@@ -109,3 +109,10 @@ class Result(Generic[B]):
 
     def __repr__(self) -> str:
         return f"Result(cost={self.cost!r}, rows={len(self.df)})\n{self.df.to_string()}"
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the answer with its 95% intervals, the cost and the noise
+        (see :func:`privplan.html.result_html`)."""
+        from privplan.html import result_html
+
+        return result_html(self)

@@ -376,6 +376,26 @@ class Session(Generic[B]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __repr__(self) -> str:
+        """One line: the budget, the tables and where the ledger lives. It reads nothing (a
+        debugger calls it freely); ``spent()`` or the notebook view read the ledger."""
+        budget, policy = getattr(self, "budget", None), getattr(self, "policy", None)
+        if budget is None or policy is None:  # (a session whose __init__ failed)
+            return "Session(not open)"
+        tables = ", ".join(policy.tables)
+        tables = tables if len(tables) <= 60 else tables[:57] + "…"
+        path = getattr(getattr(self, "ledger", None), "path", None)
+        where = "in memory" if path is None else repr(str(path)[-60:])
+        return (f"Session({type(budget).__name__} {budget.describe()}, tables: {tables}, "
+                f"ledger: {where})")
+
+    def _repr_html_(self) -> str:
+        """The notebook view: budget, spent and remaining with a bar, queries answered, the
+        ledger (see :func:`privplan.html.session_html`)."""
+        from privplan.html import session_html
+
+        return session_html(self)
+
     # -- internals -------------------------------------------------------------------------
     @property
     def accountant(self) -> Accountant:
