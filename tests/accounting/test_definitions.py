@@ -98,6 +98,10 @@ def test_properties_and_display() -> None:
     assert PureDP(Fraction(1, 3)).epsilon == 1 / 3
     assert repr(PureDP(0.5)) == "PureDP(epsilon=0.5)"
     assert repr(ApproxDP(1, 1e-5)) == "ApproxDP(epsilon=1.0, delta=1e-05)"
+    # rounded for people (the exact value stays exact)
+    almost = PureDP(Fraction(24999992, 10**7))
+    assert repr(almost) == "PureDP(epsilon=2.5)" and almost < PureDP("2.5")
+    assert repr(ZCDP(Fraction(1, 3))) == "ZCDP(rho=0.333333)"
     assert PureDP(0.5).describe() == "ε=0.5"
     assert a.describe() == "ε=1, δ=1e-05"
     assert ZCDP(0.125).describe() == "ρ=0.125"

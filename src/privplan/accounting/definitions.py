@@ -258,7 +258,11 @@ class PrivacyValue:
         return (type(self)._create, (self._params,))
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={float(p)!r}" for n, p in zip(self._names, self._params))
+        """Parameters to 6 significant digits (a composed total of 0.3 + 0.7 + 1.5 whose noise
+        was rounded up shows as 2.5, not 2.4999992000003775); the exact values are the
+        ``exact_*`` properties and what comparisons use."""
+        fields = ", ".join(f"{n}={float(format(float(p), '.6g'))!r}"
+                           for n, p in zip(self._names, self._params))
         return f"{type(self).__name__}({fields})"
 
     def describe(self) -> str:
