@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import privplan as pp
-from privplan import dbapi
+from privplan import dbapi, dbapi_errors, dbapi_free
 from privplan.demo.data import DEPARTMENTS, demo_policy_path, write_demo_database
 from privplan.testing import noise_disabled
 
@@ -82,7 +82,7 @@ def test_exception_hierarchy() -> None:
     (pp.PrivplanError("other"), dbapi.DatabaseError),
 ])
 def test_translate(err: pp.PrivplanError, cls: type) -> None:
-    out = dbapi._translate(err)
+    out = dbapi_errors._translate(err)
     assert type(out) is cls
     assert out.privplan_error is err
     assert str(out) == str(err)
@@ -555,7 +555,7 @@ def test_schema_sandbox_cannot_read_files(con: dbapi.Connection, demo_db: Path) 
     statement that named the database file could not read it."""
     for sql in (f"SELECT * FROM read_text('{demo_db}')", f"SELECT * FROM '{demo_db}'"):
         with pytest.raises(dbapi.ProgrammingError, match="disabled by configuration"):
-            dbapi._schema_answer(con, sql)
+            dbapi_free._schema_answer(con, sql)
     with pytest.raises(dbapi.ProgrammingError, match="information_schema query failed"):
         con.cursor().execute("SELECT no_such_column FROM information_schema.tables")
     assert con.spent() == pp.PureDP(0)

@@ -70,22 +70,17 @@ import datetime as _dt
 import math
 import re
 import time as _time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from itertools import pairwise
-from typing import Any, Literal, Self
+from typing import Any, Self
 
-import duckdb
 import pandas as pd
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
-from sqlglot.errors import SqlglotError, TokenError
+from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
-from privplan import errors as _pe
 from privplan.result import Result
 from privplan.session import Session, query_budget
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
@@ -131,96 +126,30 @@ threadsafety = 1
 paramstyle = "qmark"
 
 
-# ------------------------------------------------------------------------------ exceptions
-
-
-class Warning(Exception):  # the name is PEP 249's (it shadows the builtin here)
-    """Important warnings (PEP 249). privplan raises none today."""
-
-
-class Error(Exception):
-    """Base of every DB-API error. ``privplan_error`` is the privplan error it wraps, if any."""
-
-    privplan_error: _pe.PrivplanError | None = None
-
-
-class InterfaceError(Error):
-    """Misuse of the interface itself (not of the database)."""
-
-
-class DatabaseError(Error):
-    """Errors related to the database (privplan)."""
-
-
-class DataError(DatabaseError):
-    """A value cannot be processed (e.g. a NaN or infinite query parameter)."""
-
-
-class OperationalError(DatabaseError):
-    """Errors in the operation of the database: budget, ledger, engine."""
-
-
-class IntegrityError(DatabaseError):
-    """Relational integrity (unused: privplan never writes data)."""
-
-
-class InternalError(DatabaseError):
-    """privplan's own invariant was broken (a bug): wraps :class:`privplan.InternalError`."""
-
-
-class ProgrammingError(DatabaseError):
-    """The query or its use is wrong: parse errors, unsupported SQL, policy conflicts, bad
-    parameters, a closed cursor."""
-
-
-class NotSupportedError(DatabaseError):
-    """A DB-API method privplan cannot honour (rollback, executemany)."""
-
-
-class BudgetExceeded(OperationalError):
-    """Answering would exceed the session's privacy budget. Nothing was spent."""
-
-
-_MAPPING: tuple[tuple[type[_pe.PrivplanError], type[Error]], ...] = (
-    (_pe.ParseError, ProgrammingError),
-    (_pe.UnsupportedQueryError, ProgrammingError),
-    (_pe.PolicyError, ProgrammingError),
-    (_pe.BudgetExceededError, BudgetExceeded),
-    (_pe.LedgerError, OperationalError),
-    (_pe.ExecutionError, OperationalError),
-    (_pe.InternalError, InternalError),
+from privplan.dbapi_errors import (
+    BudgetExceeded,
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Warning,
+    _Translating,
 )
-
-
-def _translate(err: _pe.PrivplanError) -> Error:
-    """The DB-API error for a privplan error (``DatabaseError`` for any other PrivplanError)."""
-    cls: type[Error] = DatabaseError
-    for source, target in _MAPPING:
-        if isinstance(err, source):
-            cls = target
-            break
-    out = cls(str(err))
-    out.privplan_error = err
-    return out
-
-
-class _Translating:
-    """``with _Translating(): ...`` re-raises privplan (and engine) errors as DB-API errors."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, et: object, ev: BaseException | None, tb: object) -> Literal[False]:
-        if isinstance(ev, _pe.PrivplanError):
-            raise _translate(ev) from ev
-        if isinstance(ev, duckdb.Error):
-            # Not expected (the session wraps engine errors), but an engine message could quote
-            # private values, so it is withheld here as well (DESIGN.md invariant 5).
-            raise OperationalError(
-                f"the engine failed ({type(ev).__name__}); its message is withheld because it "
-                "could quote private values.") from None
-        return False
-
+from privplan.dbapi_free import (
+    _POLICY_TYPES,
+    DEFAULT_SCHEMA,
+    ColumnInfo,
+    TableInfo,
+    _columns,
+    _free_answer,
+    _public_columns,
+    _rows,
+)
 
 # ------------------------------------------------------------------------- type objects
 
@@ -525,44 +454,6 @@ class Connection:
         return self._session
 
 
-DEFAULT_SCHEMA = "main"  # DuckDB's: the schema of a policy table that declares none
-
-# The engine type privplan reads each policy type as (see privplan.session.typed_view).
-_POLICY_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN",
-                 "date": "DATE", "timestamp": "TIMESTAMP"}
-
-
-@dataclass(frozen=True)
-class ColumnInfo:
-    """One column of :meth:`Connection.describe_schema`: its name, its DuckDB type as privplan
-    reads it, and whether it may hold NULL."""
-
-    name: str
-    type: str
-    nullable: bool = True
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    """One table of :meth:`Connection.describe_schema`: name, schema (``"main"`` unless the
-    policy declares one), whether the policy makes it public, and its columns."""
-
-    name: str
-    schema: str
-    public: bool
-    columns: tuple[ColumnInfo, ...]
-
-
-def _public_columns(session: Session, table: Any) -> tuple[ColumnInfo, ...]:
-    """The columns the database reports for a public table the policy lists without columns
-    (none if the database has no such table: a query over it reports that, this does not)."""
-    try:
-        found = session.engine.columns(session.engine.table_sql(table))
-    except (_pe.PrivplanError, duckdb.Error):
-        return ()
-    return tuple(ColumnInfo(name, str(kind)) for name, kind in found.items())
-
-
 def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
     """The budget value for ``kwargs`` in the session's privacy definition."""
     try:
@@ -570,207 +461,6 @@ def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
             return query_budget(session.kind, **kwargs)
     except (ValueError, TypeError) as err:
         raise ProgrammingError(f"invalid budget: {err}") from err
-
-
-# ------------------------------------------------------------------------- free answers
-# Statements that read no private row (see the module docstring): their answers release
-# nothing about anyone, so they are answered here without a charge.
-
-_NUMBER = re.compile(r"[0-9]+")
-_DECIMAL = re.compile(r"[0-9]*\.[0-9]*")
-_SCHEMA_DB = "information_schema"
-_RESERVED_CATALOGS = ("memory", "system", "temp")
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """A free answer: its frame, rows and (name, type code) per column."""
-
-    df: pd.DataFrame
-    rows: list[tuple[Any, ...]]
-    columns: list[tuple[str, str]]
-
-
-def _one_statement(sql: str) -> exp.Expr | None:
-    """The one statement of ``sql`` as sqlglot reads it; None for several statements or SQL
-    sqlglot cannot read (the Session then decides, and reports why)."""
-    try:
-        statements = sqlglot.parse(sql, read="duckdb")
-    except SqlglotError:
-        return None
-    if len(statements) != 1 or statements[0] is None:
-        return None
-    return statements[0]
-
-
-def _constant(node: exp.Expr) -> tuple[Any, str] | None:
-    """(value, type code) of a literal select item, None for anything else (the allow-list:
-    number, string, NULL, TRUE/FALSE, a negated number; no function, cast or subquery)."""
-    if isinstance(node, exp.Null):
-        return None, "NULL"
-    if isinstance(node, exp.Boolean):
-        return bool(node.this), "BOOLEAN"
-    negate = isinstance(node, exp.Neg)
-    if negate:
-        node = node.this
-    if not isinstance(node, exp.Literal) or (negate and node.is_string):
-        return None
-    text = str(node.this)
-    if node.is_string:
-        return text, "VARCHAR"
-    value: Any
-    if _NUMBER.fullmatch(text):
-        value, code = int(text), "BIGINT"
-    elif _DECIMAL.fullmatch(text) and text != ".":
-        value, code = Decimal(text), "DECIMAL"
-    else:
-        try:
-            value, code = float(text), "DOUBLE"  # e.g. 1e3
-        except ValueError:
-            return None
-        if not math.isfinite(value):
-            return None
-    return (-value if negate else value), code
-
-
-def _constant_select(tree: exp.Expr) -> _Answer | None:
-    """The answer of ``SELECT <literals>`` (no FROM, nor any other clause), evaluated here in
-    Python; None if ``tree`` is anything else."""
-    if type(tree) is not exp.Select:
-        return None
-    if any(value for key, value in tree.args.items() if key != "expressions"):
-        return None  # FROM, WHERE, WITH, DISTINCT, LIMIT, ...: not a pure constant select
-    columns: list[tuple[str, str]] = []
-    values: list[Any] = []
-    for item in tree.expressions:
-        name = item.alias if isinstance(item, exp.Alias) else None
-        node = item.this if isinstance(item, exp.Alias) else item
-        found = _constant(node)
-        if found is None:
-            return None
-        values.append(found[0])
-        columns.append((name or node.sql(dialect="duckdb"), found[1]))
-    if not columns:
-        return None
-    df = pd.DataFrame([values], columns=[n for n, _ in columns])
-    return _Answer(df, [tuple(values)], columns)
-
-
-def _is_schema_query(tree: exp.Expr) -> bool:
-    """Whether ``tree`` reads ``information_schema``; if so, it must read nothing else."""
-    tables = list(tree.find_all(exp.Table))
-    schema = [t for t in tables if t.text("db").lower() == _SCHEMA_DB]
-    if not schema:
-        return False
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    others = [t for t in tables if t not in schema
-              and not (not t.text("db") and t.name.lower() in ctes)]
-    if others or not isinstance(tree, exp.Query):
-        raise ProgrammingError(
-            "a query over information_schema may read only information_schema tables (and its "
-            "own WITH queries) in one SELECT: it is answered from the policy, apart from the "
-            "data. Query the schema and the data in separate statements")
-    return True
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _catalog(session: Session) -> str | None:
-    """The engine's database name (e.g. the DuckDB file's stem), shown as ``table_catalog``;
-    None when it would clash with a catalog every DuckDB connection has."""
-    try:
-        row = session.engine.con.execute("SELECT current_database()").fetchone()
-    except duckdb.Error:
-        return None
-    name = str(row[0]) if row and row[0] else None
-    return None if name is None or name.lower() in _RESERVED_CATALOGS else name
-
-
-def _schema_answer(connection: Connection, sql: str) -> _Answer:
-    """Run ``sql`` (an information_schema query) on a sandbox holding an empty replica of the
-    policy's schema (:meth:`Connection.describe_schema`): a new in-memory DuckDB connection
-    with file access disabled and its configuration locked, closed afterwards. It holds no
-    row of any table and cannot open a file, so its answers and error messages are metadata
-    only (shown as they are)."""
-    session = connection._check_open()
-    tables = connection.describe_schema()
-    catalog = _catalog(session)
-    sandbox = duckdb.connect(":memory:")
-    try:
-        try:
-            for setting in ("SET python_enable_replacements = false",
-                            "SET enable_external_access = false",
-                            "SET lock_configuration = true"):
-                sandbox.execute(setting)
-            if catalog is not None:
-                try:  # (else the catalog is shown as DuckDB's "memory")
-                    sandbox.execute(f"ATTACH ':memory:' AS {_ident(catalog)}")
-                    sandbox.execute(f"USE {_ident(catalog)}")
-                except duckdb.Error:
-                    pass
-            for schema in dict.fromkeys(t.schema for t in tables):
-                sandbox.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
-            for t in tables:
-                _replicate(sandbox, t)
-        except duckdb.Error as err:  # a replica of names and types only: its message is safe
-            raise OperationalError("could not build the information_schema replica: "
-                                   f"{str(err).splitlines()[0]}") from None
-        try:
-            result = sandbox.execute(sql)
-        except duckdb.Error as err:
-            raise ProgrammingError(
-                "the information_schema query failed (it reads only the policy's schema, so "
-                f"the engine's message is shown): {str(err).splitlines()[0]}") from None
-        with warnings.catch_warnings():
-            # DuckDB's DataFrame conversion may trip a pandas deprecation about DuckDB's own
-            # code; it is not the query's (as in the engine's ``_frame``)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", FutureWarning)
-            df = result.df()
-    finally:
-        sandbox.close()
-    return _Answer(df, _rows(df), _columns(df))
-
-
-def _replicate(sandbox: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
-    """An empty table with ``table``'s columns; a column type the sandbox cannot create (a
-    database's user-defined type) is shown as VARCHAR."""
-    def create(types: list[str]) -> None:
-        items = [f"{_ident(c.name)} {kind}{'' if c.nullable else ' NOT NULL'}"
-                 for c, kind in zip(table.columns, types, strict=True)]
-        sandbox.execute(f"CREATE TABLE {_ident(table.schema)}.{_ident(table.name)} "
-                        f"({', '.join(items)})" if items else
-                        f"CREATE TABLE {_ident(table.schema)}.{_ident(table.name)} AS "
-                        "SELECT WHERE FALSE")
-
-    try:
-        create([c.type for c in table.columns])
-    except duckdb.Error:
-        create([c.type if c.type in _POLICY_TYPES.values() else "VARCHAR"
-                for c in table.columns])
-
-
-def _free_answer(connection: Connection, sql: str) -> _Answer | None:
-    """The answer of a statement that reads no private row (a constant select or a schema
-    query), or None: the statement is then a DP query for the Session."""
-    try:
-        tokens = DuckDB().tokenizer_class().tokenize(sql)
-    except TokenError:
-        return None
-    if any(t.token_type == TokenType.FROM for t in tokens) and not any(
-            t.text.lower() == _SCHEMA_DB for t in tokens):
-        return None  # reads a table other than information_schema: not parsed twice
-    tree = _one_statement(sql)
-    if tree is None:
-        return None
-    constant = _constant_select(tree)
-    if constant is not None:
-        return constant
-    if _is_schema_query(tree):
-        return _schema_answer(connection, sql)
-    return None
 
 
 # ------------------------------------------------------------------------------ cursor
@@ -921,53 +611,3 @@ class Cursor:
             raise ProgrammingError("fetch*(): no result to fetch on this cursor: call "
                                    "execute() first")
         return self._rows
-
-
-def _type_code(series: pd.Series) -> str:
-    dtype = series.dtype
-    if pd.api.types.is_bool_dtype(dtype):
-        return "BOOLEAN"
-    if pd.api.types.is_integer_dtype(dtype):
-        return "BIGINT"
-    if pd.api.types.is_float_dtype(dtype):
-        return "DOUBLE"
-    if isinstance(dtype, pd.DatetimeTZDtype):
-        return "TIMESTAMP WITH TIME ZONE"
-    if pd.api.types.is_datetime64_dtype(dtype):
-        return "TIMESTAMP"
-    if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
-        return "VARCHAR"
-    first = next((v for v in series if not _is_null(v)), None)
-    for kind, code in ((bool, "BOOLEAN"), (int, "BIGINT"), (float, "DOUBLE"),
-                       (Decimal, "DECIMAL"), (str, "VARCHAR"), (_dt.datetime, "TIMESTAMP"),
-                       (_dt.date, "DATE"), (_dt.time, "TIME"), (bytes, "BLOB")):
-        if isinstance(first, kind):
-            return code
-    return "VARCHAR" if first is None else type(first).__name__.upper()
-
-
-def _is_null(v: Any) -> bool:
-    if v is None or v is pd.NA or v is pd.NaT:
-        return True
-    return isinstance(v, float) and math.isnan(v)
-
-
-def _python(v: Any) -> Any:
-    if _is_null(v):
-        return None
-    if isinstance(v, pd.Timestamp):
-        return v.to_pydatetime()
-    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
-        v = v.item()
-        return None if _is_null(v) else v
-    return v
-
-
-def _columns(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """(name, type code) per column (by position: names may repeat, as in ``SELECT a, a``)."""
-    return [(str(name), _type_code(df.iloc[:, i])) for i, name in enumerate(df.columns)]
-
-
-def _rows(df: pd.DataFrame) -> list[tuple[Any, ...]]:
-    columns = [[_python(v) for v in df.iloc[:, i].tolist()] for i in range(df.shape[1])]
-    return list(zip(*columns)) if columns else [() for _ in range(len(df))]

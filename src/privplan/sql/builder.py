@@ -8,7 +8,6 @@ refused with the construct, its position, the reason and the fix.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -22,6 +21,7 @@ from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.mechanisms.exponential import rank_sensitivity
 from privplan.policy import ColumnPolicy, Policy, TablePolicy
+from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression, clamped
 from privplan.sql.joins import (
     join_index,
     private_join_target,
@@ -29,9 +29,9 @@ from privplan.sql.joins import (
     resolve_joins,
     resolve_private_join,
 )
-from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression, clamped
 from privplan.sql.locate import with_location
 from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
+from privplan.sql.quantiles import QUANTILE_FUNCTIONS, quantile_call, within_group_as_arguments
 from privplan.sql.validate import refuse, validate_statement
 
 _AGGREGATES: dict[type[exp.Expression], str] = {
@@ -44,14 +44,6 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
     exp.Stddev: "stddev_samp",
     exp.StddevSamp: "stddev_samp",
 }
-_QUANTILES: dict[type[exp.Expression], str] = {
-    exp.Median: "MEDIAN", exp.PercentileCont: "PERCENTILE_CONT",
-    exp.PercentileDisc: "PERCENTILE_DISC", exp.ApproxQuantile: "APPROX_QUANTILE",
-    exp.Min: "MIN", exp.Max: "MAX",
-}
-QUANTILE_CELLS = 1000
-"""Most grid cells a quantile chooses among: the engine's histogram per group has at most
-this many entries, and the answer's granularity is the range over about this many."""
 _NUMERIC = ("int", "float")
 SQUARE_STEPS = 2**11  # (2^11)^2 * 2^40 rows = 2^62: the grid.check_no_overflow limit
 
@@ -134,7 +126,7 @@ class _CoreBuilder:
         self.select_aliases = {
             item.alias.lower(): item.this for item in s.expressions if isinstance(item, exp.Alias)
         }
-        _within_group_as_arguments(s)
+        within_group_as_arguments(s)
         self._check_columns_everywhere()
         where_node = s.args.get("where")
         where = where_node.this if where_node is not None else None
@@ -366,7 +358,7 @@ class _CoreBuilder:
                 ):
                     found.append(node)
                 elif (isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES
-                      and type(node) not in _QUANTILES):
+                      and type(node) not in QUANTILE_FUNCTIONS):
                     self._refuse_aggregate(node)
         # SUMs first: an AVG/VAR of a column the query also sums shares that SUM's measure
         # (one mechanism fewer) instead of adding a centred sum of its own
@@ -392,7 +384,7 @@ class _CoreBuilder:
         if isinstance(node, exp.Filter):
             cond = node.expression.this
             agg = node.this
-        if type(agg) in _QUANTILES:
+        if type(agg) in QUANTILE_FUNCTIONS:
             self._quantile(key, agg, cond)
             return
         if type(agg) not in _AGGREGATES:
@@ -463,67 +455,31 @@ class _CoreBuilder:
         self.aggregates[key] = use
 
     def _quantile(self, key: str, agg: exp.Expression, cond: exp.Expression | None) -> None:
-        """MEDIAN / PERCENTILE_* / QUANTILE_* / APPROX_QUANTILE / MIN / MAX of a bounded
-        numeric column: one exponential-mechanism measure over a grid of at most
-        :data:`QUANTILE_CELLS` cells of the column's bounds (MIN and MAX are the 0- and
-        1-quantiles: DP estimates that may lie inside the data's range, not its extremes)."""
-        name = agg.sql(dialect="duckdb").split("(", 1)[0].upper()  # as written (or DuckDB's)
-        for sub in agg.find_all(exp.AggFunc):
-            if sub is not agg:
-                refuse(self.sql, sub, "nested aggregate refused", "aggregates cannot nest.",
-                       "Compute the inner aggregate in its own query.")
-        arg = agg.this
-        if name in ("MEDIAN", "MIN", "MAX"):
-            q = {"MEDIAN": Fraction(1, 2), "MIN": Fraction(0), "MAX": Fraction(1)}[name]
-        else:
-            raw = agg.args.get("quantile") or agg.args.get("expression")
-            value = _literal_value(raw)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    0 <= value <= 1):
-                refuse(self.sql, agg, f"{name} refused",
-                       "its quantile must be one number between 0 and 1 written in the query "
-                       "(a list of quantiles or a computed one is not answered).",
-                       f"Write e.g. {name}(x, 0.9) or PERCENTILE_CONT(0.9) WITHIN GROUP "
-                       "(ORDER BY x), one quantile per aggregate.")
-            q = Fraction(str(raw.this)) if isinstance(raw, exp.Literal) else Fraction(value)
-        if isinstance(arg, exp.Distinct) or not isinstance(arg, exp.Column) or (
-                arg.name.startswith("__pub")):
-            refuse(self.sql, agg, f"{name} of this argument refused",
-                   "a quantile is answered over one numeric column of the private table with "
-                   "declared bounds (its candidates are a grid over those bounds).",
-                   f"Write {name} of a bounded numeric column.")
-        column = arg.name.lower()
-        col = self.table.columns.get(column)
-        if col is None or col.type not in _NUMERIC:
-            refuse(self.sql, agg, f"{name} over {getattr(col, 'type', 'this')} column refused",
-                   "quantiles are answered for int and float columns with declared bounds.",
-                   "Aggregate a numeric column.")
-        assert col is not None
+        """A quantile aggregate (MEDIAN, PERCENTILE_*, QUANTILE_*, APPROX_QUANTILE, MIN, MAX):
+        one exponential-mechanism measure (see :mod:`privplan.sql.quantiles`)."""
+        call = quantile_call(self.sql, agg, self.table)
         if cond is not None:
             self._no_aggregates(cond, "FILTER")
             cond = _strip_qualifiers(cond.copy())
-        lower, upper = col.require_bounds(f"{name}({column})", self.table.name)
-        res = quantile_resolution(col.type, Fraction(str(lower)), Fraction(str(upper)))
-        lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
         cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
-        mkey = ("quantile", column, cond_sql, q)
+        mkey = ("quantile", call.column, cond_sql, call.q)
         m = self.measures.get(mkey)
         if m is None:
             region = self.key_region
             if cond is not None:
                 region = region.intersect(region_of(cond, self.types))
-            if col.nullable:
-                region = region.intersect(Region.column(column, ColumnSet.not_null()))
+            if self.table.columns[call.column].nullable:
+                region = region.intersect(Region.column(call.column, ColumnSet.not_null()))
             m = Measure(
-                id=f"{self.prefix}_m{len(self.measures)}", kind="quantile", column=column,
+                id=f"{self.prefix}_m{len(self.measures)}", kind="quantile", column=call.column,
                 condition=cond, region=region,
-                sensitivity=rank_sensitivity(q, replace=self.table.neighbourhood == "replace"),
-                lo=lo, hi=hi, resolution=res, label=f"{name}({column})"
-                + (f" q={q}" if name not in ("MEDIAN", "MIN", "MAX") else ""),
-                per_row=self.k > 1, quantile=q)
+                sensitivity=rank_sensitivity(call.q,
+                                             replace=self.table.neighbourhood == "replace"),
+                lo=call.lo, hi=call.hi, resolution=call.resolution, label=call.label,
+                per_row=self.k > 1, quantile=call.q)
             self.measures[mkey] = m
-        self.aggregates[key] = AggregateUse(sql=key, func="quantile", column=column,
-                                            quantile=m.id, lower=lower, upper=upper)
+        self.aggregates[key] = AggregateUse(sql=key, func="quantile", column=call.column,
+                                            quantile=m.id, lower=call.lower, upper=call.upper)
 
     def _unwrap_conditional(
         self, arg: exp.Expression, func: str, agg: exp.Expression
@@ -780,37 +736,6 @@ class _CoreBuilder:
 
 
 _NOT_LITERAL = object()
-
-
-def quantile_resolution(column_type: str, lower: Fraction, upper: Fraction) -> Fraction:
-    """The width of a quantile's grid cells: 1 for an int column whose range has at most
-    :data:`QUANTILE_CELLS` values; else the smallest 1, 2 or 5 times a power of ten that covers
-    the range in at most that many cells (a round step, so answers are round numbers)."""
-    span = upper - lower
-    if column_type == "int" and span + 1 <= QUANTILE_CELLS:
-        return Fraction(1)
-    if span <= 0:
-        return Fraction(1)
-    power = Fraction(10) ** (math.floor(math.log10(float(span / QUANTILE_CELLS))) - 1)
-    while True:
-        for step in (1, 2, 5):
-            res = power * step
-            if span / res + 1 <= QUANTILE_CELLS and (column_type != "int" or res >= 1):
-                return res
-        power *= 10
-
-
-def _within_group_as_arguments(select: exp.Select) -> None:
-    """``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x)`` as ``PERCENTILE_CONT(x, q)`` (DuckDB's
-    ``QUANTILE_CONT(x, q)`` form), so one code path reads both spellings."""
-    for node in list(select.find_all(exp.WithinGroup)):
-        func, order = node.this, node.expression
-        keys = order.expressions if isinstance(order, exp.Order) else []
-        if isinstance(func, (exp.PercentileCont, exp.PercentileDisc)) and len(keys) == 1:
-            key = keys[0].this if isinstance(keys[0], exp.Ordered) else keys[0]
-            if isinstance(keys[0], exp.Ordered) and keys[0].args.get("desc"):
-                continue  # (descending order flips the quantile: left to the refusal)
-            node.replace(type(func)(this=key.copy(), expression=func.this.copy()))
 
 
 def _literal_value(node: exp.Expression | None) -> Any:
