@@ -75,3 +75,6 @@ def test_quickstart_notebook_runs_and_shows_html(tmp_path: Path, kernel_name: st
     # the second of two disjoint queries adds nothing to the total
     printed = "".join(o.text for o in tagged["disjoint"].outputs if o.output_type == "stream")
     assert printed.strip() == "north added ε=0.25 - south added ε=0"
+    # the answer's bars and the budget plot, drawn inline
+    pictures = [o for o in tagged["plots"].outputs if "image/png" in o.get("data", {})]
+    assert len(pictures) == 2, tagged["plots"].outputs
