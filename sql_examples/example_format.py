@@ -55,7 +55,9 @@ ONLY_WITHOUT_ERROR = REQUIRED_UNLESS_ERROR + (
     "expect-rows",
     "oracle",
 )
-DATASETS = ("demo", "pums")
+DATASETS = ("demo", "patients", "pums")
+"""demo: the demo database, one visit per privacy unit; patients: the same database with the
+patient as the privacy unit (``demo/policy_patients.yaml``); pums: the SmartNoise PUMS sample."""
 NEIGHBOURHOODS = ("add_remove", "replace")
 ERROR_CLASSES = {
     "UnsupportedQueryError": pp.UnsupportedQueryError,
@@ -315,6 +317,18 @@ def demo_policy(neighbourhood: str = "add_remove") -> pp.Policy:
     return policy
 
 
+def patients_policy(neighbourhood: str = "add_remove") -> pp.Policy:
+    """The demo database's policy with the patient as the privacy unit."""
+    policy = pp.Policy.from_yaml(Path(pp.__file__).resolve().parent / "demo"
+                                 / "policy_patients.yaml")
+    if neighbourhood != "add_remove":
+        d = policy.to_dict()
+        for table in d["tables"].values():
+            table["neighbourhood"] = neighbourhood
+        policy = pp.Policy.from_dict(d)
+    return policy
+
+
 def pums_policy(neighbourhood: str = "add_remove") -> pp.Policy:
     policy = pp.Policy.from_smartnoise_yaml(PUMS_YAML)
     if neighbourhood != "add_remove":
@@ -326,12 +340,14 @@ def pums_policy(neighbourhood: str = "add_remove") -> pp.Policy:
 
 
 def open_session(example: Example, demo_db: str | Path | None = None) -> pp.Session:
-    """A fresh session for ``example`` (the demo database must exist for dataset 'demo')."""
-    if example.dataset == "demo":
+    """A fresh session for ``example`` (the demo database must exist for datasets 'demo' and
+    'patients')."""
+    if example.dataset in ("demo", "patients"):
         if demo_db is None:
             raise ValueError("the demo dataset needs the path of a demo database")
-        return pp.connect(demo_db, policy=demo_policy(example.neighbourhood),
-                          budget=example.session_budget)
+        policy = (demo_policy(example.neighbourhood) if example.dataset == "demo"
+                  else patients_policy(example.neighbourhood))
+        return pp.connect(demo_db, policy=policy, budget=example.session_budget)
     sess = pp.connect(":memory:", policy=pums_policy(example.neighbourhood),
                       budget=example.session_budget)
     sess.register("PUMS", PUMS_CSV)

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     example = fmt.parse_file(args.file)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.demo_db
-        if example.dataset == "demo" and db is None:
+        if example.dataset in ("demo", "patients") and db is None:
             from privplan.demo.data import write_demo_database
 
             db = write_demo_database(Path(tmp) / "demo.duckdb", rows=args.rows)

@@ -158,7 +158,8 @@ def _oracle_view(policy: pp.Policy, table: str, raw: str, clamp: set[str]) -> st
 
 def _run_oracle(con: duckdb.DuckDBPyConnection, example: Any, policy: pp.Policy,
                 query: Any) -> pd.DataFrame:
-    table, raw, view = (("visits", "visits_raw", "visits") if example.dataset == "demo"
+    table, raw, view = (("visits", "visits_raw", "visits")
+                        if example.dataset in ("demo", "patients")
                         else ("PUMS.PUMS", "pums_raw", '"PUMS"."PUMS"'))
     override = query.headers.get("oracle")
     if override is not None:  # the file's own SQL over the typed, unclamped table
@@ -272,7 +273,7 @@ def test_examples_are_enough() -> None:
 def test_sql_example(path: Path, examples_demo_db: Path,
                      oracle_con: duckdb.DuckDBPyConnection) -> None:
     example = fmt.parse_file(path)
-    table = "visits" if example.dataset == "demo" else "PUMS.PUMS"
+    table = "visits" if example.dataset in ("demo", "patients") else "PUMS.PUMS"
     sess = fmt.open_session(example, examples_demo_db)
     policy = sess.policy
     try:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
-from privplan.accounting.model import MechanismSpec, TableModel
+from privplan.accounting.model import MechanismSpec, TableModel, UnitModel
 from privplan.analysis.regions import conform_region
 from privplan.assemble import assemble, check_outer_query, noisy_frame
 from privplan.boundary import log, privplan_errors
@@ -53,11 +53,13 @@ from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
 from privplan.result import Result
 from privplan.rewrite.engine_sql import BINARY, bounded_source, core_sql, with_key_check
+from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
 from privplan.sql.nesting import INNER, Nested, split_outer
 from privplan.sql.parse import parse_statement
+from privplan.sql.per_unit import MARK, derived_model_columns, split_per_unit
 from privplan.sql.plan import CorePlan
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
@@ -220,12 +222,14 @@ class Session(Generic[B]):
         It runs every check :meth:`sql` runs before its charge, so the two agree on which
         queries are admissible. For an outer query over a DP subquery it explains the
         subquery (the outer query is post-processing: it costs nothing)."""
-        nested = split_outer(sql)
+        per_unit = self._per_unit(sql)
+        text, policy = per_unit if per_unit is not None else (sql, None)
+        nested = split_outer(sql) if per_unit is None else None
         if nested is not None:
             explained = self.explain(nested.inner, **budget)
             self._check_nested(nested, budget)
             return explained
-        planned, _ = self._prepare(sql, budget)
+        planned, _ = self._prepare(text, budget, policy)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
@@ -259,10 +263,12 @@ class Session(Generic[B]):
         to (enforced by the rewrite; it can only tighten the policy's), and ``clamps={column:
         (lo, hi)}``, bounds inside the policy's for this query's SUM/AVG/VAR of a column
         (BigQuery's ``CLAMPED BETWEEN``)."""
-        nested = split_outer(sql)
+        per_unit = self._per_unit(sql)
+        text, policy = per_unit if per_unit is not None else (sql, None)
+        nested = split_outer(sql) if per_unit is None else None
         if nested is not None:
             return self._sql_nested(nested, budget)
-        planned, statements = self._prepare(sql, budget)
+        planned, statements = self._prepare(text, budget, policy)
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
         with self.ledger.charging() as txn:
@@ -420,9 +426,8 @@ class Session(Generic[B]):
         try:
             states = decode_states(blob)
             for st in states:
-                if st.table not in self._tables and "+" in st.table:
-                    joined = self._joined_table(st.table)
-                    self._tables[joined.name] = joined.table_model()
+                if st.table not in self._tables and ("+" in st.table or MARK in st.table):
+                    self._tables[st.table] = self._virtual_model(st.table)
             exact = {"exact_limit": self._exact_limit} if self._exact_limit is not None else {}
             restored = Accountant.restore(self._tables, self.kind, states,
                                           lambda table: self._specs_through(seq, table), **exact)
@@ -455,26 +460,47 @@ class Session(Generic[B]):
         follows the file); the next use rebuilds it from the ledger."""
         self._accountant = None
 
-    def _prepare(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
+    def _per_unit(self, sql: str) -> tuple[str, Policy] | None:
+        """A statement over a per-unit pre-aggregation (:mod:`privplan.sql.per_unit`): the
+        derived table is defined in the engine (a view over the base table's bounded rows; its
+        inner WHERE checked and made total like any WHERE) and added to a copy of the policy.
+        Returns the statement over the derived table and that policy, or None. Reads no row."""
+        found = split_per_unit(sql, self.policy)
+        if found is None:
+            return None
+        inner = build_plan(found.where_sql, parse_statement(found.where_sql), self.policy,
+                           self._public_columns()).cores[0]
+        inner.table_sql, types = self._typed_table(found.base)
+        make_core_total(inner, types, judge(), found.where_sql)
+        self.engine.create_view(found.table.name, derived_view_sql(found, inner))
+        self._column_types.pop(found.table.name, None)  # (its engine types, read afresh)
+        return found.outer_sql, replace(self.policy, tables={**self.policy.tables,
+                                                              found.table.name: found.table})
+
+    def _prepare(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None
+                 ) -> tuple[PlannedQuery, list[str]]:
         """Everything before the charge, from the query text, the policy and the schema only
         (DESIGN.md invariant 8: a failure here spends nothing): plan, build and bind the
-        engine statements, and run the outer query on stand-in answers of their types."""
-        planned = self._plan(sql, budget)
+        engine statements, and run the outer query on stand-in answers of their types.
+        ``policy``: the session's, or a copy with a derived table (see :meth:`_per_unit`)."""
+        planned = self._plan(sql, budget, policy)
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
         schemas = [self.engine.bind(stmt) for stmt in statements]
         check_outer_query(planned, schemas)
         return planned, statements
 
-    def _plan(self, sql: str, budget: Mapping[str, Any]) -> PlannedQuery:
+    def _plan(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None
+              ) -> PlannedQuery:
+        policy = policy or self.policy
         # BigQuery's SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...): cut out, checked against the
         # policy (which always wins), and its epsilon/delta become the budget
-        sql, budget = apply_dp_clause(sql, self.policy, self.kind, budget)
+        sql, budget = apply_dp_clause(sql, policy, self.kind, budget)
         budget = dict(budget)
         groups = _query_groups(budget.pop("max_groups_contributed", None))
         clamps = budget.pop("clamps", None)
         value = query_budget(self.kind, **budget)
-        plan = build_plan(sql, parse_statement(sql), self.policy, self._public_columns(),
+        plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
                           clamps=clamps)
         for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)
             if groups is not None and core.unit is not None and core.keys:
@@ -485,6 +511,8 @@ class Session(Generic[B]):
                 core.table_sql, types = self._private_join_source(core)
                 self._ensure_table(core.table_policy)
             else:
+                if MARK in core.table:  # a derived per-unit table: a table of its own
+                    self._ensure_table(core.table_policy)
                 core.table_sql, types = self._typed_table(core.table_policy)
             # what the engine will compute, settled before the charge (DESIGN.md invariant 7)
             if core.joins:
@@ -498,7 +526,7 @@ class Session(Generic[B]):
                 made = self.engine.materialized(_bounded_select(core))
                 if made is not None:
                     core.table_sql, core.prebounded = made, True
-        return plan_costs(plan, value, self.policy, query_id=self.ledger.next_query_id())
+        return plan_costs(plan, value, policy, query_id=self.ledger.next_query_id())
 
     def _public_columns(self) -> dict[str, set[str]]:
         """Columns of public tables the policy lists without columns (read from the engine)."""
@@ -526,7 +554,10 @@ class Session(Generic[B]):
         if self._accountant is None:  # not built yet: it reads the whole ledger when it is
             return
         for m in txn.unseen_mechanisms():
-            if m.table not in self._tables and "+" in m.table:
+            if m.table not in self._tables and MARK in m.table:
+                self._tables[m.table] = model = self._virtual_model(m.table)
+                self._accountant.add_table(m.table, model)
+            elif m.table not in self._tables and "+" in m.table:
                 self._ensure_table(self._joined_table(m.table))
             if m.table not in types:
                 types[m.table] = self._policy_types(m.table)
@@ -538,6 +569,8 @@ class Session(Generic[B]):
 
     def _policy_types(self, table: str) -> dict[str, str]:
         """The policy type of each column of a (possibly joined) table."""
+        if MARK in table:
+            return {}  # (a derived table's regions are kept as recorded)
         try:
             policy = (self._joined_table(table) if "+" in table else self.policy.table(table))
         except PolicyError:
@@ -603,6 +636,15 @@ class Session(Generic[B]):
         if table.name not in self._tables:
             self._tables[table.name] = table.table_model()
             accountant.add_table(table.name, table.table_model())
+
+    def _virtual_model(self, name: str) -> TableModel:
+        """The accountant's model of a table the policy does not list: a join of two private
+        tables (``a+b``), or a derived per-unit table (``t/per-unit/...``: one row per unit of
+        t, add/remove; rebuilt from the name alone when a ledger is replayed)."""
+        if MARK in name:
+            base = self.policy.table(name.split(MARK)[0])
+            return TableModel("add_remove", UnitModel(1, derived_model_columns(base)))
+        return self._joined_table(name).table_model()
 
     def _joined_table(self, name: str) -> Any:
         left, _, right = name.partition("+")

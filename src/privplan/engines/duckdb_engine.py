@@ -118,6 +118,18 @@ class DuckDBEngine:
         self._registered[name.lower()] = data
         self._drop_materialized()  # the table changed: bounded copies are stale
 
+    def create_view(self, name: str, select_sql: str) -> None:
+        """Define (or redefine) the temporary view ``name`` as ``select_sql``: a derived table
+        privplan built (a per-unit pre-aggregation). Binding reads no row, so its errors are
+        about names and types only and are shown."""
+        quoted = name.replace('"', '""')
+        try:
+            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{quoted}" AS {select_sql}')
+        except duckdb.Error as err:
+            raise UnsupportedQueryError(
+                f"the engine rejected the per-unit subquery: {str(err).splitlines()[0]}. "
+                "Check the inner query's columns and types against the policy.") from None
+
     def table_sql(self, table: Any) -> str:
         """How the engine names the policy table (registered view, source, or its own name)."""
         name = table.name

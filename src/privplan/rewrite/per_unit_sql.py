@@ -1,0 +1,48 @@
+"""The engine's definition of a derived per-unit table (see :mod:`privplan.sql.per_unit`).
+
+One row per unit, from the unit's *bounded* rows (:func:`bounded_source`: at most
+``max_rows_per_unit``, chosen by hashes of the unit's own rows, unit-level columns canonical),
+filtered by the inner WHERE in its total form (checked and rewritten like any WHERE, so it cannot
+fail on some rows), with every aggregated column clamped to its declared bounds (NULL stays
+NULL): the derived values then lie inside the bounds the derived table's policy declares.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from privplan.rewrite.engine_sql import _clamp, _ident, bounded_source
+from privplan.sql.per_unit import PerUnit
+
+
+def _bound(value: Any) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(int(value))
+
+
+def derived_view_sql(found: PerUnit, inner_core: Any) -> str:
+    """``SELECT unit, <unit-level keys>, <clamped aggregates> FROM <bounded rows> [WHERE ...]
+    GROUP BY unit, <keys>`` for the derived table ``found.table``."""
+    base = found.base
+    rows = bounded_source(SimpleNamespace(
+        columns=tuple(base.columns), unit=base.privacy_unit, table_sql=inner_core.table_sql,
+        unit_level_columns=tuple(sorted(base.unit_level_columns())),
+        max_rows_per_unit=int(base.max_rows_per_unit), table_policy=base))
+    keys = [_ident(k) for k in found.keys]
+    items = list(keys)
+    for c in found.columns:
+        if c.func == "count_star":
+            items.append(f"COUNT(*) AS {_ident(c.name)}")
+            continue
+        col = base.columns[c.column]
+        if c.func == "count":
+            items.append(f"COUNT({_ident(c.column)}) AS {_ident(c.name)}")
+            continue
+        value = _clamp(_ident(c.column), _bound(col.lower), _bound(col.upper))  # type: ignore[arg-type]
+        if col.type == "float":
+            value = f"CAST({value} AS DOUBLE)"
+        items.append(f"{c.func.upper()}({value}) AS {_ident(c.name)}")
+    where = (f" WHERE {inner_core.where.sql(dialect='duckdb')}"
+             if inner_core.where is not None else "")
+    return (f"SELECT {', '.join(items)} FROM {rows} AS __bounded{where} "
+            f"GROUP BY {', '.join(keys)}")

@@ -1,0 +1,221 @@
+"""Per-unit pre-aggregation: a DP query over one row per privacy unit.
+
+    SELECT AVG(s) FROM (SELECT pid, SUM(cost) AS s FROM visits GROUP BY pid) AS per_patient
+
+The inner query groups a user-level table by its privacy unit (and, optionally, unit-level
+columns, constant per unit): it makes one row per unit, a *derived table*. privplan computes it
+from the unit's bounded rows (at most ``max_rows_per_unit``, chosen as for any query), with every
+aggregated column clamped to its bounds, so each derived column has bounds that follow from the
+policy alone:
+
+==================  ======================================  ============================
+inner aggregate     derived bounds (k rows per unit)         NULL
+==================  ======================================  ============================
+COUNT(*)            [1, k] (a unit appears with >= 1 row)    never
+COUNT(col)          [0, k]                                   never
+SUM(col)            [min(lo, k·lo), max(hi, k·hi)]           if col is nullable
+AVG / MIN / MAX     [lo, hi]                                 if col is nullable
+==================  ======================================  ============================
+
+The outer query is then an ordinary DP query over the derived table, whose privacy unit is the
+same column with one row per unit (``max_rows_per_unit: 1``).
+
+Why this is sound: a unit's derived row is a function of that unit's own rows only (the inner
+query groups by the unit, and the bounded rows of one unit do not depend on another's), so
+adding or removing one unit adds or removes at most one derived row: the derived table is a
+private table with one row per unit, neighbouring exactly when the base tables are (under
+add/remove; *replace* neighbours could make a row appear and another change, so it is refused).
+The derived table is accounted as a table of its own, one per inner query text, and its costs
+are added to the other tables' (a person is in every table), like a join of private tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from dataclasses import replace as dc_replace
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+
+from privplan.errors import UnsupportedQueryError
+
+__all__ = ["MARK", "PerUnit", "derived_model_columns", "split_per_unit"]
+
+MARK = "/per-unit/"
+"""In a derived table's name: ``<base table>/per-unit/<hash of the inner query>``."""
+
+
+@dataclass(frozen=True)
+class DerivedColumn:
+    """One derived column: the inner aggregate (``func`` of ``column``) under its alias."""
+
+    name: str
+    func: str  # count_star, count, sum, avg, min, max
+    column: str | None
+
+
+@dataclass(frozen=True)
+class PerUnit:
+    """A statement over a per-unit pre-aggregation: the base table, the inner query, the
+    derived table's policy and columns, and the statement with the subquery replaced by the
+    derived table's name."""
+
+    base: Any  # TablePolicy
+    inner_sql: str
+    where_sql: str  # ``SELECT COUNT(*) FROM <base> [WHERE <inner where>]``: planned as any
+    # query, it checks the inner WHERE and gives its total form (the inner query itself
+    # groups by the unit, which a DP query may not)
+    outer_sql: str
+    table: Any  # TablePolicy of the derived table
+    keys: tuple[str, ...]
+    columns: tuple[DerivedColumn, ...]
+
+
+def _refuse(node: exp.Expression, what: str, why: str, fix: str) -> None:
+    raise UnsupportedQueryError(f"{what}: {why} {fix} (in `{node.sql(dialect='duckdb')[:80]}`)")
+
+
+def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
+    """The per-unit pre-aggregation of ``sql``, or None when ``sql`` is not a SELECT over one
+    subquery that groups a user-level private table by its privacy unit (everything else
+    goes the usual way)."""
+    if not isinstance(sql, str) or sql.upper().count("SELECT") < 2:
+        return None
+    try:
+        tree = sqlglot.parse_one(sql, dialect="duckdb")
+    except (SqlglotParseError, TokenError, ValueError):
+        return None
+    if not isinstance(tree, exp.Select) or tree.args.get("joins") or tree.args.get("with"):
+        return None
+    source = tree.args.get("from_")
+    sub = source.this if source is not None else None
+    if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select):
+        return None
+    inner = sub.this
+    base = _base_table(inner, policy)
+    if base is None or base.public or base.is_row_level:
+        return None
+    group = inner.args.get("group")
+    keys = [k for k in (group.expressions if group is not None else [])]
+    key_names = [k.name.lower() for k in keys if isinstance(k, exp.Column)]
+    if base.privacy_unit not in key_names:
+        return None  # not grouped by the unit: an outer query over a DP subquery, if anything
+    if base.neighbourhood != "add_remove":
+        _refuse(inner, "per-unit pre-aggregation refused",
+                f"table '{base.name}' uses the replace neighbourhood, under which one unit's "
+                "change can add a derived row and change another.",
+                "Use add_remove for this table, or aggregate its rows directly.")
+    if len(key_names) != len(keys) or any(
+            n != base.privacy_unit and not base.columns[n].unit_level
+            for n in key_names if n in base.columns):
+        _refuse(inner, "per-unit pre-aggregation refused",
+                f"the inner GROUP BY may list only the privacy unit '{base.privacy_unit}' and "
+                "columns declared `unit_level: true` (constant per unit), so that it makes one "
+                "row per unit.", "Group the inner query by the unit alone.")
+    for clause in ("having", "order", "limit", "offset", "joins", "distinct", "qualify"):
+        if inner.args.get(clause):
+            _refuse(inner, "per-unit pre-aggregation refused",
+                    f"the inner query may not have {clause.upper()} (it would make rows depend "
+                    "on other units).", f"Remove {clause.upper()} from the inner query.")
+    columns = _derived_columns(inner, key_names, base)
+    text = inner.sql(dialect="duckdb")
+    name = f"{base.name.lower()}{MARK}{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    table = _derived_table(name, base, key_names, columns)
+    alias = sub.alias or "per_unit"
+    outer = tree.copy()
+    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name, quoted=True),
+                                              alias=exp.TableAlias(
+                                                  this=exp.to_identifier(alias)))))
+    check = inner.copy()
+    check.set("expressions", [exp.Count(this=exp.Star())])
+    check.set("group", None)
+    return PerUnit(base=base, inner_sql=text, where_sql=check.sql(dialect="duckdb"),
+                   outer_sql=outer.sql(dialect="duckdb"),
+                   table=table, keys=tuple(key_names), columns=tuple(columns))
+
+
+def _base_table(inner: exp.Select, policy: Any) -> Any:
+    source = inner.args.get("from_")
+    table = source.this if source is not None else None
+    if not isinstance(table, exp.Table) or inner.args.get("joins"):
+        return None
+    try:
+        return policy.table(table.sql(dialect="duckdb"))
+    except Exception:  # noqa: BLE001 - not a policy table: the usual path reports it
+        return None
+
+
+_FUNCS: dict[type[exp.Expression], str] = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg",
+                                           exp.Min: "min", exp.Max: "max"}
+
+
+def _derived_columns(inner: exp.Select, keys: list[str], base: Any) -> list[DerivedColumn]:
+    out: list[DerivedColumn] = []
+    for item in inner.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Column) and node.name.lower() in keys:
+            if isinstance(item, exp.Alias) and item.alias.lower() != node.name.lower():
+                _refuse(item, "per-unit pre-aggregation refused",
+                        "a key of the inner query keeps its own name.",
+                        f"Write {node.name} without an alias.")
+            continue
+        func = _FUNCS.get(type(node))
+        if func is None or not isinstance(item, exp.Alias):
+            _refuse(item, "per-unit pre-aggregation refused",
+                    "each inner column must be a group key or COUNT, SUM, AVG, MIN or MAX of "
+                    "one column, named with AS.",
+                    "Write e.g. SELECT pid, SUM(cost) AS total FROM t GROUP BY pid.")
+        arg = node.this
+        if func == "count" and (arg is None or isinstance(arg, exp.Star)):
+            out.append(DerivedColumn(item.alias.lower(), "count_star", None))
+            continue
+        if not isinstance(arg, exp.Column) or arg.name.lower() not in base.columns:
+            _refuse(item, "per-unit pre-aggregation refused",
+                    "the inner aggregates must each read one column of the table (no "
+                    "DISTINCT, expressions or FILTER).", "Aggregate a column.")
+        column = base.columns[arg.name.lower()]
+        if func != "count" and (column.type not in ("int", "float") or not column.has_bounds):
+            _refuse(item, "per-unit pre-aggregation refused",
+                    f"{func.upper()}({column.name}) needs a numeric column with declared "
+                    "lower/upper bounds (they bound the derived column).",
+                    f"Declare bounds for '{column.name}' in the policy.")
+        out.append(DerivedColumn(item.alias.lower(), func, column.name))
+    names = [c.name for c in out] + keys
+    if len(set(names)) != len(names):
+        _refuse(inner, "per-unit pre-aggregation refused", "two inner columns share a name.",
+                "Give each a distinct alias.")
+    return out
+
+
+def _derived_table(name: str, base: Any, keys: list[str], columns: list[DerivedColumn]) -> Any:
+    from privplan.policy import ColumnPolicy, TablePolicy
+
+    k = int(base.max_rows_per_unit)
+    cols: dict[str, Any] = {}
+    for key in keys:
+        # (unit_level is not set: with one row per unit every column is constant per unit)
+        cols[key] = dc_replace(base.columns[key], unit_level=False)
+    for c in columns:
+        if c.func in ("count_star", "count"):
+            cols[c.name] = ColumnPolicy(c.name, "int", 1 if c.func == "count_star" else 0, k,
+                                        nullable=False)
+            continue
+        src = base.columns[c.column]
+        lo, hi = src.lower, src.upper
+        if c.func == "sum":
+            lo, hi = min(lo, k * lo), max(hi, k * hi)
+        cols[c.name] = ColumnPolicy(c.name, src.type if c.func != "avg" else "float", lo, hi,
+                                    nullable=src.nullable,
+                                    resolution=src.resolution if c.func == "sum" else None)
+    return TablePolicy(name=name, columns=cols, privacy_unit=base.privacy_unit,
+                       neighbourhood="add_remove", max_rows_per_unit=1)
+
+
+def derived_model_columns(base: Any) -> frozenset[str]:
+    """The unit-level columns of any derived table of ``base`` (its unit alone), so that the
+    accountant's model of a derived table can be rebuilt from its name (ledger replay)."""
+    return frozenset({base.privacy_unit})
