@@ -172,3 +172,15 @@ def test_replace_neighbours_are_refused() -> None:
         sess.sql("SELECT AVG(s) FROM (SELECT pid, SUM(x) AS s FROM t GROUP BY pid) AS u",
                  epsilon=1)
     assert PolicyError  # (imported for the refusal table's classes)
+
+
+def test_ledger_verify_recomputes_a_total_with_derived_tables(tmp_path: Path) -> None:
+    from privplan.ledger_verify import verify_ledger
+
+    ledger = tmp_path / "l.sqlite"
+    with _session(_data(), ledger) as sess:
+        sess.sql("SELECT COUNT(*) AS n FROM (SELECT pid FROM t GROUP BY pid) AS u", epsilon=1)
+        sess.sql("SELECT SUM(x) FROM t", epsilon=1)
+    result = verify_ledger(ledger, policy=_policy())
+    assert result.ok, str(result)
+    assert "ε=2" in str(result)
