@@ -304,39 +304,31 @@ def example_files() -> list[Path]:
     return sorted(EXAMPLES_DIR.glob("*.sql"))
 
 
+def _with_neighbourhood(policy: pp.Policy, neighbourhood: str) -> pp.Policy:
+    """``policy`` with every private table in ``neighbourhood`` (public tables have none)."""
+    if neighbourhood == "add_remove":
+        return policy
+    d = policy.to_dict()
+    for table in d["tables"].values():
+        if not table.get("public"):
+            table["neighbourhood"] = neighbourhood
+    return pp.Policy.from_dict(d)
+
+
 def demo_policy(neighbourhood: str = "add_remove") -> pp.Policy:
     from privplan.demo.data import demo_policy_path
 
-    policy = pp.Policy.from_yaml(demo_policy_path())
-    if neighbourhood != "add_remove":
-        d = policy.to_dict()
-        for table in d["tables"].values():
-            if not table.get("public"):
-                table["neighbourhood"] = neighbourhood
-        policy = pp.Policy.from_dict(d)
-    return policy
+    return _with_neighbourhood(pp.Policy.from_yaml(demo_policy_path()), neighbourhood)
 
 
 def patients_policy(neighbourhood: str = "add_remove") -> pp.Policy:
     """The demo database's policy with the patient as the privacy unit."""
-    policy = pp.Policy.from_yaml(Path(pp.__file__).resolve().parent / "demo"
-                                 / "policy_patients.yaml")
-    if neighbourhood != "add_remove":
-        d = policy.to_dict()
-        for table in d["tables"].values():
-            table["neighbourhood"] = neighbourhood
-        policy = pp.Policy.from_dict(d)
-    return policy
+    path = Path(pp.__file__).resolve().parent / "demo" / "policy_patients.yaml"
+    return _with_neighbourhood(pp.Policy.from_yaml(path), neighbourhood)
 
 
 def pums_policy(neighbourhood: str = "add_remove") -> pp.Policy:
-    policy = pp.Policy.from_smartnoise_yaml(PUMS_YAML)
-    if neighbourhood != "add_remove":
-        d = policy.to_dict()
-        for table in d["tables"].values():
-            table["neighbourhood"] = neighbourhood
-        policy = pp.Policy.from_dict(d)
-    return policy
+    return _with_neighbourhood(pp.Policy.from_smartnoise_yaml(PUMS_YAML), neighbourhood)
 
 
 def open_session(example: Example, demo_db: str | Path | None = None) -> pp.Session:
