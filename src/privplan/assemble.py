@@ -15,7 +15,6 @@ import pandas as pd
 
 from privplan.engines.duckdb_engine import post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
-from privplan.mechanisms.exponential import quantile_utilities
 from privplan.mechanisms.accuracy import (
     interval_halfwidth,
     joint_halfwidths,
@@ -23,6 +22,7 @@ from privplan.mechanisms.accuracy import (
     stddev_interval,
     variance_interval,
 )
+from privplan.mechanisms.exponential import quantile_utilities
 from privplan.planner import PlannedMeasure, PlannedQuery
 from privplan.result import ColumnAccuracy
 from privplan.rewrite.engine_sql import key_column, measure_column
@@ -136,7 +136,11 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
                           draw=False)
               for i, (core, schema) in enumerate(zip(plan.cores, schemas))]
     try:
-        post_processor().run(_probe_sql(planned, frames), {})
+        # the very code that runs after the charge, on the stand-ins: each branch is turned
+        # into a frame before the UNION ALL, as there (a constant such as DATE 'infinity'
+        # converts in a union of SQL types but not into pandas: one statement over all the
+        # branches passed where the real path failed, after the charge)
+        outer_query(planned, frames)
     except PostProcessingError as err:
         raise UnsupportedQueryError(
             f"{err} (checked on stand-in values before anything was spent: it would fail on "
@@ -145,52 +149,6 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
     if len(_CHECKED) >= _CHECKED_MAX:
         _CHECKED.clear()
     _CHECKED[key] = True
-
-
-def _probe_sql(planned: PlannedQuery, frames: list[pd.DataFrame]) -> str:
-    """The outer query as one statement over one-row stand-in tables written as constants
-    (about 4x cheaper than registering frames): each noisy table becomes a CTE whose columns
-    have the types DuckDB reads the real noisy frame's columns as."""
-    plan = planned.plan
-    single = len(plan.cores) == 1
-    ctes = []
-    for i, (core, frame) in enumerate(zip(plan.cores, frames)):
-        frame = with_derived(core, frame)
-        columns = flat_columns(core, output_items(core)) if FLAT_OUTPUT else None
-        if columns is not None:  # the flat output: the named columns, as they are
-            flat = _constants(frame[[c for _, c in columns]], [n for n, _ in columns])
-            ctes.append(f"__b{i} AS (SELECT {flat})")
-            continue
-        ctes.append(f"__noisy{i} AS (SELECT {_constants(frame, list(frame.columns))})")
-        post = post_select(core, f"__noisy{i}", hidden=single).sql(dialect="duckdb")
-        ctes.append(f"__b{i} AS ({post})")
-    if single:
-        return f"WITH {', '.join(ctes)} SELECT * FROM __b0"
-    return f"WITH {', '.join(ctes)} {_union_sql(plan, len(frames))}"
-
-
-def _constants(frame: pd.DataFrame, names: list[str]) -> str:
-    """A SELECT list of one constant per column, typed as DuckDB types a pandas column of that
-    dtype (int64 → BIGINT, float64 → DOUBLE, datetime64 → TIMESTAMP, strings → VARCHAR)."""
-    items = []
-    for j, name in enumerate(names):  # by position: two outputs may read one column
-        dtype = frame.iloc[:, j].dtype
-        if pd.api.types.is_bool_dtype(dtype):
-            value = "FALSE"
-        elif pd.api.types.is_integer_dtype(dtype):
-            size = np.dtype(getattr(dtype, "numpy_dtype", dtype)).itemsize  # Int64 too
-            value = f"CAST(0 AS {_INT_TYPES.get(size, 'BIGINT')})"
-        elif pd.api.types.is_float_dtype(dtype):
-            value = "CAST(0 AS DOUBLE)"
-        elif pd.api.types.is_datetime64_any_dtype(dtype):
-            value = "TIMESTAMP '2000-01-01'"
-        else:
-            value = "''"
-        items.append(f'{value} AS "{name.replace(chr(34), chr(34) * 2)}"')
-    return ", ".join(items)
-
-
-_INT_TYPES = {1: "TINYINT", 2: "SMALLINT", 4: "INTEGER", 8: "BIGINT"}
 
 
 def _union_sql(plan: Any, branches: int) -> str:

@@ -62,3 +62,18 @@ def test_replacement_scans_are_off(session: pp.Session) -> None:
         session.sql("SELECT COUNT(*) FROM secret", epsilon=1)
     assert session.engine.con.execute(
         "SELECT current_setting('python_enable_replacements')").fetchone() == (False,)
+
+
+def test_a_failed_fetch_leaves_the_post_processor_usable() -> None:
+    """A post-processing statement that fails while its result is fetched (a DATE pandas
+    cannot hold) is reported as itself, and the next statement runs (the connection was left
+    busy with the failed result, and the cleanup's own error used to replace the query's)."""
+    import pandas as pd
+
+    from privplan.engines.duckdb_engine import post_processor
+    from privplan.errors import PostProcessingError
+
+    frame = pd.DataFrame({"n": [1]})
+    with pytest.raises(PostProcessingError, match="infinity"):
+        post_processor().run("SELECT DATE 'infinity' AS d, n FROM __t", {"__t": frame})
+    assert post_processor().run("SELECT n + 1 AS m FROM __t", {"__t": frame})["m"].tolist() == [2]

@@ -315,12 +315,27 @@ class PostProcessor:
         try:
             return _frame(self.con.execute(sql))
         except duckdb.Error as err:
+            # a failure while the result is fetched (e.g. a DATE 'infinity' that pandas cannot
+            # hold) leaves the connection busy with that result: start a fresh one, so the
+            # error reported is the query's, and the next statement finds a clean connection
+            self._reset()
             raise PostProcessingError(
                 f"the outer query (HAVING, ORDER BY, LIMIT, expressions) failed over the noisy "
                 f"answers: {str(err).splitlines()[0]}") from None
         finally:
             for name in tables:
-                self.con.unregister(name)
+                try:
+                    self.con.unregister(name)
+                except duckdb.Error:
+                    self._reset()
+
+    def _reset(self) -> None:
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass
+        self.con = duckdb.connect(":memory:")
+        _secure(self.con)
 
     def sample(self, columns: list[tuple[str, str]]) -> pd.DataFrame:
         """A one-row frame with these (name, DuckDB type) columns, as a query result of
