@@ -117,6 +117,7 @@ def test_costs_compose_as_a_table_of_its_own(tmp_path: Path) -> None:
     inner = "(SELECT pid, SUM(x) AS s FROM t GROUP BY pid) AS u"
     with _session(frame, ledger) as sess:
         plan = sess.explain(f"SELECT COUNT(*) AS n FROM {inner}", epsilon=1)
+        assert plan.sql == f"SELECT COUNT(*) AS n FROM {inner}"  # as written
         assert plan.mechanisms[0].sensitivity == 1  # one derived row per unit
         assert plan.mechanisms[0].noise == "discrete Laplace, scale 1"
         assert sess.sql(f"SELECT COUNT(*) AS n FROM {inner} WHERE s < 10",

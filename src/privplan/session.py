@@ -230,6 +230,7 @@ class Session(Generic[B]):
             self._check_nested(nested, budget)
             return explained
         planned, _ = self._prepare(text, budget, policy)
+        planned.plan.sql = sql  # (explain shows the query as written)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
@@ -269,6 +270,7 @@ class Session(Generic[B]):
         if nested is not None:
             return self._sql_nested(nested, budget)
         planned, statements = self._prepare(text, budget, policy)
+        planned.plan.sql = sql  # (explain shows the query as written)
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
         with self.ledger.charging() as txn:
