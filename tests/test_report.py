@@ -432,3 +432,24 @@ def test_a_report_with_quantiles_runs_and_its_audit_verifies(tmp_path: Path,
     record = next(m for q in json.loads(run.audit_path.read_text())["queries"]
                   for m in q["mechanisms"] if m["measure"] == "quantile")
     assert record["noise"]["type"] == "exponential" and record["rank_error_95"] > 0
+
+
+def test_a_report_with_a_per_unit_query_runs_and_its_audit_verifies(tmp_path: Path,
+                                                                    demo_db: Path) -> None:
+    ws = workspace(tmp_path, demo_db)
+    shutil.copy(Path(demo_policy_path()).with_name("policy_patients.yaml"),
+                ws / "patients.yaml")
+    spec = ReportSpec.from_dict({
+        "database": "demo.duckdb", "policy": "patients.yaml", "budget": {"epsilon": 2},
+        "queries": {
+            "patients": "SELECT COUNT(*) AS n FROM (SELECT patient_id FROM visits "
+                        "GROUP BY patient_id) AS p",
+            "visits": "SELECT COUNT(*) AS n FROM visits"}}, base_dir=ws)
+    plan = plan_report(spec, ledger=None)
+    patients = next(q for q in plan.queries if q.query.name == "patients")
+    assert [e.std for e in patients.errors] and patients.errors[0].std is not None
+    run = run_report(spec, ws / "out", progress=False)
+    assert run.total <= PureDP(2)
+    result = verify_audit(run.audit_path)
+    assert result.ok, str(result)
+    assert "2 queries re-planned" in next(c.detail for c in result.checks if c.name == "replan")

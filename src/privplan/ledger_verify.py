@@ -136,20 +136,13 @@ def _check_totals(entries: Any, out: LedgerVerification) -> None:
 
 def _recompute(entries: Any, policy: Any, kind: type) -> Any:
     """The composed total of every recorded mechanism, composed at once."""
-    from privplan.accounting.model import TableModel, UnitModel
-    from privplan.sql.joins import _virtual_table
-    from privplan.sql.per_unit import MARK, derived_model_columns
+    from privplan.sql.virtual_tables import is_virtual, table_model
 
     models = {t.name: t.table_model() for t in policy.private_tables()}
     mechanisms = [m for e in entries for m in e.mechanisms]
     for m in mechanisms:
-        if m.table not in models and MARK in m.table:  # a derived per-unit table
-            base = policy.table(m.table.split(MARK)[0])
-            models[m.table] = TableModel("add_remove", UnitModel(1, derived_model_columns(base)))
-        elif m.table not in models and "+" in m.table:
-            left, _, right = m.table.partition("+")
-            models[m.table] = _virtual_table(policy.table(left),
-                                             policy.table(right)).table_model()
+        if m.table not in models and is_virtual(m.table):  # a join or a per-unit table
+            models[m.table] = table_model(policy, m.table)
     accountant = Accountant(models, kind)
     return accountant.admit(mechanisms).cost
 

@@ -628,7 +628,7 @@ def _plan_query(sess: Any, q: ReportQuery, budget: Any) -> PlannedQuery:
     """Plan one report query with every check ``sess.sql`` runs before its charge, so a report
     whose query would fail without looking at the data is refused before any query is run."""
     try:
-        return sess._prepare(q.sql, {"budget": budget})[0]
+        return sess.plan(q.sql, {"budget": budget})[0]
     except PrivplanError as err:
         raise type(err)(f"report query `{q.name}`: {err}") from None
 
@@ -666,6 +666,8 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
         demands.append(Demand(name=q.name, mechanisms=tuple(m.spec for m in ref.measures),
                               reference=spec.budget, weight=q.weight, kappa=kappa,
                               required=bool(errors)))
+    # (planning registers the models of virtual tables: private joins, per-unit tables)
+    tables = {**tables, **sess.table_models()}
     alloc = allocate(demands, tables, spec.budget, objective=spec.objective,  # type: ignore[arg-type]
                      history=history, composition=spec.composition,  # type: ignore[arg-type]
                      delta_prime=spec.delta_prime)
@@ -847,7 +849,7 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
             bar.close()
             total = sess.accountant.total
             audit = build_audit(spec=spec, plan=plan, charged=charged, files=files,
-                                history=history, total=total, tables=None,
+                                history=history, total=total, tables=sess.table_models(),
                                 policy=sess.policy, ledger_path=ledger_path,
                                 ledger_budget=sess.budget, out_dir=out_dir, complete=complete)
             write_audit(audit_path, audit)

@@ -17,9 +17,9 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
+from fractions import Fraction
 from numbers import Real
 from pathlib import Path
-from fractions import Fraction
 from typing import Any, Generic, TypeVar, overload
 
 import duckdb
@@ -27,7 +27,7 @@ import pandas as pd
 
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
-from privplan.accounting.model import MechanismSpec, TableModel, UnitModel
+from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
 from privplan.assemble import assemble, check_outer_query, noisy_frame
 from privplan.boundary import log, privplan_errors
@@ -59,8 +59,9 @@ from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
 from privplan.sql.nesting import INNER, Nested, split_outer
 from privplan.sql.parse import parse_statement
-from privplan.sql.per_unit import MARK, derived_model_columns, split_per_unit
+from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
+from privplan.sql.virtual_tables import table_model as virtual_table_model
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
@@ -222,15 +223,12 @@ class Session(Generic[B]):
         It runs every check :meth:`sql` runs before its charge, so the two agree on which
         queries are admissible. For an outer query over a DP subquery it explains the
         subquery (the outer query is post-processing: it costs nothing)."""
-        per_unit = self._per_unit(sql)
-        text, policy = per_unit if per_unit is not None else (sql, None)
-        nested = split_outer(sql) if per_unit is None else None
+        nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             explained = self.explain(nested.inner, **budget)
             self._check_nested(nested, budget)
             return explained
-        planned, _ = self._prepare(text, budget, policy)
-        planned.plan.sql = sql  # (explain shows the query as written)
+        planned, _ = self.plan(sql, budget)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
@@ -264,13 +262,10 @@ class Session(Generic[B]):
         to (enforced by the rewrite; it can only tighten the policy's), and ``clamps={column:
         (lo, hi)}``, bounds inside the policy's for this query's SUM/AVG/VAR of a column
         (BigQuery's ``CLAMPED BETWEEN``)."""
-        per_unit = self._per_unit(sql)
-        text, policy = per_unit if per_unit is not None else (sql, None)
-        nested = split_outer(sql) if per_unit is None else None
+        nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             return self._sql_nested(nested, budget)
-        planned, statements = self._prepare(text, budget, policy)
-        planned.plan.sql = sql  # (explain shows the query as written)
+        planned, statements = self.plan(sql, budget)
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
         with self.ledger.charging() as txn:
@@ -462,6 +457,23 @@ class Session(Generic[B]):
         follows the file); the next use rebuilds it from the ledger."""
         self._accountant = None
 
+    def table_models(self) -> dict[str, TableModel]:
+        """The accountant's model of every private table it knows: the policy's, and the
+        virtual ones planning has met (joins of private tables, per-unit tables)."""
+        self.accountant  # noqa: B018 - built first: building resets the models
+        return dict(self._tables)
+
+    def plan(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
+        """Plan one DP query with every check :meth:`sql` runs before its charge, and the
+        engine statements that would answer it. Spends nothing and reads no row: the one
+        planning entry point of ``explain``, ``sql`` and reports. A query over a per-unit
+        pre-aggregation is planned over its derived table (see :meth:`_per_unit`)."""
+        per_unit = self._per_unit(sql)
+        text, policy = per_unit if per_unit is not None else (sql, None)
+        planned, statements = self._prepare(text, budget, policy)
+        planned.plan.sql = sql  # (explain shows the query as written)
+        return planned, statements
+
     def _per_unit(self, sql: str) -> tuple[str, Policy] | None:
         """A statement over a per-unit pre-aggregation (:mod:`privplan.sql.per_unit`): the
         derived table is defined in the engine (a view over the base table's bounded rows; its
@@ -643,10 +655,7 @@ class Session(Generic[B]):
         """The accountant's model of a table the policy does not list: a join of two private
         tables (``a+b``), or a derived per-unit table (``t/per-unit/...``: one row per unit of
         t, add/remove; rebuilt from the name alone when a ledger is replayed)."""
-        if MARK in name:
-            base = self.policy.table(name.split(MARK)[0])
-            return TableModel("add_remove", UnitModel(1, derived_model_columns(base)))
-        return self._joined_table(name).table_model()
+        return virtual_table_model(self.policy, name)
 
     def _joined_table(self, name: str) -> Any:
         left, _, right = name.partition("+")
