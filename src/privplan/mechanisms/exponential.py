@@ -143,6 +143,7 @@ class ExponentialMechanism:
                 on = sizes[lanes] == size
                 picks[on] = src.uniform_ints(int(on.sum()), int(size))
             gaps = table[lanes, picks]
+            whole: samplers.IntArray
             if int(gaps.max()) * num < samplers.MAX_BOUND:  # int64 arithmetic is exact here
                 scaled = gaps * num
                 whole, frac = scaled // den, _Fractions.of(scaled % den, den)

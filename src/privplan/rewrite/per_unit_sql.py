@@ -10,7 +10,7 @@ NULL): the derived values then lie inside the bounds the derived table's policy 
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from privplan.rewrite.engine_sql import _clamp, _ident, bounded_source
 from privplan.sql.per_unit import PerUnit
@@ -24,10 +24,10 @@ def derived_view_sql(found: PerUnit, inner_core: Any) -> str:
     """``SELECT unit, <unit-level keys>, <clamped aggregates> FROM <bounded rows> [WHERE ...]
     GROUP BY unit, <keys>`` for the derived table ``found.table``."""
     base = found.base
-    rows = bounded_source(SimpleNamespace(
+    rows = bounded_source(cast(Any, SimpleNamespace(
         columns=tuple(base.columns), unit=base.privacy_unit, table_sql=inner_core.table_sql,
         unit_level_columns=tuple(sorted(base.unit_level_columns())),
-        max_rows_per_unit=int(base.max_rows_per_unit), table_policy=base))
+        max_rows_per_unit=int(base.max_rows_per_unit), table_policy=base)))
     keys = [_ident(k) for k in found.keys]
     items = list(keys)
     for c in found.columns:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlglot
 from sqlglot import exp
@@ -75,7 +75,7 @@ class PerUnit:
     columns: tuple[DerivedColumn, ...]
 
 
-def _refuse(node: exp.Expression, what: str, why: str, fix: str) -> None:
+def _refuse(node: exp.Expression, what: str, why: str, fix: str) -> NoReturn:
     raise UnsupportedQueryError(f"{what}: {why} {fix} (in `{node.sql(dialect='duckdb')[:80]}`)")
 
 

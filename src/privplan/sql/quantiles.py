@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -52,7 +52,8 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any) -> QuantileCall:
     name = agg.sql(dialect="duckdb").split("(", 1)[0].upper()  # as written (or DuckDB's)
     for sub in agg.find_all(exp.AggFunc):
         if sub is not agg:
-            refuse(sql, sub, "nested aggregate refused", "aggregates cannot nest.",
+            refuse(sql, cast(exp.Expression, sub), "nested aggregate refused",
+                   "aggregates cannot nest.",
                    "Compute the inner aggregate in its own query.")
     q = _FIXED.get(name)
     if q is None:
