@@ -81,8 +81,9 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
+from privplan.query_budget import query_budget
 from privplan.result import Result
-from privplan.session import Session, query_budget
+from privplan.session import Session
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 
 __all__ = [

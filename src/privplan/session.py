@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
-from numbers import Real
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
@@ -51,8 +50,9 @@ from privplan.ledger_checkpoint import decode_states, encode_states
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
+from privplan.query_budget import query_budget, query_groups
 from privplan.result import Result
-from privplan.rewrite.engine_sql import BINARY, bounded_source, core_sql, with_key_check
+from privplan.rewrite.engine_sql import bounded_source, core_sql, with_key_check
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
@@ -62,6 +62,7 @@ from privplan.sql.parse import parse_statement
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
+from privplan.typed_view import typed_view
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
@@ -70,78 +71,6 @@ B = TypeVar("B", PureDP, ApproxDP, ZCDP, GDP)
 Num = float | Fraction | Decimal
 """A budget parameter (an int is a float to a type checker)."""
 Clamps = Mapping[str, tuple[float, float]]
-
-
-def _query_groups(value: Any) -> int | None:
-    """``max_groups_contributed=`` of one query: a positive int, or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PolicyError(f"max_groups_contributed must be a positive integer, got {value!r}.")
-    return value
-
-
-def query_budget(
-    session_kind: type,
-    *,
-    epsilon: Any = None,
-    delta: Any = None,
-    rho: Any = None,
-    mu: Any = None,
-    budget: Any = None,
-) -> Any:
-    """The query's total budget as a value of the session's kind (clear errors otherwise)."""
-    given = [n for n, v in (("epsilon", epsilon), ("rho", rho), ("mu", mu), ("budget", budget))
-             if v is not None]
-    if not given:
-        raise PolicyError(
-            "say how much privacy budget this query may use: pass epsilon= (with delta= for "
-            "(ε, δ)-DP), rho= (zCDP), mu= (Gaussian DP) or budget=<a privacy value>."
-        )
-    if len(given) > 1:
-        raise PolicyError(
-            f"pass only one of {', '.join(given)} for a query: each names a whole budget (in "
-            f"its privacy definition). Pass one, matching the session's "
-            f"({_param_hint(session_kind)}).")
-    for name, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("mu", mu)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, Real | Decimal)):
-            raise PolicyError(
-                f"{name}={v!r} is not a number: pass a number, e.g. {name}=0.5 (a string or a "
-                "boolean is refused rather than guessed at).")
-    if delta is not None and epsilon is None:
-        raise PolicyError("delta= goes with epsilon=: pass epsilon= and delta= for (ε, δ)-DP")
-    try:
-        if budget is not None:
-            value = budget
-        elif epsilon is not None:
-            if delta is not None or session_kind is ApproxDP:
-                value = ApproxDP(epsilon, delta if delta is not None else 0)
-            else:
-                value = PureDP(epsilon)
-        elif rho is not None:
-            value = ZCDP(rho)
-        else:
-            value = GDP(mu)
-    except (TypeError, ValueError) as err:
-        raise PolicyError(f"invalid query budget: {err}") from None
-    if type(value) is not session_kind:
-        raise PolicyError(
-            f"this query's budget is {type(value).__name__} but the session's budget is "
-            f"{session_kind.__name__}; privplan composes one privacy definition per session. "
-            f"Pass the matching parameter ({_param_hint(session_kind)})."
-        )
-    if value.is_zero():
-        shown = ", ".join(f"{n}={v!r}" for n, v in (("epsilon", epsilon), ("rho", rho),
-                                                     ("mu", mu), ("budget", budget))
-                          if v is not None)
-        raise PolicyError(f"{shown}: the query budget must be positive (a query with no budget "
-                          f"could release nothing). Pass e.g. {_param_hint(session_kind).split('=')[0]}=0.1.")
-    return value
-
-
-def _param_hint(kind: type) -> str:
-    return {PureDP: "epsilon=", ApproxDP: "epsilon= and delta=", ZCDP: "rho=",
-            GDP: "mu="}[kind]
 
 
 class Session(Generic[B]):
@@ -511,7 +440,7 @@ class Session(Generic[B]):
         # policy (which always wins), and its epsilon/delta become the budget
         sql, budget = apply_dp_clause(sql, policy, self.kind, budget)
         budget = dict(budget)
-        groups = _query_groups(budget.pop("max_groups_contributed", None))
+        groups = query_groups(budget.pop("max_groups_contributed", None))
         clamps = budget.pop("clamps", None)
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
@@ -688,64 +617,6 @@ def _bounded_select(core: CorePlan) -> str:
     """The SELECT that makes the core's session copy (see :meth:`Session._copies`); also the
     key under which the engine keeps it."""
     return bounded_source(core).removeprefix("(").removesuffix(")")
-
-
-_ENGINE_TYPES = {
-    "int": ("BIGINT", ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                       "USMALLINT", "UINTEGER")),
-    "float": ("DOUBLE", ("FLOAT", "DOUBLE", "REAL")),
-    "str": ("VARCHAR", ("VARCHAR",)),
-    "bool": ("BOOLEAN", ("BOOLEAN",)),
-    "date": ("DATE", ("DATE",)),
-    "timestamp": ("TIMESTAMP", ("TIMESTAMP",)),
-}
-
-
-def typed_source(table_sql: str, name: str, columns: Mapping[str, Any],
-                 actual: Mapping[str, str]) -> str:
-    """The table as the engine should read it (see :func:`typed_view`)."""
-    return typed_view(table_sql, columns, actual)[0]
-
-
-def typed_view(table_sql: str, columns: Mapping[str, Any],
-               actual: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """The table as the engine should read it, with every column in its *policy* type, and the
-    engine's type of each column of that view.
-
-    Why each conversion (DESIGN.md invariant 7, the engine computes what the analysis models):
-
-    * Regions are derived with the policy's types (e.g. string order for ``str``). If the engine
-      compared with another type's order (integers stored in a column the policy calls ``str``),
-      two regions the analyzer proves disjoint could overlap in the engine — an under-charge. So
-      a column whose stored type differs is read through ``TRY_CAST`` to the policy type (a value
-      that does not convert becomes NULL; TRY_CAST cannot fail).
-    * ``float`` columns are read as floating point: a DECIMAL or HUGEINT column would make the
-      clamping arithmetic of a SUM overflow (an error that only some values cause).
-    * ``str`` columns are read ``COLLATE "binary"``: the analysis compares strings by code
-      point, while a column declared ``COLLATE NOCASE`` (or a connection's
-      ``default_collation``) would make ``s = 'a'`` and ``s = 'A'`` overlap. The collation
-      sticks to the column through functions and session copies.
-    """
-    items = []
-    types: dict[str, str] = {}
-    for col, policy_col in columns.items():
-        target, accepted = _ENGINE_TYPES[policy_col.type]
-        stored = actual[col].upper()
-        ident = f'"{col}"'
-        same = stored in accepted
-        if stored in ("UBIGINT", "UHUGEINT"):
-            # compared with a signed value, the engine would convert an unsigned 64/128-bit
-            # integer to a signed type and fail on the largest values
-            target = "HUGEINT"
-        value = ident if same else f"TRY_CAST({ident} AS {target})"
-        types[col] = stored if same else target
-        if policy_col.type == "str":
-            value = f"{value} {BINARY}"
-            types[col] = "VARCHAR"
-        items.append(value if value == ident else f"{value} AS {ident}")
-    if all(item.startswith('"') and " AS " not in item for item in items):
-        return table_sql, types
-    return f'(SELECT {", ".join(items)} FROM {table_sql})', types
 
 
 def _data_file(database: Any, policy: Policy) -> tuple[str, str] | None:

@@ -150,7 +150,7 @@ def connect_arguments(url: URL) -> dict[str, Any]:
     from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
     from privplan.errors import PrivplanError
     from privplan.policy import Policy
-    from privplan.session import query_budget
+    from privplan.query_budget import query_budget
 
     if url.host or url.port or url.username or url.password:
         raise _bad(f"host {url.host!r}", "privplan reads a local database file, not a server",
