@@ -341,16 +341,11 @@ def test_clamping_bounds_against_the_policy(row_sess: pp.Session, unit_sess: pp.
                                        " FROM visits"), pp.UnsupportedQueryError, "not one")
     _refused(row_sess, _q("epsilon=1", "ANON_COUNT(* CLAMPED BETWEEN 2 AND 5) FROM visits"),
              pp.UnsupportedQueryError, "exactly 1")
-    _refused(unit_sess, _q("epsilon=1, privacy_unit_column=patient_id", body.format(0, 20000)),
-             pp.UnsupportedQueryError, "total per group", "max_rows_per_unit=10")
-
-
-def test_avg_with_a_privacy_unit_is_refused(unit_sess: pp.Session) -> None:
-    _refused(unit_sess, _q("epsilon=1, privacy_unit_column=patient_id",
-                           "AVG(age) FROM visits"), pp.UnsupportedQueryError,
-             "average of per-unit averages")
-    explain_bigquery(unit_sess, _q("epsilon=1, privacy_unit_column=patient_id",
-                                   "SUM(age), COUNT(age) FROM visits"))
+    # with a privacy unit the bounds are on a unit's total per group (BigQuery's meaning):
+    # tests/test_bigquery_per_group.py
+    (m,) = explain_bigquery(unit_sess, _q("epsilon=1, privacy_unit_column=patient_id",
+                                          body.format(0, 20000))).mechanisms
+    assert m.label == "SUM(unit_sum_cost)"
 
 
 def test_budget_given_twice_or_not_at_all(row_sess: pp.Session) -> None:

@@ -57,6 +57,7 @@ from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
+from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.nesting import INNER, Nested, split_outer
 from privplan.sql.parse import parse_statement
 from privplan.sql.per_unit import MARK, split_per_unit
@@ -397,8 +398,11 @@ class Session(Generic[B]):
         engine statements that would answer it. Spends nothing and reads no row: the one
         planning entry point of ``explain``, ``sql`` and reports. A query over a per-unit
         pre-aggregation is planned over its derived table (see :meth:`_per_unit`)."""
-        per_unit = self._per_unit(sql)
-        text, policy = per_unit if per_unit is not None else (sql, None)
+        # BigQuery's AVG / contribution bounds with a privacy unit: per unit and group first
+        per_group = per_group_query(sql, self.policy, self.kind, budget)
+        text, budget = per_group if per_group is not None else (sql, budget)
+        per_unit = self._per_unit(text)
+        text, policy = per_unit if per_unit is not None else (text, None)
         planned, statements = self._prepare(text, budget, policy)
         planned.plan.sql = sql  # (explain shows the query as written)
         return planned, statements

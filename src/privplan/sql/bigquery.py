@@ -30,14 +30,12 @@ for less than it allows, never weaken it —
   ``max_groups_per_unit``; the query's GROUP BY then keeps at most that many groups per unit
   (enforced by the rewrite, like the policy's bound) and is charged for it. On a row-level
   table every unit (a row) is in exactly one group, so any value ≥ 1 holds.
-* Clamping bounds must be the policy's bounds. Wider bounds would widen the declared range
-  (PolicyError). Narrower bounds are refused too (UnsupportedQueryError): privplan clamps to the
-  policy's range and cannot yet apply tighter per-query clamps, so the answer would silently be
-  another statistic than BigQuery's. On a table with a privacy unit, BigQuery's bounds are on a
-  unit's *total* per group while privplan clamps each row, so explicit bounds are refused there.
-* BigQuery's ``AVG`` with a privacy unit is the average of per-unit averages; privplan's is the
-  row average, so ``AVG`` in a clause query over a table with a privacy unit is refused (on a
-  row-level table the two coincide).
+* On a row-level table, clamping bounds may restate or narrow the policy's bounds (narrower
+  ones clamp this query's values); wider bounds would widen the declared range (PolicyError).
+* On a table with a privacy unit, BigQuery's bounds are on a unit's *total* per group and its
+  ``AVG`` is the average of per-unit averages: such queries (an ``AVG`` or explicit bounds) are
+  answered per unit and group first, as BigQuery does
+  (:mod:`privplan.sql.bigquery_per_group`).
 
 ZetaSQL's spellings and test settings: ``kappa`` is ``max_groups_contributed``; ``delta = 1``
 (privacy off in ZetaSQL's compliance tests), ``WITH REPORT(...)`` and the options privplan
@@ -79,6 +77,7 @@ __all__ = [
     "DPOptions",
     "apply_dp_clause",
     "check_dp_options",
+    "clause_budget",
     "explain_bigquery",
     "rewrite_dp_aggregates",
     "split_dp_clause",
@@ -455,20 +454,29 @@ def apply_dp_clause(sql: str, policy: Policy, kind: type,
     in OPTIONS and as arguments is refused; a clause without epsilon leaves the budget to the
     arguments.
     """
-    given = {k: v for k, v in (budget or {}).items() if v is not None}
     stripped, opts = split_dp_clause(sql)
     if opts is None:
         return sql, dict(budget or {})
     stripped, bounds = rewrite_dp_aggregates(stripped)
     check_dp_options(opts, policy, parse_statement(stripped), bounds)
+    clamps = per_query_clamps(bounds, private_tables(parse_statement(stripped), policy))
+    return stripped, clause_budget(opts, kind, budget, clamps)
+
+
+def clause_budget(opts: DPOptions, kind: type, budget: Mapping[str, Any] | None,
+                  extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The budget keywords of a clause query: OPTIONS' epsilon/delta as a value of the session's
+    ``kind`` (or, without epsilon in OPTIONS, the arguments' budget), its
+    ``max_groups_contributed``, and ``extra`` (per-query clamps). A budget given both ways is
+    refused."""
+    given = {k: v for k, v in (budget or {}).items() if v is not None}
     if opts.epsilon is None:
         if opts.delta is not None:
             raise PolicyError("OPTIONS sets delta but not epsilon: set both in OPTIONS, or pass "
                               "both as arguments.")
         if opts.max_groups_contributed is not None:
             given["max_groups_contributed"] = opts.max_groups_contributed
-        given.update(per_query_clamps(bounds, private_tables(parse_statement(stripped), policy)))
-        return stripped, given
+        return {**given, **extra}
     if any(k in given for k in _BUDGET_KEYS):
         raise PolicyError(
             "the budget is given twice: in the query's OPTIONS(epsilon=...) and as an argument "
@@ -476,14 +484,12 @@ def apply_dp_clause(sql: str, policy: Policy, kind: type,
     out: dict[str, Any] = {"budget": opts.budget_for(kind)}
     if opts.max_groups_contributed is not None:
         out["max_groups_contributed"] = opts.max_groups_contributed
-    out.update(per_query_clamps(bounds, private_tables(parse_statement(stripped), policy)))
-    return stripped, out
+    return {**out, **extra}
 
 
 QUERY_OPTIONS = ("max_groups_contributed", "clamps")  # per-query settings besides the budget
 
 
 def explain_bigquery(sess: Any, sql: str) -> Any:
-    """``sess.explain`` for a BigQuery-syntax query, until ``Session`` reads the clause itself."""
-    stripped, budget = apply_dp_clause(sql, sess.policy, sess.kind, {})
-    return sess.explain(stripped, **budget)
+    """``sess.explain`` for a BigQuery-syntax query (the session reads the clause itself)."""
+    return sess.explain(sql)

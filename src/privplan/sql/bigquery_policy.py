@@ -90,11 +90,17 @@ def private_tables(statement: exp.Expression, policy: Policy) -> list[TablePolic
 
 
 def check_dp_options(opts: DPOptions, policy: Policy, statement: exp.Expression,
-                     bounds: Sequence[ContributionBounds] = ()) -> None:
-    """Refuse options that contradict (would weaken) the policy; see the module docstring."""
+                     bounds: Sequence[ContributionBounds] = (), *,
+                     per_group: bool = False) -> None:
+    """Refuse options that contradict (would weaken) the policy; see the module docstring.
+    ``per_group``: the query is answered with BigQuery's per-unit, per-group aggregation
+    (:mod:`privplan.sql.bigquery_per_group`), where AVG and explicit bounds mean what they
+    mean in BigQuery, so only the unit and the group bound are checked here."""
     for table in private_tables(statement, policy):
         _check_unit(opts, table)
         _check_groups(opts, table)
+        if per_group:
+            continue
         for b in bounds:
             _check_bounds(b, table)
         if not table.is_row_level and any(True for _ in statement.find_all(exp.Avg)):

@@ -20,10 +20,20 @@ AVG / MIN / MAX     [lo, hi]                                 if col is nullable
 The outer query is then an ordinary DP query over the derived table, whose privacy unit is the
 same column with one row per unit (``max_rows_per_unit: 1``).
 
+**One row per unit and group.** When the inner GROUP BY also lists columns that vary within a
+unit (``SELECT item, AVG(q) FROM (SELECT id, item, AVG(quantity) AS q FROM professors GROUP BY
+id, item) GROUP BY item`` — BigQuery's per-unit, per-group aggregation), a unit has one derived
+row per group it touches: at most m = min(k, ``max_groups_per_unit``) rows, each from at most
+min(k, ``max_rows_per_group_per_unit``) base rows (the k in the table above). The derived table
+then declares ``max_rows_per_unit: m`` (enforced like any unit bound), and — when the outer
+query groups by those columns, so that a unit has at most one derived row per outer group —
+``max_groups_per_unit: m`` and ``max_rows_per_group_per_unit: 1``. Its name ends in
+``/rows=m`` so that its model follows from its name on replay.
+
 Why this is sound: a unit's derived row is a function of that unit's own rows only (the inner
 query groups by the unit, and the bounded rows of one unit do not depend on another's), so
-adding or removing one unit adds or removes at most one derived row: the derived table is a
-private table with one row per unit, neighbouring exactly when the base tables are (under
+adding or removing one unit adds or removes at most one derived row (m rows, one per group,
+in the per-group form): the derived table is a private table with that many rows per unit, neighbouring exactly when the base tables are (under
 add/remove; *replace* neighbours could make a row appear and another change, so it is refused).
 The derived table is accounted as a table of its own, one per inner query text, and its costs
 are added to the other tables' (a person is in every table), like a join of private tables.
@@ -43,10 +53,13 @@ from sqlglot.errors import TokenError
 
 from privplan.errors import UnsupportedQueryError
 
-__all__ = ["MARK", "PerUnit", "derived_model_columns", "split_per_unit"]
+__all__ = ["MARK", "ROWS", "PerUnit", "derived_model_columns", "derived_rows", "split_per_unit"]
 
 MARK = "/per-unit/"
 """In a derived table's name: ``<base table>/per-unit/<hash of the inner query>``."""
+ROWS = "/rows="
+"""Suffix of a derived table's name when a unit may have several derived rows (one per unit
+and group): ``<base>/per-unit/<hash>/rows=<m>``, so that its model follows from its name."""
 
 
 @dataclass(frozen=True)
@@ -109,13 +122,11 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
                 f"table '{base.name}' uses the replace neighbourhood, under which one unit's "
                 "change can add a derived row and change another.",
                 "Use add_remove for this table, or aggregate its rows directly.")
-    if len(key_names) != len(keys) or any(
-            n != base.privacy_unit and not base.columns[n].unit_level
-            for n in key_names if n in base.columns):
+    if len(key_names) != len(keys) or any(n not in base.columns for n in key_names):
         _refuse(inner, "per-unit pre-aggregation refused",
                 f"the inner GROUP BY may list only the privacy unit '{base.privacy_unit}' and "
-                "columns declared `unit_level: true` (constant per unit), so that it makes one "
-                "row per unit.", "Group the inner query by the unit alone.")
+                "other columns of the table, by name.",
+                "Group the inner query by the unit and plain columns.")
     for clause in ("having", "order", "limit", "offset", "joins", "distinct", "qualify"):
         if inner.args.get(clause):
             _refuse(inner, "per-unit pre-aggregation refused",
@@ -123,8 +134,11 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
                     "on other units).", f"Remove {clause.upper()} from the inner query.")
     columns = _derived_columns(inner, key_names, base)
     text = inner.sql(dialect="duckdb")
+    shape = _shape(base, key_names, _outer_keys(tree))
     name = f"{base.name.lower()}{MARK}{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    table = _derived_table(name, base, key_names, columns)
+    if shape.rows > 1:
+        name += f"{ROWS}{shape.rows}"
+    table = _derived_table(name, base, key_names, columns, shape)
     alias = sub.alias or "per_unit"
     outer = tree.copy()
     outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name, quoted=True),
@@ -191,10 +205,47 @@ def _derived_columns(inner: exp.Select, keys: list[str], base: Any) -> list[Deri
     return out
 
 
-def _derived_table(name: str, base: Any, keys: list[str], columns: list[DerivedColumn]) -> Any:
+@dataclass(frozen=True)
+class Shape:
+    """How many derived rows one unit may have (``rows``), how many base rows feed one derived
+    row (``rows_per_derived``), and whether each unit has at most one derived row in each group
+    of the outer query (``one_per_outer_group``)."""
+
+    rows: int
+    rows_per_derived: int
+    one_per_outer_group: bool
+
+
+def _shape(base: Any, keys: list[str], outer_keys: set[str] | None) -> Shape:
+    """One derived row per unit when the inner keys are the unit and unit-level columns; else
+    one per unit *and group* of the other keys (BigQuery's per-group contributions): a unit
+    then has at most min(k, max_groups_per_unit) derived rows, each from at most
+    min(k, max_rows_per_group_per_unit) of its k bounded rows."""
+    k = int(base.max_rows_per_unit)
+    group_keys = {n for n in keys if n != base.privacy_unit and not base.columns[n].unit_level}
+    if not group_keys:
+        return Shape(1, k, True)
+    groups = base.max_groups_per_unit
+    per_group = base.max_rows_per_group_per_unit
+    rows = min(k, groups) if groups else k
+    one = outer_keys is not None and group_keys <= outer_keys
+    return Shape(rows, min(k, per_group) if per_group else k, one)
+
+
+def _outer_keys(tree: exp.Select) -> set[str] | None:
+    """The outer GROUP BY's plain column names (None when it groups by anything else)."""
+    group = tree.args.get("group")
+    if group is None:
+        return set()
+    names = {k.name.lower() for k in group.expressions if isinstance(k, exp.Column)}
+    return names if len(names) == len(group.expressions) else None
+
+
+def _derived_table(name: str, base: Any, keys: list[str], columns: list[DerivedColumn],
+                   shape: Shape) -> Any:
     from privplan.policy import ColumnPolicy, TablePolicy
 
-    k = int(base.max_rows_per_unit)
+    k = shape.rows_per_derived
     cols: dict[str, Any] = {}
     for key in keys:
         # (unit_level is not set: with one row per unit every column is constant per unit)
@@ -211,8 +262,17 @@ def _derived_table(name: str, base: Any, keys: list[str], columns: list[DerivedC
         cols[c.name] = ColumnPolicy(c.name, src.type if c.func != "avg" else "float", lo, hi,
                                     nullable=src.nullable,
                                     resolution=src.resolution if c.func == "sum" else None)
+    per_group = shape.rows > 1 and shape.one_per_outer_group
     return TablePolicy(name=name, columns=cols, privacy_unit=base.privacy_unit,
-                       neighbourhood="add_remove", max_rows_per_unit=1)
+                       neighbourhood="add_remove", max_rows_per_unit=shape.rows,
+                       max_groups_per_unit=shape.rows if per_group else None,
+                       max_rows_per_group_per_unit=1 if per_group else None)
+
+
+def derived_rows(name: str) -> int:
+    """How many rows one unit may have in the derived table called ``name`` (its suffix)."""
+    _, _, rows = name.partition(ROWS)
+    return int(rows) if rows else 1
 
 
 def derived_model_columns(base: Any) -> frozenset[str]:
