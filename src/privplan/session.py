@@ -54,11 +54,11 @@ from privplan.query_budget import query_budget, query_groups
 from privplan.result import Result
 from privplan.rewrite.engine_sql import bounded_source, core_sql, with_key_check
 from privplan.rewrite.per_unit_sql import derived_view_sql
-from privplan.sql.bigquery import apply_dp_clause
+from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
 from privplan.sql.bigquery_per_group import per_group_query
-from privplan.sql.nesting import INNER, Nested, split_outer
+from privplan.sql.nesting import Nested, inner_name, split_outer
 from privplan.sql.parse import parse_statement
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
@@ -155,14 +155,31 @@ class Session(Generic[B]):
         subquery (the outer query is post-processing: it costs nothing)."""
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
-            explained = self.explain(nested.inner, **budget)
-            self._check_nested(nested, budget)
-            return explained
+            parts = self._inner_budgets(nested, budget)
+            if len(nested.inners) == 1:
+                explained = self.explain(nested.inner, **parts[0])
+                self._check_nested(nested, budget)
+                return explained
+            return self._explain_together(self._check_nested(nested, budget), sql)
         planned, _ = self.plan(sql, budget)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
                                history=queries_of(self.accountant.mechanisms()))
+
+    def _explain_together(self, plans: list[PlannedQuery], sql: str) -> Explanation:
+        """One explanation of several DP subqueries: all their mechanisms, their costs added
+        (each subquery is charged on its own), and the composed total if all were admitted."""
+        before = self.accountant.total
+        preview = self._preview_together(plans)
+        parts = [explain_planned(p, preview, before, self.budget) for p in plans]
+        query_cost = parts[0].query_cost
+        for part in parts[1:]:
+            query_cost = query_cost + part.query_cost
+        return replace(parts[0], sql=sql, mechanisms=tuple(m for p in parts for m in p.mechanisms),
+                       query_cost=query_cost,
+                       query_rule="each DP subquery is charged on its own; their costs add",
+                       notes=tuple(n for p in parts for n in p.notes))
 
     # (one signature per privacy definition: the budget keywords of the session's kind only;
     # none at all is right for a BigQuery-syntax query, which carries its own)
@@ -230,42 +247,104 @@ class Session(Generic[B]):
         return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
 
-    def _check_nested(self, nested: Nested, budget: Mapping[str, Any]) -> None:
-        """Run the outer query on a stand-in answer of the inner one (its columns and types,
-        fixed values) before anything is charged: an outer query that fails on any answer
-        (unknown column, wrong types) spends nothing (DESIGN.md invariant 8)."""
+    def _inner_budgets(self, nested: Nested, budget: Mapping[str, Any]
+                       ) -> list[dict[str, Any]]:
+        """Each inner query's budget keywords. One inner query gets the statement's budget.
+        Several: each BigQuery clause query carries its own (OPTIONS), and queries without a
+        clause share the statement's budget in equal parts (sequential composition: the
+        parts add up to it, so the statement never costs more than its budget; disjoint
+        subqueries then cost less, by the general theorem). A statement mixing the two is
+        refused: in BigQuery a SELECT without the clause reads raw rows."""
+        if len(nested.inners) == 1:
+            return [dict(budget)]
+        clauses = nested.clauses()
+        if all(clauses):
+            return [dict(budget) for _ in nested.inners]
+        if any(clauses):
+            plain = nested.inners[clauses.index(False)]
+            raise UnsupportedQueryError(
+                "subqueries with and without a DIFFERENTIAL_PRIVACY clause in one statement: "
+                f"`{plain[:80]}` has none, so in BigQuery it would read raw rows, while "
+                "privplan answers every subquery privately. Give every subquery a clause, or "
+                "none (the statement's budget is then shared among them).")
+        rest = {k: v for k, v in budget.items() if k in QUERY_OPTIONS}
+        value = query_budget(self.kind, **{k: v for k, v in budget.items()
+                                           if k not in QUERY_OPTIONS})
+        part = value.scale(Fraction(1, len(nested.inners)))
+        return [{**rest, "budget": part} for _ in nested.inners]
+
+    def _check_nested(self, nested: Nested, budget: Mapping[str, Any]
+                      ) -> list[PlannedQuery]:
+        """Plan every inner query and run the outer query on stand-in answers of theirs (their
+        columns and types, fixed values) before anything is charged: an outer query that fails
+        on any answer (unknown column, wrong types) spends nothing (DESIGN.md invariant 8)."""
+        stand_ins: dict[str, pd.DataFrame] = {}
+        plans: list[PlannedQuery] = []
+        for i, (inner, part) in enumerate(zip(nested.inners,
+                                              self._inner_budgets(nested, budget))):
+            try:
+                planned, statements = self.plan(inner, part)
+            except (UnsupportedQueryError, PolicyError) as err:
+                raise type(err)(
+                    "subquery (or WITH query) refused: an outer query may post-process the "
+                    "answer of a DP subquery, and this subquery is not a DP query privplan "
+                    f"answers: {err}") from None
+            schemas = [self.engine.bind(stmt) for stmt in statements]
+            frames = [noisy_frame(core, planned.for_core(j), post_processor().sample(schema),
+                                  draw=False)
+                      for j, (core, schema) in enumerate(zip(planned.plan.cores, schemas))]
+            stand_ins[inner_name(i)], _, _ = assemble(planned, frames)
+            plans.append(planned)
         try:
-            planned, statements = self._prepare(nested.inner, budget)
-        except (UnsupportedQueryError, PolicyError) as err:
-            raise type(err)(
-                "subquery (or WITH query) refused: an outer query may post-process the answer "
-                f"of a DP subquery, and this subquery is not a DP query privplan answers: {err}"
-            ) from None
-        schemas = [self.engine.bind(stmt) for stmt in statements]
-        frames = [noisy_frame(core, planned.for_core(i), post_processor().sample(schema),
-                              draw=False)
-                  for i, (core, schema) in enumerate(zip(planned.plan.cores, schemas))]
-        stand_in, _, _ = assemble(planned, frames)
-        try:
-            post_process(nested.outer, {INNER: stand_in})
+            post_process(nested.outer, stand_ins)
         except PostProcessingError as err:
             raise UnsupportedQueryError(
                 f"the outer query fails on any answer of its DP subquery: {err} (checked on "
                 "stand-in values before anything was spent). Fix the outer query: it reads "
                 "the subquery's output columns by their names or aliases.") from None
+        return plans
+
+    def _preview_together(self, plans: list[PlannedQuery]) -> Any:
+        """The composed total if every inner query were admitted (nothing is recorded)."""
+        self._sync()
+        specs = [replace(m.spec, id=f"{m.spec.id}~{i}")
+                 for i, planned in enumerate(plans) for m in planned.measures]
+        return self.accountant.preview(specs)
 
     def _sql_nested(self, nested: Nested, budget: Mapping[str, Any]) -> Result:
-        """The inner DP query answered (charged, noised) as usual, then the outer query run
-        over its noisy answer alone: post-processing, free of privacy cost. The per-column
-        accuracy describes the inner answer (the outer may reshape it)."""
-        self._check_nested(nested, budget)
-        inner: Result[Any] = self.sql(nested.inner, **budget)
-        df = post_process(nested.outer, {INNER: inner.df})
-        note = ("the outer query post-processes the DP subquery's answer; accuracy and "
-                "intervals are those of the subquery's columns")
-        return Result(df=df, cost=inner.cost, query_cost=inner.query_cost,
-                      accuracy=inner.accuracy, intervals=pd.DataFrame(index=df.index),
-                      explanation=inner.explanation, notes=[*inner.notes, note])
+        """The inner DP queries answered (charged, noised) as usual, then the outer query run
+        over their noisy answers alone: post-processing, free of privacy cost. Several inner
+        queries are checked against the budget together first, then charged one after
+        another (each its own ledger entry) before anything is released. The per-column
+        accuracy describes the inner answers (the outer may reshape them)."""
+        plans = self._check_nested(nested, budget)
+        if len(plans) > 1:
+            preview = self._preview_together(plans)
+            if not preview.cost <= self.budget:
+                raise BudgetExceededError(
+                    f"budget exceeded: the session has spent {self.spent().describe()} of "
+                    f"{self.budget.describe()}; this statement's {len(plans)} DP subqueries "
+                    f"would bring the composed total to {preview.cost.describe()}. Nothing was "
+                    "spent. Use smaller budgets, or fewer subqueries.")
+        answers = [self.sql(inner, **part) for inner, part in
+                   zip(nested.inners, self._inner_budgets(nested, budget))]
+        df = post_process(nested.outer, {inner_name(i): a.df for i, a in enumerate(answers)})
+        cost = answers[0].cost
+        query_cost = answers[0].query_cost
+        for a in answers[1:]:
+            cost, query_cost = cost + a.cost, query_cost + a.query_cost
+        note = ("the outer query post-processes the DP subquer"
+                f"{'y' if len(answers) == 1 else 'ies'}' answer"
+                f"{'' if len(answers) == 1 else 's'}; accuracy and intervals are those of the "
+                "subquery's columns")
+        accuracy: dict[str, Any] = {}
+        for i, a in enumerate(answers):
+            for column, info in a.accuracy.items():
+                accuracy[column if column not in accuracy else f"{column} (subquery {i + 1})"] = info
+        return Result(df=df, cost=cost, query_cost=query_cost, accuracy=accuracy,
+                      intervals=pd.DataFrame(index=df.index),
+                      explanation=answers[0].explanation,
+                      notes=[n for a in answers for n in a.notes] + [note])
 
     @privplan_errors
     def spent(self) -> B:

@@ -1,4 +1,4 @@
-"""An outer query over a DP subquery: ``SELECT ... FROM (SELECT <DP query>) AS x ...``.
+"""An outer query over DP subqueries: ``SELECT ... FROM (SELECT <DP query>) AS x ...``.
 
 BigQuery and ZetaSQL write the DP query as a subquery (or a CTE) and post-process it outside:
 filter, reshape, join its rows with each other, compute ratios. privplan answers the inner
@@ -8,15 +8,21 @@ post_process`) — so the outer query is post-processing, free of privacy cost, 
 a private row. The split is textual, on sqlglot's tokens, so the inner text (which may carry a
 ``WITH DIFFERENTIAL_PRIVACY`` clause sqlglot cannot parse) reaches the normal path unchanged.
 
-A statement is split only when it has exactly one parenthesised ``SELECT``, in its FROM clause
-or as its WITH query, and the outer query, with that subquery replaced by the inner answer,
-reads no table but it (and its own CTEs); everything else goes the normal way (where nested
+Several DP subqueries may be post-processed together (``SELECT a.n - b.n FROM (<DP>) a,
+(<DP>) b``, a UNION ALL of subqueries, several WITH queries, scalar subqueries): every outermost
+parenthesised ``SELECT … FROM …`` is an inner query, answered on its own, and the outer query
+reads their answers as ``__privplan_inner``, ``__privplan_inner1``, … A top-level ``UNION ALL``
+of BigQuery clause queries (each branch a DP query with its own OPTIONS) is read the same way,
+one inner query per branch. A statement is split only when one of its subqueries is in its FROM
+clause or a WITH query and the outer query, with the subqueries replaced by their answers,
+reads no table but them (and its own CTEs); everything else goes the normal way (where nested
 private reads are refused).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -26,66 +32,146 @@ from sqlglot.tokens import TokenType
 
 from privplan.errors import UnsupportedQueryError
 
-__all__ = ["INNER", "Nested", "split_outer"]
+__all__ = ["INNER", "Nested", "has_clause", "inner_name", "split_outer"]
 
 INNER = "__privplan_inner"  # the table the outer query reads: the inner query's noisy answer
+_CLAUSE = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
+
+
+def inner_name(i: int) -> str:
+    """The table name under which the outer query reads the ``i``-th subquery's answer."""
+    return INNER if i == 0 else f"{INNER}{i}"
 
 
 @dataclass(frozen=True)
 class Nested:
-    """The inner DP query's text and the outer query over ``INNER``."""
+    """The inner DP queries' texts and the outer query over their answers (``inner_name(i)``)."""
 
-    inner: str
+    inners: tuple[str, ...]
     outer: str
+
+    @property
+    def inner(self) -> str:
+        """The first (usually the only) inner query."""
+        return self.inners[0]
+
+    def clauses(self) -> list[bool]:
+        """Whether each inner query carries its own DIFFERENTIAL_PRIVACY clause (budget)."""
+        return [has_clause(q) for q in self.inners]
+
+
+def has_clause(sql: str) -> bool:
+    """Whether ``sql`` starts with ``SELECT WITH DIFFERENTIAL_PRIVACY`` (or ANONYMIZATION)."""
+    words = sql.split(None, 3)
+    return (len(words) >= 3 and words[0].upper() == "SELECT" and words[1].upper() == "WITH"
+            and words[2].upper().startswith(_CLAUSE))
 
 
 def split_outer(sql: str) -> Nested | None:
-    """The inner and outer queries of ``sql``, or None when it is not an outer query over one
-    DP subquery (see the module docstring)."""
+    """The inner DP queries and the outer query of ``sql``, or None when it is not an outer
+    query over DP subqueries (see the module docstring)."""
     if not isinstance(sql, str) or sql.upper().count("SELECT") < 2:
         return None
     try:
         tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
     except (TokenError, SqlglotParseError, ValueError):
         return None
-    opens = [i for i in range(len(tokens) - 1)
-             if tokens[i].token_type == TokenType.L_PAREN
-             and tokens[i + 1].token_type == TokenType.SELECT]
-    if len(opens) != 1 or not tokens or tokens[0].token_type not in (TokenType.SELECT,
-                                                                      TokenType.WITH):
+    if not tokens or tokens[0].token_type not in (TokenType.SELECT, TokenType.WITH):
         return None
-    start = opens[0]
-    before = tokens[start - 1].token_type if start else None
-    in_from = before == TokenType.FROM
-    in_cte = (before == TokenType.ALIAS and tokens[0].token_type == TokenType.WITH
-              and start >= 3)
-    if not (in_from or in_cte):
-        return None  # e.g. a subquery in WHERE: the normal path refuses it
-    depth, end = 0, None
-    for j in range(start, len(tokens)):
-        if tokens[j].token_type == TokenType.L_PAREN:
-            depth += 1
-        elif tokens[j].token_type == TokenType.R_PAREN:
-            depth -= 1
-            if depth == 0:
-                end = j
-                break
-    if end is None:
+    wrapped = _wrap_clause_branches(sql, tokens)
+    if wrapped is not None:
+        sql = wrapped
+        tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
+    spans = _subqueries(tokens)
+    if not spans:
         return None
-    inner = sql[tokens[start].end + 1: tokens[end].start]
-    outer = (sql[: tokens[start].start] + f"(SELECT * FROM {INNER})"
-             + sql[tokens[end].end + 1:])
+    inners, outer, last, in_from = [], [], 0, False
+    for i, (start, end) in enumerate(spans):
+        before = tokens[start - 1].token_type if start else None
+        in_from = in_from or before == TokenType.FROM or (
+            before == TokenType.ALIAS and tokens[0].token_type == TokenType.WITH)
+        inners.append(sql[tokens[start].end + 1: tokens[end].start].strip())
+        outer.append(sql[last: tokens[start].start] + f"(SELECT * FROM {inner_name(i)})")
+        last = tokens[end].end + 1
+    outer_sql = "".join(outer) + sql[last:]
     try:
-        tree = sqlglot.parse_one(outer, dialect="duckdb")
+        tree = sqlglot.parse_one(outer_sql, dialect="duckdb")
     except (SqlglotParseError, TokenError):
         return None  # the normal path reports the syntax error
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = {inner_name(i) for i in range(len(inners))}
     for table in tree.find_all(exp.Table):
         name = table.name.lower()
-        if name != INNER and name not in ctes:
+        if name not in names and name not in ctes:
+            if not in_from:
+                return None  # e.g. a subquery in WHERE: the normal path refuses it
             raise UnsupportedQueryError(
                 f"the outer query reads table '{table.name}' besides the DP subquery: an outer "
                 "query may only post-process the subquery's noisy answer (its rows, keys and "
                 "noisy values). Join inside the DP query, or send the other table's query on "
                 "its own.")
-    return Nested(inner=inner, outer=outer)
+    return Nested(inners=tuple(inners), outer=outer_sql)
+
+
+def _subqueries(tokens: list[Any]) -> list[tuple[int, int]]:
+    """Token spans ``(`` … ``)`` of the outermost parenthesised SELECTs that read a table
+    (a FROM at their own level); ``(SELECT 1)`` stays in the outer query."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(tokens) - 1:
+        if not (tokens[i].token_type == TokenType.L_PAREN
+                and tokens[i + 1].token_type == TokenType.SELECT):
+            i += 1
+            continue
+        depth, end, reads = 0, None, False
+        for j in range(i, len(tokens)):
+            kind = tokens[j].token_type
+            if kind == TokenType.L_PAREN:
+                depth += 1
+            elif kind == TokenType.R_PAREN:
+                depth -= 1
+                if depth == 0:
+                    end = j
+                    break
+            elif kind == TokenType.FROM and depth == 1:
+                reads = True
+        if end is None:
+            return []
+        if reads:
+            spans.append((i, end))
+            i = end + 1
+        else:
+            i += 1
+    return spans
+
+
+def _wrap_clause_branches(sql: str, tokens: list[Any]) -> str | None:
+    """``SELECT WITH DIFFERENTIAL_PRIVACY … UNION ALL SELECT WITH DIFFERENTIAL_PRIVACY …``
+    (BigQuery: each branch its own DP query with its own budget) as an outer query over one
+    subquery per branch: ``SELECT * FROM (b1) UNION ALL SELECT * FROM (b2) [ORDER BY …]``.
+    None unless the statement is a top-level UNION ALL with a clause in some branch."""
+    if tokens[0].token_type != TokenType.SELECT:
+        return None
+    depth, cuts, tail = 0, [], None
+    for k, tok in enumerate(tokens):
+        if tok.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and tok.token_type == TokenType.UNION:
+            if k + 1 >= len(tokens) or tokens[k + 1].token_type != TokenType.ALL:
+                return None  # UNION (distinct): the normal path refuses it
+            cuts.append(k)
+        elif depth == 0 and cuts and tail is None and tok.token_type in (
+                TokenType.ORDER_BY, TokenType.LIMIT):
+            tail = k
+    if not cuts:
+        return None
+    starts = [0] + [c + 2 for c in cuts]
+    stops = cuts + [tail if tail is not None else len(tokens)]
+    branches = [sql[tokens[a].start: tokens[b - 1].end + 1] for a, b in zip(starts, stops)]
+    if not any(has_clause(b) for b in branches):
+        return None
+    rest = sql[tokens[tail].start:] if tail is not None else ""
+    return " UNION ALL ".join(f"SELECT * FROM ({b})" for b in branches) + (
+        f" {rest}" if rest else "")
