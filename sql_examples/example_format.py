@@ -95,6 +95,8 @@ class Query:
         """The query's budget as keyword arguments with exact numbers (``epsilon=Fraction(1)``):
         the session refuses text."""
         where = f"query {self.index} budget"
+        if self.headers["budget"].strip() == "in-query":
+            return {}  # a BigQuery clause (OPTIONS(epsilon=...)) carries the budget
         return {k: number(v, where=where)
                 for k, v in parse_params(self.headers["budget"], where=where).items()}
 

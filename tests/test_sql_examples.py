@@ -16,6 +16,7 @@ to their grid), or the file's own ``-- oracle:`` SQL over the raw table.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -93,10 +94,19 @@ def oracle_con(examples_demo_db: Path) -> duckdb.DuckDBPyConnection:
 # ------------------------------------------------------------------------------ the oracle
 
 
+_CLAUSE = re.compile(r"WITH\s+DIFFERENTIAL_PRIVACY\s+OPTIONS\s*\([^()]*\)", re.IGNORECASE)
+_BOUNDS = re.compile(r",\s*contribution_bounds_per_group\s*=>\s*\([^()]*\)", re.IGNORECASE)
+
+
+def _plain_sql(sql: str) -> str:
+    """``sql`` without BigQuery's DP clause and bounds, for sqlglot to read its shape."""
+    return _BOUNDS.sub("", _CLAUSE.sub("", sql))
+
+
 def _aggregated_columns(sql: str) -> set[str]:
     """Columns whose *values* a SUM/AVG/VAR/STDDEV reads (CASE conditions are not values)."""
     out: set[str] = set()
-    tree = sqlglot.parse_one(sql, dialect="duckdb")
+    tree = sqlglot.parse_one(_plain_sql(sql), dialect="duckdb")
     value_aggs = (exp.Sum, exp.Avg, exp.VariancePop, exp.Variance, exp.StddevPop, exp.Stddev,
                   exp.StddevSamp)
     for agg in tree.find_all(*value_aggs):
@@ -172,7 +182,7 @@ def _run_oracle(con: duckdb.DuckDBPyConnection, example: Any, policy: pp.Policy,
 
 def _key_columns(sql: str, columns: list[str]) -> list[str]:
     """Output columns that are not aggregates (group keys and literals), by position."""
-    tree = sqlglot.parse_one(sql, dialect="duckdb")
+    tree = sqlglot.parse_one(_plain_sql(sql), dialect="duckdb")
     first = tree
     while isinstance(first, exp.Union):
         first = first.this
@@ -207,7 +217,7 @@ def _compare(got: pd.DataFrame, want: pd.DataFrame, query: Any, selected: bool,
                                         "do not exist in the data"
         mask = [tuple(r) in released for r in want[keys].astype(object).itertuples(index=False)]
         want = want[mask].reset_index(drop=True)
-    tree = sqlglot.parse_one(query.sql, dialect="duckdb")
+    tree = sqlglot.parse_one(_plain_sql(query.sql), dialect="duckdb")
     if tree.args.get("order") is None:  # row order is not part of the answer: sort both
         by = list(want.columns)
         got = got.sort_values(by, na_position="last", kind="stable").reset_index(drop=True)
