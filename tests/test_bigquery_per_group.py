@@ -222,3 +222,53 @@ def test_refusals_say_why_and_spend_nothing(body: str, fragment: str, tmp_path: 
                 run(sql)
         assert sess.spent() == pp.PureDP(0)
     assert sqlite3.connect(ledger).execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+
+
+# ------------------------------------------------- per-row bounds: VAR_POP, STDDEV_POP, quantiles
+
+
+def test_per_row_bounds_are_read_and_cut_out() -> None:
+    from privplan.sql.bigquery import rewrite_dp_aggregates
+
+    for sql in ("SELECT PERCENTILE_CONT(x, 0.5, contribution_bounds_per_row => (0, 10)) FROM t",
+                "SELECT ANON_PERCENTILE_CONT(x, 0.5 CLAMPED BETWEEN 0 AND 10) FROM t"):
+        text, (b,) = rewrite_dp_aggregates(sql)
+        assert text == "SELECT PERCENTILE_CONT(x, 0.5) FROM t"
+        assert (b.func, b.argument, b.lower, b.upper, b.per_row) == (
+            "PERCENTILE_CONT", "x", 0, 10, True)
+    text, (b,) = rewrite_dp_aggregates("SELECT ANON_VAR_POP(x CLAMPED BETWEEN 1 AND 2) FROM t")
+    assert text == "SELECT VAR_POP(x) FROM t" and b.per_row
+    for wrong in ("SELECT SUM(x, contribution_bounds_per_row => (0, 1)) FROM t",
+                  "SELECT VAR_POP(x, contribution_bounds_per_group => (0, 1)) FROM t"):
+        with pytest.raises(UnsupportedQueryError, match="as its last argument"):
+            rewrite_dp_aggregates(wrong)
+    with pytest.raises(UnsupportedQueryError, match="one PERCENTILE_CONT"):
+        rewrite_dp_aggregates("SELECT ANON_QUANTILES(x, 4 CLAMPED BETWEEN 0 AND 1) FROM t")
+
+
+CLAUSE = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=10, privacy_unit_column=id) "
+
+
+def test_narrower_per_row_bounds_clamp_each_row() -> None:
+    """Noise off: VAR_POP equals DuckDB's VAR_POP of the rows clamped to [10, 30]; the median's
+    candidates are a grid over [10, 30] (not the policy's [0, 100]) and the answer is a median
+    of the clamped rows."""
+    sql = (CLAUSE + "VAR_POP(quantity, contribution_bounds_per_row => (10, 30)) AS v, "
+           "PERCENTILE_CONT(quantity, 0.5, contribution_bounds_per_row => (10, 30)) AS m "
+           "FROM professors")
+    with _professors(DOCS_PROFESSORS) as sess:
+        plan = sess.explain(sql)
+        with noise_disabled():
+            got = sess.sql(sql).df
+    (quantile,) = [m for m in plan.mechanisms if m.quantile is not None]
+    assert quantile.grid == (10, 30)
+    clamped = DOCS_PROFESSORS["quantity"].clip(10, 30)
+    assert float(got["v"].iloc[0]) == pytest.approx(float(clamped.var(ddof=0)), abs=1e-6)
+    ranked = sorted(clamped)  # 10, 10, 16, 19, 23, 24, 30, 30
+    assert ranked[3] <= float(got["m"].iloc[0]) <= ranked[4]
+
+
+def test_per_row_bounds_wider_than_the_policy_are_refused() -> None:
+    sql = CLAUSE + "VAR_POP(quantity, contribution_bounds_per_row => (0, 1000)) FROM professors"
+    with _professors(DOCS_PROFESSORS) as sess, pytest.raises(pp.PolicyError, match="wider"):
+        sess.sql(sql)

@@ -214,7 +214,8 @@ def test_rewrite_aggregates() -> None:
 
 
 @pytest.mark.parametrize("sql,match", [
-    ("SELECT ANON_PERCENTILE_CONT(age, 0.5) FROM t", "ANON_PERCENTILE_CONT"),
+    ("SELECT ANON_QUANTILES(age, 4) FROM t", "ANON_QUANTILES"),
+    ("SELECT ANON_NTILE(age) FROM t", "ANON_NTILE"),
     ("SELECT ANON_SUM(age CLAMPED BETWEEN x AND 3) FROM t", "CLAMPED BETWEEN"),
     ("SELECT SUM(age, contribution_bounds_per_group => 3) FROM t", "contribution_bounds"),
 ])

@@ -13,9 +13,12 @@ privplan reads such a query in two small steps before its normal parse:
    (numbers, strings, identifiers, NULL; option names case-insensitive) and returns the SQL with
    the clause cut out — every other byte unchanged — plus a :class:`DPOptions`.
 2. :func:`rewrite_dp_aggregates` maps BigQuery's aggregate spellings to privplan's:
-   ``ANON_COUNT``/``ANON_SUM``/``ANON_AVG`` become ``COUNT``/``SUM``/``AVG``; their
-   ``CLAMPED BETWEEN lo AND hi`` and the newer ``contribution_bounds_per_group => (lo, hi)``
-   argument are removed from the text and returned as :class:`ContributionBounds` to check.
+   ``ANON_COUNT``/``ANON_SUM``/``ANON_AVG``/``ANON_VAR_POP``/``ANON_STDDEV_POP``/
+   ``ANON_PERCENTILE_CONT`` become ``COUNT``/``SUM``/``AVG``/``VAR_POP``/``STDDEV_POP``/
+   ``PERCENTILE_CONT``; their ``CLAMPED BETWEEN lo AND hi`` and the newer
+   ``contribution_bounds_per_group => (lo, hi)`` (COUNT, SUM, AVG) or
+   ``contribution_bounds_per_row => (lo, hi)`` (VAR_POP, STDDEV_POP, PERCENTILE_CONT: each row
+   clamped) arguments are removed from the text and returned as :class:`ContributionBounds`.
 
 :func:`apply_dp_clause` then checks the options against the policy and turns them into the
 query's budget. **The policy stays authoritative** (DESIGN.md §2): options may restate it or ask
@@ -95,10 +98,17 @@ _REFUSED_OPTIONS = {
     "over a threshold (or a public domain). Remove it.",
 }
 _CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
-_QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_group",
+_QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_(group|row)",
                     re.IGNORECASE)
-_ANON = {"ANON_COUNT": "COUNT", "ANON_SUM": "SUM", "ANON_AVG": "AVG"}
-_BOUNDED = ("COUNT", "SUM", "AVG")
+_ANON = {"ANON_COUNT": "COUNT", "ANON_SUM": "SUM", "ANON_AVG": "AVG",
+         "ANON_VAR_POP": "VAR_POP", "ANON_STDDEV_POP": "STDDEV_POP",
+         "ANON_PERCENTILE_CONT": "PERCENTILE_CONT"}
+_BOUNDED = ("COUNT", "SUM", "AVG")  # contribution_bounds_per_group
+_PER_ROW = ("VAR_POP", "STDDEV_POP", "PERCENTILE_CONT")  # contribution_bounds_per_row
+_REFUSED_ANON = {
+    "ANON_QUANTILES": "it returns an array of n + 1 quantiles; privplan answers one quantile "
+    "per aggregate. Write one PERCENTILE_CONT(x, q) per quantile you need.",
+}
 _BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
 
 
@@ -366,29 +376,36 @@ def rewrite_dp_aggregates(sql: str) -> tuple[str, list[ContributionBounds]]:
         if i > 0 and tokens[i - 1].token_type == TokenType.DOT:
             continue  # schema.function: not BigQuery's aggregate
         name = tok.text.upper()
+        if name in _REFUSED_ANON:
+            raise UnsupportedQueryError(f"{name} is not supported: {_REFUSED_ANON[name]}"
+                                        + _where(sql, tok.start))
         if name.startswith("ANON_") and name not in _ANON:
             raise UnsupportedQueryError(
                 f"{name} is not supported: privplan maps {', '.join(_ANON)} to "
                 f"{', '.join(_ANON.values())}. Use one of those (or plain COUNT/SUM/AVG)."
                 + _where(sql, tok.start))
         func = _ANON.get(name, name)
-        if func not in _BOUNDED:
+        if func not in _BOUNDED and func not in _PER_ROW:
             continue
+        keyword = ("contribution_bounds_per_group" if func in _BOUNDED
+                   else "contribution_bounds_per_row")
         close = _matching(tokens, i + 1)
         args = _split_top(tokens, i + 2, close)
         if name in _ANON:
             edits.append((tok.start, tok.end + 1, func))
-        found = _clamped(sql, args[0]) if name in _ANON else None
-        if found is None and len(args) == 2 and args[1] and \
-                args[1][0].text.lower() == "contribution_bounds_per_group":
-            found = _contribution_bounds(sql, args[1])
-            cut_from = args[0][-1].end + 1 if args[0] else tokens[i + 1].end + 1
-            found = (found[0], found[1], cut_from)
-        elif found is None and len(args) > 1 and any(
-                a and a[0].text.lower() == "contribution_bounds_per_group" for a in args):
-            raise UnsupportedQueryError(
-                f"{func}(...) with several arguments: write {func}(column, "
-                "contribution_bounds_per_group => (lower, upper))." + _where(sql, tok.start))
+        found = _clamped(sql, args[-1]) if name in _ANON else None
+        named = [k for k, a in enumerate(args) if a and a[0].text.lower() in (
+            "contribution_bounds_per_group", "contribution_bounds_per_row")]
+        if found is None and named:
+            k = named[0]
+            if len(named) > 1 or k != len(args) - 1 or k == 0 or args[k][0].text.lower() != keyword:
+                example = ", q" if func == "PERCENTILE_CONT" else ""
+                raise UnsupportedQueryError(
+                    f"{func}(...) takes {keyword} => (lower, upper) as its last argument: write "
+                    f"{func}(column{example}, {keyword} => (lower, upper))."
+                    + _where(sql, tok.start))
+            lo, hi = _contribution_bounds(sql, args[k])
+            found = (lo, hi, args[k - 1][-1].end + 1)
         if found is None:
             continue
         lo, hi, cut_from = found
@@ -396,7 +413,8 @@ def rewrite_dp_aggregates(sql: str) -> tuple[str, list[ContributionBounds]]:
         arg_toks = [t for t in args[0] if t.start < cut_from]
         argument = sql[arg_toks[0].start:arg_toks[-1].end + 1] if arg_toks else ""
         bounds.append(ContributionBounds(func=func, argument=argument, lower=lo, upper=hi,
-                                         syntax=sql[cut_from:stop].strip(" ,\t\r\n")))
+                                         syntax=sql[cut_from:stop].strip(" ,\t\r\n"),
+                                         per_row=func in _PER_ROW))
         edits.append((cut_from, stop, ""))
     out = sql
     for start, stop, text in sorted(edits, reverse=True):
@@ -437,8 +455,8 @@ def _contribution_bounds(sql: str, arg: list[Token]) -> tuple[Fraction, Fraction
             if lo is not None and hi is not None:
                 return lo, hi
     raise UnsupportedQueryError(
-        "contribution_bounds_per_group needs two numeric literals: "
-        "contribution_bounds_per_group => (<lower>, <upper>)." + _where(sql, arg[0].start))
+        f"{arg[0].text} needs two numeric literals: "
+        f"{arg[0].text} => (<lower>, <upper>)." + _where(sql, arg[0].start))
 
 
 # ---------------------------------------------------------------------- entry points

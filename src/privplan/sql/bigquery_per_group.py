@@ -72,8 +72,8 @@ def per_group_query(sql: str, policy: Policy, kind: type,
     tables = private_tables(tree, policy)
     if len(tables) != 1 or tables[0].is_row_level or not isinstance(tree, exp.Select):
         return None
-    if not bounds and not any(True for _ in tree.find_all(exp.Avg)):
-        return None
+    if all(b.per_row for b in bounds) and not any(True for _ in tree.find_all(exp.Avg)):
+        return None  # (per-row bounds are row clamps: the direct path applies them)
     table = tables[0]
     check_dp_options(opts, policy, tree, bounds, per_group=True)
     native, derived = _rewrite(tree, table)
@@ -162,6 +162,11 @@ def _clamps(bounds: list[ContributionBounds], derived: dict[str, tuple[str, str]
     derived column's own bounds (see the module docstring)."""
     out: dict[str, tuple[Fraction, Fraction]] = {}
     for b in bounds:
+        if b.per_row:
+            raise UnsupportedQueryError(
+                f"{b.func}({b.argument}) with {b.syntax} next to AVG or per-group bounds: "
+                "privplan answers such a query per unit and group, with COUNT, SUM and AVG "
+                "only. Send it as a query of its own.")
         argument = b.argument.strip().strip('"`').split(".")[-1].lower() or "*"
         names = [n for n, (f, a) in derived.items() if f == b.func and a == argument]
         if not names:

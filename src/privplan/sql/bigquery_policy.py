@@ -67,11 +67,12 @@ class ContributionBounds:
     """Explicit clamping bounds written in the query (``CLAMPED BETWEEN`` or
     ``contribution_bounds_per_group``), removed from the SQL and checked against the policy."""
 
-    func: str             # COUNT, SUM or AVG (privplan's spelling)
+    func: str             # COUNT, SUM, AVG, VAR_POP, STDDEV_POP or PERCENTILE_CONT
     argument: str         # the aggregate's argument as written ("*" for COUNT(*))
     lower: Fraction
     upper: Fraction
     syntax: str           # the removed text, for messages
+    per_row: bool = False  # contribution_bounds_per_row (VAR_POP, STDDEV_POP, PERCENTILE_CONT)
 
 
 def private_tables(statement: exp.Expression, policy: Policy) -> list[TablePolicy]:
@@ -150,7 +151,7 @@ def _check_bounds(b: ContributionBounds, table: TablePolicy) -> None:
     what = f"{b.func}({b.argument}) with {b.syntax}"
     if b.lower > b.upper:
         raise UnsupportedQueryError(f"{what}: the lower bound is above the upper bound.")
-    if not table.is_row_level:
+    if not table.is_row_level and not b.per_row:
         raise UnsupportedQueryError(
             f"{what} refused on table '{table.name}': BigQuery bounds a privacy unit's total "
             f"per group, while privplan clamps each row to the policy's bounds and keeps at "

@@ -457,7 +457,7 @@ class _CoreBuilder:
     def _quantile(self, key: str, agg: exp.Expression, cond: exp.Expression | None) -> None:
         """A quantile aggregate (MEDIAN, PERCENTILE_*, QUANTILE_*, APPROX_QUANTILE, MIN, MAX):
         one exponential-mechanism measure (see :mod:`privplan.sql.quantiles`)."""
-        call = quantile_call(self.sql, agg, self.table)
+        call = quantile_call(self.sql, agg, self.table, self.clamps)
         if cond is not None:
             self._no_aggregates(cond, "FILTER")
             cond = _strip_qualifiers(cond.copy())

@@ -46,9 +46,14 @@ class QuantileCall:
     label: str
 
 
-def quantile_call(sql: str, agg: exp.Expression, table: Any) -> QuantileCall:
+def quantile_call(sql: str, agg: exp.Expression, table: Any,
+                  clamps: Any = None) -> QuantileCall:
     """Read and check one quantile call over ``table`` (a TablePolicy); refuses, with the
-    fix, anything but one literal q in [0, 1] of one bounded numeric column."""
+    fix, anything but one literal q in [0, 1] of one bounded numeric column. ``clamps``:
+    this query's narrower bounds per column (BigQuery's ``contribution_bounds_per_row``),
+    which replace the policy's as the candidates' range — rows are clamped into it, as the
+    policy's bounds clamp them otherwise (the rank utility's sensitivity does not depend on
+    the range)."""
     name = agg.sql(dialect="duckdb").split("(", 1)[0].upper()  # as written (or DuckDB's)
     for sub in agg.find_all(exp.AggFunc):
         if sub is not agg:
@@ -79,6 +84,17 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any) -> QuantileCall:
                "quantiles are answered for int and float columns with declared bounds.",
                "Aggregate a numeric column.")
     lower, upper = col.require_bounds(f"{name}({column})", table.name)
+    narrower = (clamps or {}).get(column)
+    if narrower is not None:
+        lo_q, hi_q = (Fraction(str(v)) for v in narrower)
+        if not Fraction(str(lower)) <= lo_q <= hi_q <= Fraction(str(upper)):
+            from privplan.errors import PolicyError
+
+            raise PolicyError(
+                f"clamping bounds [{lo_q}, {hi_q}] for '{column}' are not inside the policy's "
+                f"[{lower}, {upper}]: a query may only narrow them.")
+        lower, upper = ((int(lo_q), int(hi_q)) if col.type == "int" and lo_q.denominator == 1
+                        and hi_q.denominator == 1 else (float(lo_q), float(hi_q)))
     res = quantile_resolution(col.type, Fraction(str(lower)), Fraction(str(upper)))
     lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
     label = f"{name}({column})" + ("" if name in _FIXED else f" q={q}")
