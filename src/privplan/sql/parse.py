@@ -34,9 +34,15 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
         line, col = first.get("line"), first.get("col")
         where = f" at line {line}, column {col}" if line else ""
         desc = first.get("description", str(err))
+        hint = ""
+        if "number of provided arguments" in desc:
+            hint = (" A function was given more arguments than it takes: write COUNT(x), "
+                    "SUM(x), AVG(x), VAR_POP(x) with one column, and a quantile as "
+                    "QUANTILE_CONT(x, 0.9) (or BigQuery's PERCENTILE_CONT(x, 0.9) in a "
+                    "DIFFERENTIAL_PRIVACY query).")
         raise ParseError(
             f"could not parse the SQL{where}: {desc}. Check the syntax near "
-            f"'{first.get('highlight', '')}' (dialect: {dialect})."
+            f"'{first.get('highlight', '')}' (dialect: {dialect}).{hint}"
         ) from None
     except TokenError as err:
         raise ParseError(f"could not read the SQL: {err} (dialect: {dialect})") from None
@@ -60,7 +66,19 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
     if top is not None:
         _apply_top(sql, tree, top)
     _smartnoise_spellings(tree)
+    _one_argument_counts(sql, tree)
     return expand_grouping_sets(tree)
+
+
+def _one_argument_counts(sql: str, tree: exp.Expression) -> None:
+    """``COUNT(a, b)`` parses (sqlglot keeps the extra arguments aside) but is no count
+    privplan or DuckDB computes: refuse it rather than count ``a`` alone."""
+    for node in tree.find_all(exp.Count):
+        if node.args.get("expressions"):
+            raise UnsupportedQueryError(with_location(
+                "COUNT with several arguments refused: COUNT takes one column, or *. Write "
+                "COUNT(a) (rows where a is not NULL), COUNT(*), or COUNT(DISTINCT a).",
+                sql, node))
 
 
 # SmartNoise SQL's spellings of DuckDB's VARIANCE and STDDEV (sample statistics in both)
