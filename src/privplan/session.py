@@ -36,13 +36,11 @@ from privplan.engine_semantics import (
     make_core_total,
     type_public_domains,
 )
-from privplan.engines.duckdb_engine import DuckDBEngine, post_process, post_processor
+from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.engines.judge import judge
 from privplan.errors import (
     BudgetExceededError,
     PolicyError,
-    PostProcessingError,
-    UnsupportedQueryError,
 )
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
@@ -54,16 +52,19 @@ from privplan.query_budget import query_budget, query_groups
 from privplan.result import Result
 from privplan.rewrite.engine_sql import bounded_source, core_sql, with_key_check
 from privplan.rewrite.per_unit_sql import derived_view_sql
-from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
+from privplan.session_inputs import as_policy as _as_policy
+from privplan.session_inputs import data_file as _data_file
+from privplan.sql.bigquery import apply_dp_clause
+from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan
 from privplan.sql.joins import private_name
-from privplan.sql.bigquery_per_group import per_group_query
-from privplan.sql.nesting import Nested, inner_name, split_outer
+from privplan.sql.nesting import split_outer
 from privplan.sql.parse import parse_statement
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
-from privplan.typed_view import typed_view
+from privplan.subqueries import explain_nested, sql_nested
+from privplan.typed_view import check_not_null, typed_view
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
@@ -155,31 +156,12 @@ class Session(Generic[B]):
         subquery (the outer query is post-processing: it costs nothing)."""
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
-            parts = self._inner_budgets(nested, budget)
-            if len(nested.inners) == 1:
-                explained = self.explain(nested.inner, **parts[0])
-                self._check_nested(nested, budget)
-                return explained
-            return self._explain_together(self._check_nested(nested, budget), sql)
+            return explain_nested(self, nested, budget, sql)
         planned, _ = self.plan(sql, budget)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return explain_planned(planned, preview, self.accountant.total, self.budget,
                                history=queries_of(self.accountant.mechanisms()))
-
-    def _explain_together(self, plans: list[PlannedQuery], sql: str) -> Explanation:
-        """One explanation of several DP subqueries: all their mechanisms, their costs added
-        (each subquery is charged on its own), and the composed total if all were admitted."""
-        before = self.accountant.total
-        preview = self._preview_together(plans)
-        parts = [explain_planned(p, preview, before, self.budget) for p in plans]
-        query_cost = parts[0].query_cost
-        for part in parts[1:]:
-            query_cost = query_cost + part.query_cost
-        return replace(parts[0], sql=sql, mechanisms=tuple(m for p in parts for m in p.mechanisms),
-                       query_cost=query_cost,
-                       query_rule="each DP subquery is charged on its own; their costs add",
-                       notes=tuple(n for p in parts for n in p.notes))
 
     # (one signature per privacy definition: the budget keywords of the session's kind only;
     # none at all is right for a BigQuery-syntax query, which carries its own)
@@ -211,7 +193,7 @@ class Session(Generic[B]):
         (BigQuery's ``CLAMPED BETWEEN``)."""
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
-            return self._sql_nested(nested, budget)
+            return sql_nested(self, nested, budget)
         planned, statements = self.plan(sql, budget)
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
@@ -246,105 +228,6 @@ class Session(Generic[B]):
         df, intervals, accuracy = assemble(planned, frames)
         return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
                       accuracy=accuracy, intervals=intervals, explanation=explanation)
-
-    def _inner_budgets(self, nested: Nested, budget: Mapping[str, Any]
-                       ) -> list[dict[str, Any]]:
-        """Each inner query's budget keywords. One inner query gets the statement's budget.
-        Several: each BigQuery clause query carries its own (OPTIONS), and queries without a
-        clause share the statement's budget in equal parts (sequential composition: the
-        parts add up to it, so the statement never costs more than its budget; disjoint
-        subqueries then cost less, by the general theorem). A statement mixing the two is
-        refused: in BigQuery a SELECT without the clause reads raw rows."""
-        if len(nested.inners) == 1:
-            return [dict(budget)]
-        clauses = nested.clauses()
-        if all(clauses):
-            return [dict(budget) for _ in nested.inners]
-        if any(clauses):
-            plain = nested.inners[clauses.index(False)]
-            raise UnsupportedQueryError(
-                "subqueries with and without a DIFFERENTIAL_PRIVACY clause in one statement: "
-                f"`{plain[:80]}` has none, so in BigQuery it would read raw rows, while "
-                "privplan answers every subquery privately. Give every subquery a clause, or "
-                "none (the statement's budget is then shared among them).")
-        rest = {k: v for k, v in budget.items() if k in QUERY_OPTIONS}
-        value = query_budget(self.kind, **{k: v for k, v in budget.items()
-                                           if k not in QUERY_OPTIONS})
-        part = value.scale(Fraction(1, len(nested.inners)))
-        return [{**rest, "budget": part} for _ in nested.inners]
-
-    def _check_nested(self, nested: Nested, budget: Mapping[str, Any]
-                      ) -> list[PlannedQuery]:
-        """Plan every inner query and run the outer query on stand-in answers of theirs (their
-        columns and types, fixed values) before anything is charged: an outer query that fails
-        on any answer (unknown column, wrong types) spends nothing (DESIGN.md invariant 8)."""
-        stand_ins: dict[str, pd.DataFrame] = {}
-        plans: list[PlannedQuery] = []
-        for i, (inner, part) in enumerate(zip(nested.inners,
-                                              self._inner_budgets(nested, budget))):
-            try:
-                planned, statements = self.plan(inner, part)
-            except (UnsupportedQueryError, PolicyError) as err:
-                raise type(err)(
-                    "subquery (or WITH query) refused: an outer query may post-process the "
-                    "answer of a DP subquery, and this subquery is not a DP query privplan "
-                    f"answers: {err}") from None
-            schemas = [self.engine.bind(stmt) for stmt in statements]
-            frames = [noisy_frame(core, planned.for_core(j), post_processor().sample(schema),
-                                  draw=False)
-                      for j, (core, schema) in enumerate(zip(planned.plan.cores, schemas))]
-            stand_ins[inner_name(i)], _, _ = assemble(planned, frames)
-            plans.append(planned)
-        try:
-            post_process(nested.outer, stand_ins)
-        except PostProcessingError as err:
-            raise UnsupportedQueryError(
-                f"the outer query fails on any answer of its DP subquery: {err} (checked on "
-                "stand-in values before anything was spent). Fix the outer query: it reads "
-                "the subquery's output columns by their names or aliases.") from None
-        return plans
-
-    def _preview_together(self, plans: list[PlannedQuery]) -> Any:
-        """The composed total if every inner query were admitted (nothing is recorded)."""
-        self._sync()
-        specs = [replace(m.spec, id=f"{m.spec.id}~{i}")
-                 for i, planned in enumerate(plans) for m in planned.measures]
-        return self.accountant.preview(specs)
-
-    def _sql_nested(self, nested: Nested, budget: Mapping[str, Any]) -> Result:
-        """The inner DP queries answered (charged, noised) as usual, then the outer query run
-        over their noisy answers alone: post-processing, free of privacy cost. Several inner
-        queries are checked against the budget together first, then charged one after
-        another (each its own ledger entry) before anything is released. The per-column
-        accuracy describes the inner answers (the outer may reshape them)."""
-        plans = self._check_nested(nested, budget)
-        if len(plans) > 1:
-            preview = self._preview_together(plans)
-            if not preview.cost <= self.budget:
-                raise BudgetExceededError(
-                    f"budget exceeded: the session has spent {self.spent().describe()} of "
-                    f"{self.budget.describe()}; this statement's {len(plans)} DP subqueries "
-                    f"would bring the composed total to {preview.cost.describe()}. Nothing was "
-                    "spent. Use smaller budgets, or fewer subqueries.")
-        answers = [self.sql(inner, **part) for inner, part in
-                   zip(nested.inners, self._inner_budgets(nested, budget))]
-        df = post_process(nested.outer, {inner_name(i): a.df for i, a in enumerate(answers)})
-        cost = answers[0].cost
-        query_cost = answers[0].query_cost
-        for a in answers[1:]:
-            cost, query_cost = cost + a.cost, query_cost + a.query_cost
-        note = ("the outer query post-processes the DP subquer"
-                f"{'y' if len(answers) == 1 else 'ies'}' answer"
-                f"{'' if len(answers) == 1 else 's'}; accuracy and intervals are those of the "
-                "subquery's columns")
-        accuracy: dict[str, Any] = {}
-        for i, a in enumerate(answers):
-            for column, info in a.accuracy.items():
-                accuracy[column if column not in accuracy else f"{column} (subquery {i + 1})"] = info
-        return Result(df=df, cost=cost, query_cost=query_cost, accuracy=accuracy,
-                      intervals=pd.DataFrame(index=df.index),
-                      explanation=answers[0].explanation,
-                      notes=[n for a in answers for n in a.notes] + [note])
 
     @privplan_errors
     def spent(self) -> B:
@@ -617,32 +500,9 @@ class Session(Generic[B]):
                 f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
         view = typed_view(table_sql, table.columns, actual)
         if table.name not in self._not_null_checked:
-            self._check_not_null(table, view[0])
+            check_not_null(self.engine, table, view[0])
             self._not_null_checked.add(table.name)
         return view
-
-    def _check_not_null(self, table: Any, view_sql: str) -> None:
-        """Refuse a table whose data contradicts a ``nullable: false`` declaration.
-
-        Why it is safe to read the data here: ``nullable: false`` makes "this column has no
-        NULL" part of the public policy (the planner then counts COUNT(col) as COUNT(*), one
-        mechanism instead of two). The check runs once per table and session, before anything
-        is charged, and the same for every query, so all it can reveal is that the data owner's
-        declaration is false; a table that contradicts it answers no query at all. (Were NULLs
-        to appear later, AVG would only be biased: sensitivities do not depend on it.)
-        """
-        strict = [c for c, col in table.columns.items() if not col.nullable]
-        if not strict:
-            return
-        bad = self.engine.null_columns(view_sql, strict)
-        if bad:
-            cols = ", ".join(bad)
-            raise PolicyError(
-                f"table '{table.name}': column(s) {cols} are declared `nullable: false` but hold "
-                f"NULLs (or values that do not convert to the declared type). Why: the "
-                f"declaration lets privplan count COUNT({bad[0]}) as COUNT(*), which NULLs "
-                f"would make wrong. Fix the data, or remove `nullable: false` from "
-                f"tables.{table.name}.columns.{bad[0]}. Nothing was charged.")
 
     def _private_join_source(self, core: CorePlan) -> tuple[str, dict[str, str]]:
         """Two private tables joined on their shared privacy unit (bounded afterwards)."""
@@ -700,36 +560,6 @@ def _bounded_select(core: CorePlan) -> str:
     """The SELECT that makes the core's session copy (see :meth:`Session._copies`); also the
     key under which the engine keeps it."""
     return bounded_source(core).removeprefix("(").removesuffix(")")
-
-
-def _data_file(database: Any, policy: Policy) -> tuple[str, str] | None:
-    """(table, path) when ``database`` is a CSV or Parquet file: it holds the policy's one
-    private table (read as :meth:`DuckDBEngine.register` reads files), in an in-memory
-    database. Checked before the ledger is touched."""
-    if not isinstance(database, (str, Path)) or Path(database).suffix.lower() not in (
-            ".csv", ".parquet"):
-        return None
-    path = Path(database)
-    if not path.is_file():
-        raise PolicyError(f"data file '{path}' does not exist. Check the path.")
-    private = list(policy.private_tables())
-    if len(private) != 1:
-        names = ", ".join(t.name for t in private) or "none"
-        raise PolicyError(
-            f"'{path}' is one table, but the policy declares {len(private)} private tables "
-            f"({names}). Connect to ':memory:' (or a DuckDB file) and register() each table, "
-            "or declare each table's file with `source:` in the policy.")
-    return private[0].name, str(path)
-
-
-def _as_policy(policy: Any) -> Policy:
-    if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, Mapping):
-        return Policy.from_dict(policy)
-    if isinstance(policy, (str, Path)):
-        return Policy.from_yaml(policy)
-    raise PolicyError("policy must be a Policy, a dict, or a path to a YAML file")
 
 
 def connect(
