@@ -32,9 +32,10 @@ from privplan.errors import (
 )
 
 __all__ = [
+    "GDP",
+    "ZCDP",
     "ApproxDP",
     "BudgetExceededError",
-    "GDP",
     "InternalError",
     "LedgerError",
     "ParseError",
@@ -45,7 +46,6 @@ __all__ = [
     "Result",
     "Session",
     "UnsupportedQueryError",
-    "ZCDP",
     "connect",
 ]
 __version__ = "0.1.0"

@@ -212,6 +212,7 @@ def assemble(
             continue
         if use.func in ("count", "sum"):
             mid = use.count if use.sum is None else use.sum
+            assert mid is not None  # (a count or sum use names its measure)
             p = by_id[mid]
             scale = abs(float(p.measure.scale) * float(use.multiplier))
             acc = ColumnAccuracy(column=name, method=p.noise.describe(),

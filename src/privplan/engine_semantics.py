@@ -18,6 +18,7 @@ columns, never their values), with DuckDB itself as the judge of types
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal
@@ -118,13 +119,14 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
                 f"GROUP BY {key.sql}: a value of its public domain does not convert to the "
                 f"key's type {target} ({err.message}). Make every value of the domain (CASE "
                 "results or public_values) a value of that type.", sql, key.expr)) from None
+        kept_at = [(typing.cast(int, i), v) for i, v in kept]  # (MIN(i): an index)
         if uniform is not None:
-            keys.append(replace(key, public_domain=tuple(v for _, v in kept),
-                                domain_sql=tuple(candidates[i] for i, _ in kept),
+            keys.append(replace(key, public_domain=tuple(v for _, v in kept_at),
+                                domain_sql=tuple(candidates[i] for i, _ in kept_at),
                                 domain_cast=cast))
         else:
-            keys.append(replace(key, public_domain=tuple(v for _, v in kept),
-                                domain_sql=tuple(typed[i] for i, _ in kept)))
+            keys.append(replace(key, public_domain=tuple(v for _, v in kept_at),
+                                domain_sql=tuple(typed[i] for i, _ in kept_at)))
     core.keys = tuple(keys)
 
 

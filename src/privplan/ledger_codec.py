@@ -11,13 +11,13 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
 from privplan.accounting.model import GROWTHS, MechanismSpec, Partition
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 from privplan.errors import LedgerError
 
-_KINDS = {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP, "GDP": GDP}
+_KINDS: dict[str, type[PrivacyValue]] = {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP, "GDP": GDP}
 
 
 def encode_value(v: Any) -> Any:

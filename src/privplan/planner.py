@@ -90,7 +90,7 @@ def plan_costs(
     plan: QueryPlan, budget: Any, policy: Any, *, query_id: str = "q"
 ) -> PlannedQuery:
     """Allocate ``budget`` over the query's measures and calibrate their noise."""
-    kind = type(budget)
+    kind: Any = type(budget)  # (a PrivacyValue subclass; kind-specific methods used)
     items: list[tuple[int, Measure, Partition | None]] = []
     tables: dict[str, TableModel] = {}
     for ci, core in enumerate(plan.cores):
@@ -136,7 +136,8 @@ def plan_costs(
 
     planned: list[PlannedMeasure] = []
     for (ci, m, part), spec in zip(items, specs):
-        share = kind.from_weights(tuple(w * f for w, f in zip(spec.cost.weights(), factors)))
+        cost: Any = spec.cost
+        share = kind.from_weights(tuple(w * f for w, f in zip(cost.weights(), factors)))
         if m.kind == "select_count":
             noise, threshold, cost = _selection(m, share)
         elif m.kind == "quantile":  # the exponential mechanism: its ε is the whole share

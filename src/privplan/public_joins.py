@@ -19,7 +19,7 @@ from privplan.analysis.sets import ColumnSet
 from privplan.errors import UnsupportedQueryError
 from privplan.rewrite.engine_sql import key_sql, public_key_sql
 from privplan.sql.joins import PublicJoin, conjuncts, join_index, public_columns_of
-from privplan.sql.plan import CorePlan
+from privplan.sql.plan import CorePlan, GroupKey
 
 MAX_PUBLIC_DOMAIN = 100_000
 
@@ -99,7 +99,7 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
         if core.selection is not None:
             core.selection = replace(core.selection,
                                      region=core.selection.region.intersect(refine))
-    keys = []
+    resolved: list[GroupKey] = []
     for key in core.keys:
         if key.public_join is not None:
             join = core.joins[key.public_join]
@@ -115,8 +115,8 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
                     f"GROUP BY {key.sql}: the public domain has {len(values):,} values; group by "
                     "a coarser public column.")
             key = replace(key, public_domain=tuple(_sortable(values)))
-        keys.append(key)
-    core.keys = tuple(keys)
+        resolved.append(key)
+    core.keys = tuple(resolved)
 
 
 def _sortable(values: list[Any]) -> list[Any]:

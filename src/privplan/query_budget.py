@@ -11,7 +11,7 @@ from decimal import Decimal
 from numbers import Real
 from typing import Any
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
 from privplan.errors import PolicyError
 
 __all__ = ["query_budget", "query_groups"]
@@ -56,6 +56,7 @@ def query_budget(
     if delta is not None and epsilon is None:
         raise PolicyError("delta= goes with epsilon=: pass epsilon= and delta= for (ε, δ)-DP")
     try:
+        value: PrivacyValue
         if budget is not None:
             value = budget
         elif epsilon is not None:

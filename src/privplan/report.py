@@ -241,7 +241,7 @@ class ReportSpec:
 
     def load_policy(self) -> Policy:
         if self.policy_format == "smartnoise":
-            return Policy.from_smartnoise_yaml(self.policy)  # type: ignore[arg-type]
+            return Policy.from_smartnoise_yaml(self.policy)
         if isinstance(self.policy, Mapping):
             return Policy.from_dict(self.policy)
         return Policy.from_yaml(self.policy)
@@ -419,6 +419,7 @@ def column_errors(planned: PlannedQuery) -> list[ColumnError]:
             continue
         if use.func in ("count", "sum"):
             mid = use.count if use.sum is None else use.sum
+            assert mid is not None  # (a count or sum use names its measure)
             p = by_id[mid]
             scale = abs(float(p.measure.scale) * float(use.multiplier))
             out.append(ColumnError(name, p.noise.std() * scale,
@@ -714,16 +715,16 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
     w_total = Fraction(spec.budget.weights()[0])
     queries = []
     for q, b, pq, ref_targets in zip(spec.queries, budgets, planned, targets_ref):
-        errors = column_errors(pq)
+        col_errors = column_errors(pq)
         frac = float(Fraction(b.weights()[0]) / w_total)
-        by_col = {e.column.lower(): e for e in errors}
+        by_col = {e.column.lower(): e for e in col_errors}
         targets = {c: ((by_col[c].std or 0.0), t) for c, (_, t) in ref_targets.items()}
         expl = explain_planned(pq, sess.accountant.total, sess.accountant.total, spec.budget)
         queries.append(PlannedReportQuery(
             query=q, budget=b, fraction=frac,
             relative_variance=(max((s / t) ** 2 for s, t in targets.values()) if targets
                                else max(frac, 1e-300) ** (-2 * p)),
-            planned=pq, explanation=expl, errors=errors, targets=targets))
+            planned=pq, explanation=expl, errors=col_errors, targets=targets))
     missed = [q.query.name for q in queries if q.targets_met is False]
     if missed:
         notes.append(f"the noise of {', '.join(missed)} is slightly above the target error: "

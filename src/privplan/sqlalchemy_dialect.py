@@ -116,7 +116,7 @@ def _sa_type(name: str) -> sqltypes.TypeEngine[Any]:
     """The SQLAlchemy type of a DuckDB type name (NullType for one it does not know)."""
     upper = name.strip().upper()
     if upper in _TYPES:
-        return _TYPES[upper]()  # type: ignore[no-any-return]
+        return _TYPES[upper]()
     if upper in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"):
         return sqltypes.TIMESTAMP(timezone=True)
     if upper in ("HUGEINT", "UHUGEINT"):
@@ -285,7 +285,7 @@ class PrivplanDialect(DefaultDialect):
         return tuple(int(p) for p in re.findall(r"\d+", __version__)[:3])
 
     def _get_default_schema_name(self, connection: Any) -> str:
-        return self.default_schema_name  # type: ignore[return-value]
+        return self.default_schema_name
 
     # -- reflection: the policy's schema -----------------------------------------------------
     def _tables(self, connection: Any, schema: str | None) -> dict[str, Any]:

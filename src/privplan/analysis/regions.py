@@ -20,9 +20,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Iterable, Mapping
 
 from privplan.analysis.sets import ColumnSet, Value
 

@@ -19,8 +19,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 Value = Any  # int | float | Decimal | str | date | datetime | bool — comparable within a column
 
@@ -58,9 +59,8 @@ class Interval:
             return False
         if self.lo is not None and (v < self.lo or (v == self.lo and not self.lo_closed)):
             return False
-        if self.hi is not None and (v > self.hi or (v == self.hi and not self.hi_closed)):
-            return False
-        return True
+        return not (self.hi is not None
+                    and (v > self.hi or (v == self.hi and not self.hi_closed)))
 
     def intersect(self, other: Interval) -> Interval | None:
         lo, lo_closed = _max_lo(self, other)

@@ -18,29 +18,29 @@ from privplan.explain import readable_witness
 
 DEMO_QUERIES: tuple[tuple[str, str, float], ...] = (
     (
-        "Visits and mean cost per hospital (GROUP BY over public keys: one group's ε, "
-        "not four)",
-        "SELECT hospital, COUNT(*) AS visits, AVG(cost) AS mean_cost FROM visits "
-        "GROUP BY hospital ORDER BY hospital",
+        ("Visits and mean cost per hospital (GROUP BY over public keys: one group's ε, "
+        "not four)"),
+        ("SELECT hospital, COUNT(*) AS visits, AVG(cost) AS mean_cost FROM visits "
+        "GROUP BY hospital ORDER BY hospital"),
         1.0,
     ),
     (
         "Children's visits per department",
-        "SELECT department, COUNT(*) AS visits FROM visits WHERE age < 18 "
-        "GROUP BY department ORDER BY department",
+        ("SELECT department, COUNT(*) AS visits FROM visits WHERE age < 18 "
+        "GROUP BY department ORDER BY department"),
         1.0,
     ),
     (
-        "Seniors' visits per department (disjoint from the children's query: costs nothing "
-        "extra)",
-        "SELECT department, COUNT(*) AS visits FROM visits WHERE age >= 65 "
-        "GROUP BY department ORDER BY department",
+        ("Seniors' visits per department (disjoint from the children's query: costs nothing "
+        "extra)"),
+        ("SELECT department, COUNT(*) AS visits FROM visits WHERE age >= 65 "
+        "GROUP BY department ORDER BY department"),
         1.0,
     ),
     (
         "Insured vs uninsured total cost in one query (disjoint FILTERs: each gets the whole ε)",
-        "SELECT SUM(cost) FILTER (WHERE insured) AS insured_cost, "
-        "SUM(cost) FILTER (WHERE NOT insured) AS uninsured_cost FROM visits",
+        ("SELECT SUM(cost) FILTER (WHERE insured) AS insured_cost, "
+        "SUM(cost) FILTER (WHERE NOT insured) AS uninsured_cost FROM visits"),
         0.5,
     ),
     (
@@ -81,9 +81,9 @@ def run_demo(directory: Path, *, rows: int = 200_000, out: TextIO) -> Any:
                       f"(spent {sess.spent().describe()}, remaining "
                       f"{sess.remaining().describe()}; {took * 1000:.0f} ms)\n")
         out.write("\n" + "=" * 100 + "\nBudget ledger\n")
-        for entry in sess.ledger.entries():
-            out.write(f"  {entry.query_id}: added {entry.marginal.describe():<10} total "
-                      f"{entry.total_after.describe():<10} {' '.join(entry.sql.split())[:70]}\n")
+        out.writelines(f"  {entry.query_id}: added {entry.marginal.describe():<10} total "
+                       f"{entry.total_after.describe():<10} {' '.join(entry.sql.split())[:70]}\n"
+                       for entry in sess.ledger.entries())
         total = sess.accountant.total
         why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
         out.write(f"\nSpent {sess.spent().describe()} of ε = {TOTAL_EPSILON} "

@@ -291,7 +291,7 @@ def _group_bounded(core: CorePlan, rel: str) -> str:
     data-order independent, and depending only on the unit's own rows, so removing a unit
     leaves every other unit's kept rows unchanged (the accountant's model of the bounds)."""
     keys = [key_column(i) for i in range(len(core.keys))]
-    unit = _ident(core.unit)  # type: ignore[arg-type]
+    unit = _ident(core.unit)
     ranks, conditions = [], []
     if core.max_groups_per_unit:
         order = f"hash('privplan', {', '.join(keys)}), {', '.join(keys)}"

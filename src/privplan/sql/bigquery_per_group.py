@@ -52,7 +52,7 @@ from privplan.sql.per_unit import split_per_unit
 
 __all__ = ["per_group_query"]
 
-_PER_GROUP: dict[type[exp.Expression], str] = {exp.Count: "COUNT", exp.Sum: "SUM",
+_PER_GROUP: dict[type[exp.Expr], str] = {exp.Count: "COUNT", exp.Sum: "SUM",
                                                exp.Avg: "AVG"}
 _ACROSS = {"COUNT": exp.Sum, "SUM": exp.Sum, "AVG": exp.Avg}
 ALIAS = "__per_group"
@@ -85,7 +85,7 @@ def per_group_query(sql: str, policy: Policy, kind: type,
     return native, clause_budget(opts, kind, budget, {"clamps": clamps} if clamps else {})
 
 
-def _refuse(node: exp.Expression, why: str, fix: str) -> NoReturn:
+def _refuse(node: exp.Expr, why: str, fix: str) -> NoReturn:
     raise UnsupportedQueryError(
         f"DIFFERENTIAL_PRIVACY query with a privacy unit refused: {why}. With AVG or "
         "contribution bounds, BigQuery aggregates per privacy unit and group first, and "

@@ -51,11 +51,13 @@ class DPOptions:
         (ε, δ) session charges ``ApproxDP(epsilon, delta or 0)``.
         """
         self.budget()  # checks that epsilon is set
+        assert self.epsilon is not None
         if kind is PureDP:
             return PureDP(self.epsilon)  # the exact Fraction (a float could overflow or round)
         if kind is ApproxDP:
             return ApproxDP(self.epsilon, self.delta or 0)
-        name = {ZCDP: "zCDP (rho=)", GDP: "Gaussian DP (mu=)"}.get(kind, kind.__name__)
+        names: dict[type, str] = {ZCDP: "zCDP (rho=)", GDP: "Gaussian DP (mu=)"}
+        name = names.get(kind, kind.__name__)
         raise PolicyError(
             f"this query's DIFFERENTIAL_PRIVACY options give an (ε, δ) budget but the session "
             f"composes {name}; privplan composes one privacy definition per session. Remove "

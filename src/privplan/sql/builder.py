@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -30,7 +30,7 @@ from privplan.sql.joins import (
     resolve_private_join,
 )
 from privplan.sql.locate import with_location
-from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, QueryPlan
+from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, MeasureKind, QueryPlan
 from privplan.sql.quantiles import QUANTILE_FUNCTIONS, quantile_call, within_group_as_arguments
 from privplan.sql.validate import refuse, validate_statement
 
@@ -367,7 +367,7 @@ class _CoreBuilder:
         for node in sorted(found, key=lambda n: not is_sum(n)):
             self._aggregate(node)
 
-    def _refuse_aggregate(self, node: exp.Expression) -> None:
+    def _refuse_aggregate(self, node: exp.Expr) -> None:
         name = node.sql(dialect="duckdb")
         refuse(self.sql, node, f"aggregate {name} refused",
                "privplan answers COUNT, SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE, "
@@ -419,7 +419,7 @@ class _CoreBuilder:
                        "per group.")
         arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
         if case_cond is not None:
-            cond = case_cond if cond is None else exp.and_(cond, case_cond)
+            cond = case_cond if cond is None else cast(exp.Expression, exp.and_(cond, case_cond))
         if cond is not None:
             self._no_aggregates(cond, "FILTER")
             cond = _strip_qualifiers(cond.copy())
@@ -447,7 +447,7 @@ class _CoreBuilder:
                    "Aggregate a column with declared lower/upper bounds, or use "
                    "SUM(CASE WHEN <condition> THEN <column> ELSE 0 END).")
         if distinct_units or distinct_values:
-            kind = "count_units" if distinct_units else "count_distinct"
+            kind: MeasureKind = "count_units" if distinct_units else "count_distinct"
             m = self._measure(kind, column, cond, f"COUNT(DISTINCT {column})")
             self.aggregates[key] = AggregateUse(sql=key, func="count", column=column, count=m.id)
             return
@@ -574,7 +574,7 @@ class _CoreBuilder:
         virtual = self._virtual.get(column)
         return virtual[0].name if virtual is not None else column
 
-    def _measure(self, kind: str, column: str | None, cond: exp.Expression | None,
+    def _measure(self, kind: MeasureKind, column: str | None, cond: exp.Expression | None,
                  label: str, *, centre: Fraction = Fraction(0),
                  coarse: bool = False) -> Measure:
         cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
@@ -722,9 +722,9 @@ class _CoreBuilder:
     def _check_raw(self, node: exp.Expression, key_sqls: set[str], in_select: bool) -> None:
         if is_aggregate(node):
             return
-        if not isinstance(node, (exp.Alias, exp.Ordered, exp.Having, exp.Order)):
-            if _strip_qualifiers(node.copy()).sql(dialect="duckdb") in key_sqls:
-                return
+        if not isinstance(node, (exp.Alias, exp.Ordered, exp.Having, exp.Order)) and (
+                _strip_qualifiers(node.copy()).sql(dialect="duckdb") in key_sqls):
+            return
         if isinstance(node, exp.Column):
             if not in_select and not node.table and node.name.lower() in self.select_aliases:
                 return

@@ -107,6 +107,7 @@ def resolve_private_join(
     node = joins_ast[0]
     right_ast = node.this
     right = private_join_target(select, policy)
+    assert right is not None  # (called only for a join whose target is a private table)
     if len(joins_ast) != 1:
         refuse(sql, joins_ast[1], "several joins with a private table refused",
                "only one join of two private tables is analysed.", "Join two tables.")
@@ -273,7 +274,7 @@ def _owner(sql: str, col: exp.Column, private: Any, joins: list[PublicJoin],
         if hit is None:
             refuse(sql, col, f"unknown table qualifier '{col.table}'",
                    "it names no table of the FROM clause.", "Use a table name or alias in scope.")
-        return hit[0]  # type: ignore[index]
+        return hit[0]
     if any(name in j.using for j in joins):
         return "private"  # a USING column: equal on both sides, read from the private row
     in_private = name in private.columns
@@ -311,7 +312,7 @@ def _pairs(sql: str, node: exp.Join, join: PublicJoin, private: Any,
             if hit is None:
                 refuse(sql, c, "unqualified column in JOIN condition",
                        "each side must name its table.", "Qualify both sides.")
-            sides[hit[0]] = c.name.lower()  # type: ignore[index]
+            sides[hit[0]] = c.name.lower()
         if set(sides) != {"private", str(join.index)}:
             refuse(sql, cond, "JOIN condition refused",
                    "it must compare the private table with the joined table.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def position(node: exp.Expression) -> tuple[int, int] | None:
+def position(node: exp.Expr) -> tuple[int, int] | None:
     """(line, column) of the first token of ``node`` that the parser recorded, if any."""
     best: tuple[int, int, int] | None = None
     for sub in node.walk():
@@ -19,7 +19,7 @@ def position(node: exp.Expression) -> tuple[int, int] | None:
     return best[1], max(best[2], 1)
 
 
-def describe_location(sql: str, node: exp.Expression | None) -> str:
+def describe_location(sql: str, node: exp.Expr | None) -> str:
     """'line L, column C' plus the offending line with a caret, or '' when unknown."""
     if node is None:
         return ""
@@ -32,12 +32,12 @@ def describe_location(sql: str, node: exp.Expression | None) -> str:
     return f"line {line}, column {col}:\n    {text}\n    {' ' * (col - 1)}^"
 
 
-def with_location(message: str, sql: str, node: exp.Expression | None) -> str:
+def with_location(message: str, sql: str, node: exp.Expr | None) -> str:
     loc = describe_location(sql, node)
     return f"{message}\n  at {loc}" if loc else message
 
 
-def snippet(node: exp.Expression, width: int = 60) -> str:
+def snippet(node: exp.Expr, width: int = 60) -> str:
     """The node's SQL, shortened to ``width`` characters for a message."""
     text = node.sql(dialect="duckdb")
     return text if len(text) <= width else text[:width - 3] + "..."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -62,7 +64,7 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
             )
         )
     check_depth(sql, statements[0])
-    tree = statements[0]
+    tree = cast(exp.Expression, statements[0])  # (a statement: a concrete node)
     if top is not None:
         _apply_top(sql, tree, top)
     _smartnoise_spellings(tree)
@@ -70,7 +72,7 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
     return expand_grouping_sets(tree)
 
 
-def _one_argument_counts(sql: str, tree: exp.Expression) -> None:
+def _one_argument_counts(sql: str, tree: exp.Expr) -> None:
     """``COUNT(a, b)`` parses (sqlglot keeps the extra arguments aside) but is no count
     privplan or DuckDB computes: refuse it rather than count ``a`` alone."""
     for node in tree.find_all(exp.Count):
@@ -107,7 +109,7 @@ def _top(sql: str, dialect: str) -> tuple[str, int | None]:
     left alone); n must be a non-negative integer literal."""
     try:
         tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
-    except Exception:  # the parser reports the error with its location
+    except (TokenError, ValueError):  # the parser reports the error with its location
         return sql, None
     i = 1 if tokens and tokens[0].token_type == TokenType.SELECT else None
     if i is None:

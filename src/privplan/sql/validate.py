@@ -6,6 +6,8 @@ The checks here are structural and run before anything touches data. Each refusa
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
@@ -45,7 +47,7 @@ _STATEMENT_HINT = (
 )
 
 
-def refuse(sql: str, node: exp.Expression | None, what: str, why: str, fix: str) -> None:
+def refuse(sql: str, node: exp.Expr | None, what: str, why: str, fix: str) -> NoReturn:
     raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", sql, node))
 
 
@@ -54,12 +56,12 @@ MAX_DEPTH = 200
 exhaust Python's recursion limit in the parser's, analyser's or renderer's recursive walks."""
 
 
-def check_depth(sql: str, statement: exp.Expression) -> None:
+def check_depth(sql: str, statement: exp.Expr) -> None:
     """Refuse trees nested deeper than :data:`MAX_DEPTH` (measured without recursion).
 
     A chain of one connective (``a OR b OR c ...``, which sqlglot and the analyser walk
     iteratively) counts as one level, so long flat filters stay accepted."""
-    stack: list[tuple[exp.Expression, int]] = [(statement, 1)]
+    stack: list[tuple[exp.Expr, int]] = [(statement, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
@@ -81,7 +83,7 @@ def validate_statement(sql: str, statement: exp.Expression) -> None:
         _check_node(sql, node)
 
 
-def _check_node(sql: str, node: exp.Expression) -> None:
+def _check_node(sql: str, node: exp.Expr) -> None:
     if isinstance(node, (exp.Intersect, exp.Except)):
         refuse(sql, node, f"{type(node).__name__.upper()} refused",
                "set operations other than UNION ALL compare private rows directly.",
