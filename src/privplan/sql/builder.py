@@ -21,16 +21,21 @@ from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.mechanisms.exponential import rank_sensitivity
 from privplan.policy import ColumnPolicy, Policy, TablePolicy
+from privplan.sql.columns_and_keys import (
+    NOT_LITERAL,
+    ColumnsAndKeys,
+    is_aggregate,
+    literal_value,
+)
+from privplan.sql.columns_and_keys import strip_qualifiers as _strip_qualifiers
 from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression, clamped
 from privplan.sql.joins import (
-    join_index,
     private_join_target,
-    public_columns_of,
     resolve_joins,
     resolve_private_join,
 )
 from privplan.sql.locate import with_location
-from privplan.sql.plan import AggregateUse, CorePlan, GroupKey, Measure, MeasureKind, QueryPlan
+from privplan.sql.plan import AggregateUse, CorePlan, Measure, MeasureKind, QueryPlan
 from privplan.sql.quantiles import QUANTILE_FUNCTIONS, quantile_call, within_group_as_arguments
 from privplan.sql.validate import refuse, validate_statement
 
@@ -72,13 +77,7 @@ def _union_branches(node: exp.Expression) -> list[exp.Select]:
     return [node]
 
 
-def is_aggregate(node: exp.Expression) -> bool:
-    return isinstance(node, exp.AggFunc) or (
-        isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc)
-    )
-
-
-class _CoreBuilder:
+class _CoreBuilder(ColumnsAndKeys):
     def __init__(self, sql: str, select: exp.Select, policy: Policy, prefix: str,
                  public_columns: dict[str, set[str]] | None = None,
                  clamps: Mapping[str, tuple[Any, Any]] | None = None) -> None:
@@ -197,151 +196,6 @@ class _CoreBuilder:
                    "Query it directly with DuckDB.")
         alias = source.alias or None
         return table, alias
-
-    # ------------------------------------------------------------------ columns
-    def _qualifier_ok(self, col: exp.Column) -> bool:
-        q = col.table
-        if not q:
-            return True
-        allowed = {self.table.name.lower()}
-        if self.alias:
-            allowed.add(self.alias.lower())
-        return q.lower() in allowed
-
-    def _check_columns_everywhere(self) -> None:
-        s = self.select
-        for clause, allow_alias in (
-            (s.args.get("where"), False),
-            (s.args.get("group"), True),
-            (s.args.get("having"), True),
-            (s.args.get("order"), True),
-        ):
-            if clause is not None:
-                self._check_columns(clause, allow_alias)
-        for item in s.expressions:
-            self._check_columns(item, False)
-
-    def _check_columns(self, node: exp.Expression, allow_alias: bool) -> None:
-        for col in node.find_all(exp.Column):
-            if isinstance(col.this, exp.Star):
-                continue
-            if not self._qualifier_ok(col):
-                refuse(self.sql, col, f"unknown table qualifier '{col.table}'",
-                       f"only '{self.alias or self.table.name}' is in scope.",
-                       "Qualify columns with the table name or its alias.")
-            name = col.name.lower()
-            if name in self.table.columns or (self.joins and name.startswith("__pub")):
-                continue
-            if allow_alias and name in self.select_aliases and not col.table:
-                continue
-            known = ", ".join(self.table.columns)
-            raise UnsupportedQueryError(with_location(
-                f"unknown column '{col.name}' in table '{self.table.name}': the policy declares "
-                f"{known}. Fix the name, or declare the column in the policy.", self.sql, col))
-
-    def _no_aggregates(self, node: exp.Expression, clause: str) -> None:
-        for sub in node.walk():
-            if isinstance(sub, exp.AggFunc):
-                refuse(self.sql, sub, f"aggregate in {clause} refused",
-                       f"{clause} filters rows before aggregation.",
-                       "Use HAVING to filter on aggregates.")
-
-    # ------------------------------------------------------------------ GROUP BY
-    def _group_keys(self) -> list[GroupKey]:
-        group = self.select.args.get("group")
-        if group is None:
-            return []
-        keys: list[GroupKey] = []
-        for g in group.expressions:
-            expr = self._resolve_group_expr(g)
-            self._no_aggregates(expr, "GROUP BY")
-            norm = _strip_qualifiers(expr.copy())
-            if any(k.sql == norm.sql(dialect="duckdb") for k in keys):
-                continue  # GROUP BY x, x (or x and an alias of x) is GROUP BY x
-            i = len(keys)
-            if self.unit and any(c.name.lower() == self.unit for c in norm.find_all(exp.Column)):
-                refuse(self.sql, g, f"GROUP BY over the privacy unit '{self.unit}' refused",
-                       "its groups are single persons: releasing them would publish per-person "
-                       "values.", "Group by other columns; count persons with "
-                       f"COUNT(DISTINCT {self.unit}).")
-            column = norm.name.lower() if isinstance(norm, exp.Column) else None
-            pub = public_columns_of(norm)
-            cols = {c.name for c in norm.find_all(exp.Column)}
-            join_ids = {join_index(c) for c in pub}
-            public_join = None
-            if pub and pub == cols and len(join_ids) == 1:
-                public_join = next(iter(join_ids))
-            if pub:
-                column = None  # a public column is not a column of the private record
-            domain = None if pub else self._public_domain(norm, column)
-            keys.append(GroupKey(id=f"k{i}", expr=norm, sql=norm.sql(dialect="duckdb"),
-                                 column=column, public_domain=domain, public_join=public_join,
-                                 domain_literals=None if pub else _case_literals(norm)))
-        return keys
-
-    def _resolve_group_expr(self, g: exp.Expression) -> exp.Expression:
-        if isinstance(g, exp.Literal) and not g.is_string:
-            pos = int(g.this)
-            items = self.select.expressions
-            if not 1 <= pos <= len(items):
-                refuse(self.sql, g, f"GROUP BY {pos} is out of range",
-                       f"the select list has {len(items)} items.", "Use a valid position.")
-            item = items[pos - 1]
-            return item.this if isinstance(item, exp.Alias) else item
-        if isinstance(g, exp.Column) and not g.table:
-            name = g.name.lower()
-            if name not in self.table.columns and name in self.select_aliases:
-                return self.select_aliases[name]
-        return g
-
-    def _keys_from_where(self, column: str) -> tuple[Any, ...] | None:
-        """The keys the query itself names: when WHERE allows only listed values of the key
-        column (``WHERE b IN ('p', 'q')`` in every branch of an OR), those values are the
-        domain — set by the query text, not the data, so they are released zero-filled
-        without partition selection (Tumult's KeySet, in SQL). The region over-approximates
-        what WHERE keeps, so the list can only be longer than the true one, never data."""
-        region = getattr(self, "_where_region", None)
-        if region is None or region.is_full() or region.is_empty():
-            return None
-        values: set[Any] = set()
-        null = False
-        for box in region.boxes:
-            cs = box.get(column)
-            finite = cs.finite_values()
-            if finite is None:
-                return None
-            values.update(finite)
-            null = null or cs.null
-        try:
-            ordered: list[Any] = sorted(values)
-        except TypeError:
-            return None
-        return tuple(ordered + ([None] if null else []))
-
-    def _public_domain(self, key: exp.Expression, column: str | None) -> tuple[Any, ...] | None:
-        """A key's values may be released without selection only if they are public:
-        declared ``public_values``, a boolean column, or a CASE whose every result is a literal
-        (its values are then fixed by the query text, not the data)."""
-        if column is not None:
-            col = self.table.columns[column]
-            if col.public_values is not None:
-                return tuple(col.public_values)
-            if col.type == "bool":
-                return (False, True, None) if col.nullable else (False, True)
-            return self._keys_from_where(column)
-        if isinstance(key, exp.Case) and key.this is None:
-            results = [i.args.get("true") for i in key.args.get("ifs", [])]
-            default = key.args.get("default")
-            values: list[Any] = []
-            for r in results + ([default] if default is not None else []):
-                v = _literal_value(r)
-                if v is _NOT_LITERAL:
-                    return None
-                values.append(v)
-            if default is None:
-                values.append(None)
-            return tuple(dict.fromkeys(values))
-        return None
 
     # ------------------------------------------------------------------ aggregates
     def _collect_aggregates(self) -> None:
@@ -494,7 +348,7 @@ class _CoreBuilder:
         else:
             return arg, None, self._literal_multiplier(arg, func, agg)
         zero_ok = func in ("sum", "count") and (
-            func == "sum" and _literal_value(default) == 0
+            func == "sum" and literal_value(default) == 0
         )
         if default is not None and not _is_null(default) and not zero_ok:
             refuse(self.sql, arg, f"{func.upper()}(CASE ...) with this ELSE branch refused",
@@ -503,8 +357,8 @@ class _CoreBuilder:
         return value, cond, self._literal_multiplier(value, func, agg)
 
     def _literal_multiplier(self, value: exp.Expression, func: str, agg: exp.Expression) -> Any:
-        v = _literal_value(value)
-        if v is _NOT_LITERAL:
+        v = literal_value(value)
+        if v is NOT_LITERAL:
             return None
         if v is None:
             refuse(self.sql, value, f"{func.upper()}(NULL) refused", "it is always NULL.",
@@ -704,89 +558,5 @@ class _CoreBuilder:
             res *= 10
         return res
 
-    # ------------------------------------------------------------------ raw values
-    def _check_ungrouped_columns(self, keys: list[GroupKey]) -> None:
-        """A table column outside every aggregate and every group key would release raw values.
-
-        (Post-processing runs over a table holding only keys and noisy values, so such a column
-        could not bind there anyway; this check gives the clear error first.)
-        """
-        key_sqls = {k.sql for k in keys}
-        s = self.select
-        for item in s.expressions:
-            self._check_raw(item, key_sqls, in_select=True)
-        for clause in ("having", "order"):
-            if s.args.get(clause) is not None:
-                self._check_raw(s.args[clause], key_sqls, in_select=False)
-
-    def _check_raw(self, node: exp.Expression, key_sqls: set[str], in_select: bool) -> None:
-        if is_aggregate(node):
-            return
-        if not isinstance(node, (exp.Alias, exp.Ordered, exp.Having, exp.Order)) and (
-                _strip_qualifiers(node.copy()).sql(dialect="duckdb") in key_sqls):
-            return
-        if isinstance(node, exp.Column):
-            if not in_select and not node.table and node.name.lower() in self.select_aliases:
-                return
-            refuse(self.sql, node, f"column '{node.name}' is neither grouped nor aggregated",
-                   "releasing it would return raw row values.",
-                   f"Add it to GROUP BY, or aggregate it (e.g. AVG({node.name})).")
-        for child in node.iter_expressions():
-            self._check_raw(child, key_sqls, in_select)
-
-
-_NOT_LITERAL = object()
-
-
-def _literal_value(node: exp.Expression | None) -> Any:
-    if node is None:
-        return _NOT_LITERAL
-    if isinstance(node, exp.Paren):
-        return _literal_value(node.this)
-    if isinstance(node, exp.Null):
-        return None
-    if isinstance(node, exp.Boolean):
-        return bool(node.this)
-    if isinstance(node, exp.Neg):
-        v = _literal_value(node.this)
-        return -v if isinstance(v, (int, float)) else _NOT_LITERAL
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return node.this
-        text = node.this
-        try:
-            return int(text)
-        except ValueError:
-            return float(text)
-    return _NOT_LITERAL
-
-
-def _case_literals(key: exp.Expression) -> tuple[str, ...] | None:
-    """The SQL of every result of a CASE key whose results are all literals (NULL for a
-    missing ELSE), as written: the session types them as the engine will (``1`` and ``'01'``
-    are one INTEGER group), so the released domain is the engine's, not Python's."""
-    if not isinstance(key, exp.Case) or key.this is not None:
-        return None
-    results = [i.args.get("true") for i in key.args.get("ifs", [])]
-    default = key.args.get("default")
-    if any(_literal_value(r) is _NOT_LITERAL for r in results) or (
-            default is not None and _literal_value(default) is _NOT_LITERAL):
-        return None
-    out = [r.sql(dialect="duckdb") for r in results]
-    out.append(default.sql(dialect="duckdb") if default is not None else "NULL")
-    return tuple(out)
-
-
 def _is_null(node: exp.Expression) -> bool:
     return isinstance(node, exp.Null)
-
-
-def _strip_qualifiers(node: exp.Expression) -> exp.Expression:
-    for col in list(node.find_all(exp.Column)):
-        if col.table:
-            col.set("table", None)
-            col.set("db", None)
-            col.set("catalog", None)
-    if isinstance(node, exp.Column) and node.args.get("table"):
-        node.set("table", None)
-    return node
