@@ -188,6 +188,7 @@ def _strings(values: tuple[str, ...], codes: np.ndarray) -> pd.Series:
 
 def generate_visits(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED) -> pd.DataFrame:
     """Return the synthetic ``visits`` table with ``rows`` rows (deterministic in ``seed``)."""
+    # (long on purpose: one sequence of random draws, whose order fixes the dataset per seed)
     rows = int(rows)
     if rows < 0:
         raise ValueError(f"rows must be non-negative, got {rows}")

@@ -146,6 +146,17 @@ def resolve_private_join(
                "a person's rows pair only with the same person's rows.",
                f"Write JOIN {right.name} ON {left_alias or left.name}.{left.privacy_unit} = "
                f"{right_ast.alias or right.name}.{right.privacy_unit}.")
+    _rename_right_columns(sql, select, left, right, l_q, r_q)
+    select.set("joins", None)
+    return _virtual_table(left, right)
+
+
+def _rename_right_columns(sql: str, select: exp.Select, left: Any, right: Any,
+                          l_q: set[str], r_q: set[str]) -> None:
+    """Columns of the joined SELECT as columns of the virtual table: the left table's keep
+    their names (unqualified), the right table's get :func:`private_name` (the unit is the
+    join key, equal on both sides, read from the left); an ambiguous or unknown one is
+    refused."""
     for col in list(select.find_all(exp.Column)):
         if isinstance(col.this, exp.Star) or _inside_join(col):
             continue
@@ -174,8 +185,6 @@ def resolve_private_join(
                 col.replace(new)
         else:
             col.set("table", None)
-    select.set("joins", None)
-    return _virtual_table(left, right)
 
 
 def _virtual_table(left: Any, right: Any) -> Any:
