@@ -73,6 +73,7 @@ from privplan.sql.bigquery_policy import (
     private_tables,
 )
 from privplan.sql.parse import parse_statement
+from privplan.sql.tokens import matching_paren, with_depth
 
 __all__ = [
     "KNOWN_OPTIONS",
@@ -137,27 +138,16 @@ def _word(tok: Token) -> str:
 
 
 def _matching(tokens: list[Token], open_index: int) -> int:
-    depth = 0
-    for j in range(open_index, len(tokens)):
-        t = tokens[j].token_type
-        if t == TokenType.L_PAREN:
-            depth += 1
-        elif t == TokenType.R_PAREN:
-            depth -= 1
-            if depth == 0:
-                return j
-    raise ParseError("could not parse the SQL: a '(' is never closed")
+    close = matching_paren(tokens, open_index)
+    if close is None:
+        raise ParseError("could not parse the SQL: a '(' is never closed")
+    return close
 
 
 def _split_top(tokens: list[Token], lo: int, hi: int) -> list[list[Token]]:
     """Tokens in [lo, hi) split on commas at depth 0."""
     parts: list[list[Token]] = [[]]
-    depth = 0
-    for tok in tokens[lo:hi]:
-        if tok.token_type == TokenType.L_PAREN:
-            depth += 1
-        elif tok.token_type == TokenType.R_PAREN:
-            depth -= 1
+    for depth, tok in with_depth(tokens[lo:hi]):
         if tok.token_type == TokenType.COMMA and depth == 0:
             parts.append([])
         else:

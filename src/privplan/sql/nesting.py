@@ -31,6 +31,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from privplan.errors import UnsupportedQueryError
+from privplan.sql.tokens import matching_paren, with_depth
 
 __all__ = ["INNER", "Nested", "has_clause", "inner_name", "split_outer"]
 
@@ -123,21 +124,11 @@ def _subqueries(tokens: list[Any]) -> list[tuple[int, int]]:
                 and tokens[i + 1].token_type == TokenType.SELECT):
             i += 1
             continue
-        depth, end, reads = 0, None, False
-        for j in range(i, len(tokens)):
-            kind = tokens[j].token_type
-            if kind == TokenType.L_PAREN:
-                depth += 1
-            elif kind == TokenType.R_PAREN:
-                depth -= 1
-                if depth == 0:
-                    end = j
-                    break
-            elif kind == TokenType.FROM and depth == 1:
-                reads = True
+        end = matching_paren(tokens, i)
         if end is None:
             return []
-        if reads:
+        if any(tok.token_type == TokenType.FROM and depth == 1
+               for depth, tok in with_depth(tokens[i:end])):
             spans.append((i, end))
             i = end + 1
         else:
