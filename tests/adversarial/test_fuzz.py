@@ -1389,6 +1389,8 @@ REGRESSIONS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
         ("SELECT f % 3 AS k, AVG(i) AS a FROM t GROUP BY k", _EPS_DELTA),
         ("SELECT d, COUNT(*) AS n FROM t GROUP BY d", _EPS_DELTA),
         ("SELECT visit_date, COUNT(*) AS n FROM visits GROUP BY visit_date", _EPS_DELTA),
+        ("SELECT VAR_POP(cost * 1e300) FROM visits", _EPS_DELTA),
+        ("SELECT SUM(cost * 1e300) AS s, STDDEV(cost * 1e160) AS d FROM visits", _EPS_DELTA),
     ]),
     ("mu", [
         ("SELECT COUNT(*) FROM t", {"mu": 1e155}),

@@ -15,6 +15,7 @@ from privplan.mechanisms.grid import (
     MAX_EXACT_AGGREGATE,
     Grid,
     check_no_overflow,
+    check_real_range,
     count_sensitivity,
     default_resolution,
     square_bounds,
@@ -102,6 +103,19 @@ def test_check_no_overflow() -> None:
     with pytest.raises(UnsupportedQueryError):
         check_no_overflow(-(2**30), 0, 1, rows_bound=2**33)
     check_no_overflow(0, MAX_EXACT_AGGREGATE, 1, rows_bound=1)
+
+
+def test_check_real_range_keeps_sums_finite_doubles() -> None:
+    """The largest exact grid sum (2^62 steps) times the step must be a finite double: the
+    boundary is float's maximum, checked on both sides of it."""
+    check_real_range(0, 10**6, Fraction(10) ** 280)  # 2^62 * 1e286 ~ 4.6e304: finite
+    with pytest.raises(UnsupportedQueryError, match="range of a double"):
+        check_real_range(0, 10**6, Fraction(10) ** 290)  # 2^62 * 1e296 ~ 4.6e314
+    step = Fraction(int(2.0**1023 // 2**62))  # exactly at the limit with one grid step
+    with pytest.raises(UnsupportedQueryError):
+        check_real_range(0, 1, step)
+    check_real_range(0, 1, step - 2**40)
+    assert math.isfinite(float(MAX_EXACT_AGGREGATE * (step - 2**40)))
 
 
 def test_default_resolution() -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_GRID_MAGNITUDE",
     "Grid",
     "check_no_overflow",
+    "check_real_range",
     "count_sensitivity",
     "default_resolution",
     "square_bounds",
@@ -185,6 +186,26 @@ def check_no_overflow(lo_int: int, hi_int: int, max_rows: int, rows_bound: int =
             f"a SUM over grid values in [{lo_int}, {hi_int}] could exceed 2^62 "
             f"(up to {rows_bound} rows): use a coarser resolution or tighter column bounds"
         )
+
+
+def check_real_range(lo_int: int, hi_int: int, step: Fraction) -> None:
+    """Refuse a grid whose sums are not representable as doubles in real units.
+
+    Released values and noise scales leave the exact integer domain as ``grid value x step``
+    floats; the largest exact SUM (:data:`MAX_EXACT_AGGREGATE` steps, see
+    :func:`check_no_overflow`) must stay a finite double, or explaining and releasing would
+    overflow (VAR of a column scaled by 1e300 squares its step to 1e600).
+    """
+    worst = MAX_EXACT_AGGREGATE * abs(step) * max(abs(lo_int), abs(hi_int), 1)
+    if worst.numerator // worst.denominator >= _DOUBLE_LIMIT:
+        raise UnsupportedQueryError(
+            f"values on a grid of step {float(step) if step < _DOUBLE_LIMIT else 'above 1e308'}"
+            " could exceed the range of a double (about 1.8e308) once summed: use tighter "
+            "column bounds or a smaller expression"
+        )
+
+
+_DOUBLE_LIMIT: Final = int(2.0**1023)
 
 
 def default_resolution(lower: Number, upper: Number, column_type: str) -> Fraction:

@@ -487,21 +487,31 @@ class _CoreBuilder(ColumnsAndKeys):
                 if kind == "sum_sq":
                     sq_lo, sq_hi = gridlib.square_bounds(clo, chi)
                     gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
+                    gridlib.check_real_range(sq_lo, sq_hi, res * res)
                     sens = gridlib.sum_sensitivity(sq_lo, sq_hi, 1, replace=replace_nb)
                 else:
                     gridlib.check_no_overflow(clo, chi, self.k)
+                    gridlib.check_real_range(clo, chi, res)
                     sens = gridlib.sum_sensitivity(clo, chi, 1, replace=replace_nb)
             except UnsupportedQueryError as err:
                 raise UnsupportedQueryError(
-                    f"{label} refused: column '{self.table.name}.{column}' (bounds [{lower}, "
-                    f"{upper}], resolution {res}, up to {self.k} rows per unit): {err} "
-                    f"(policy keys `tables.{self.table.name}.columns.{column}.lower`/`upper`/"
-                    "`resolution`, `max_rows_per_unit`)") from None
+                    f"{label} refused: {self._value_source(column)} (bounds [{_short(lower)}, "
+                    f"{_short(upper)}], resolution {_short(res)}, up to {self.k} rows per unit):"
+                    f" {err} (policy keys `tables.{self.table.name}.columns.<column>.lower`/"
+                    "`upper`/`resolution`, `max_rows_per_unit`)") from None
             m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
                         sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label,
                         per_row=per_row, centre=centre_int, expression=expression)
         self.measures[mkey] = m
         return m
+
+    def _value_source(self, column: str) -> str:
+        """How an error names the values being summed: the column, or the expression the
+        query wrote (never the internal name of its virtual column)."""
+        virtual = self._virtual.get(column)
+        if virtual is not None:
+            return f"the expression over '{self.table.name}' columns {list(virtual[1].columns)}"
+        return f"column '{self.table.name}.{column}'"
 
     def _derive(self, key: str, func: str, column: str | None, cond: exp.Expression | None,
                 multiplier: Any, agg: exp.Expression) -> AggregateUse:
@@ -560,3 +570,10 @@ class _CoreBuilder(ColumnsAndKeys):
 
 def _is_null(node: exp.Expression) -> bool:
     return isinstance(node, exp.Null)
+
+
+def _short(value: Any) -> str:
+    """A bound or resolution for an error message: exact when short, else 3 significant
+    digits (a bound of 2e303 written out has 304 digits)."""
+    text = str(value)
+    return text if len(text) <= 16 else f"{float(Fraction(value)):.3g}"
