@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privplan.engines.duckdb_engine import post_process, post_processor
+from privplan.engines.duckdb_engine import PostProcessor, post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
 from privplan.mechanisms.accuracy import (
     interval_halfwidth,
@@ -132,19 +132,28 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
            tuple((p.measure.id, p.measure.scale) for p in planned.measures))
     if key in _CHECKED:
         return
-    frames = [noisy_frame(core, planned.for_core(i), post_processor().sample(schema),
-                          draw=False)
-              for i, (core, schema) in enumerate(zip(plan.cores, schemas))]
-    try:
-        # the very code that runs after the charge, on the stand-ins: each branch is turned
-        # into a frame before the UNION ALL, as there (a constant such as DATE 'infinity'
-        # converts in a union of SQL types but not into pandas: one statement over all the
-        # branches passed where the real path failed, after the charge)
-        outer_query(planned, frames)
-    except PostProcessingError as err:
+    first: PostProcessingError | None = None
+    for variant in range(PostProcessor.SAMPLE_VARIANTS):
+        frames = [noisy_frame(core, planned.for_core(i),
+                              post_processor().sample(schema, variant),
+                              draw=False)
+                  for i, (core, schema) in enumerate(zip(plan.cores, schemas))]
+        try:
+            # the very code that runs after the charge, on the stand-ins: each branch is
+            # turned into a frame before the UNION ALL, as there (a constant such as DATE
+            # 'infinity' converts in a union of SQL types but not into pandas: one statement
+            # over all the branches passed where the real path failed, after the charge)
+            outer_query(planned, frames)
+            break
+        except PostProcessingError as err:
+            first = first or err
+    else:
+        # refused only when every stand-in fails: one that passes means some answer passes
+        # (`HAVING sex = 1` over a text key holding digits), and a failure on the real noisy
+        # answer is then a PostProcessingError after the charge, about released values only
         raise UnsupportedQueryError(
-            f"{err} (checked on stand-in values before anything was spent: it would fail on "
-            "any answer). Fix the outer query: column positions, LIMIT/OFFSET values, the "
+            f"{first} (checked on stand-in values before anything was spent: it would fail "
+            "on any answer). Fix the outer query: column positions, LIMIT/OFFSET values, the "
             "types compared in HAVING, the columns of each UNION ALL branch.") from None
     if len(_CHECKED) >= _CHECKED_MAX:
         _CHECKED.clear()

@@ -305,7 +305,7 @@ class PostProcessor:
     def __init__(self) -> None:
         self.con = duckdb.connect(":memory:")
         _secure(self.con)
-        self._samples: dict[tuple[tuple[str, str], ...], pd.DataFrame] = {}
+        self._samples: dict[tuple[tuple[tuple[str, str], ...], int], pd.DataFrame] = {}
 
     def run(self, sql: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         """Run the outer query over the noisy tables. Its failures concern noisy values only
@@ -337,15 +337,20 @@ class PostProcessor:
         self.con = duckdb.connect(":memory:")
         _secure(self.con)
 
-    def sample(self, columns: list[tuple[str, str]]) -> pd.DataFrame:
+    SAMPLE_VARIANTS = 2
+
+    def sample(self, columns: list[tuple[str, str]], variant: int = 0) -> pd.DataFrame:
         """A one-row frame with these (name, DuckDB type) columns, as a query result of
         those types converts to pandas: the stand-in for an engine answer when the outer query
-        is checked before the charge. Values are fixed (0, '', 2000-01-01, FALSE)."""
+        is checked before the charge. Values are fixed (0, '', 2000-01-01, FALSE); variant 1
+        has the string '1' instead of '' (a text key holding digits, compared with a number or
+        a boolean in HAVING, converts: SmartNoise's PUMS metadata types ``sex`` as a string)."""
         from privplan.sql.totality import family
 
-        key = tuple(columns)
+        key = (tuple(columns), variant)
         if key not in self._samples:
-            samples = {"int": "0", "float": "0", "decimal": "0", "str": "''", "bool": "FALSE",
+            samples = {"int": "0", "float": "0", "decimal": "0",
+                       "str": "'1'" if variant else "''", "bool": "FALSE",
                        "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
                        "interval": "INTERVAL 1 DAY"}
             items = ", ".join(f"CAST({samples.get(family(t), 'NULL')} AS {t}) AS \"{n}\""
