@@ -212,6 +212,10 @@ def test_ledger_replays_the_per_group_table(tmp_path: Path) -> None:
      "GROUP BY item", "do not overlap"),
     ("item, COUNT(DISTINCT quantity) AS d, AVG(quantity) AS a FROM professors GROUP BY item",
      "DISTINCT"),
+    # as printed in BigQuery's docs (item neither grouped nor aggregated): the user's column
+    # named, never the derived table
+    ("item, COUNT(*, contribution_bounds_per_group => (0, 100)) FROM professors",
+     "column 'item' is neither grouped nor aggregated"),
 ])
 def test_refusals_say_why_and_spend_nothing(body: str, fragment: str, tmp_path: Path) -> None:
     ledger = tmp_path / "l.sqlite"

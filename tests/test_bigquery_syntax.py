@@ -408,7 +408,7 @@ def test_kappa_is_max_groups_contributed() -> None:
 
 
 @pytest.mark.parametrize("option", ["max_rows_contributed=2", "min_privacy_units_per_group=5",
-                                    "group_selection_strategy=PUBLIC_GROUPS"])
+                                    "group_selection_strategy=LAPLACE_THRESHOLD"])
 def test_known_bigquery_options_privplan_does_not_take_are_explained(option: str) -> None:
     with pytest.raises(pp.UnsupportedQueryError, match="is not supported: .*Remove it"):
         split_dp_clause(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, {option}) "

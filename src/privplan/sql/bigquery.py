@@ -43,7 +43,10 @@ for less than it allows, never weaken it —
 ZetaSQL's spellings and test settings: ``kappa`` is ``max_groups_contributed``; ``delta = 1``
 (privacy off in ZetaSQL's compliance tests), ``WITH REPORT(...)`` and the options privplan
 takes from the policy instead (``max_rows_contributed``, ``min_privacy_units_per_group``,
-``group_selection_strategy``) are refused, each with why and what to do.
+a ``group_selection_strategy`` other than ``PUBLIC_GROUPS``) are refused, each with why and
+what to do. Public groups joined in the query (``RIGHT OUTER JOIN (SELECT DISTINCT k FROM
+UNNEST([...])) USING (k)``) become a domain listed in the query text
+(:mod:`privplan.sql.bigquery_public_groups`).
 
 The budget: ``epsilon`` (and ``delta``) become the query's budget. In a pure-DP session a
 ``delta`` is satisfied trivially — privplan's pure ε-DP answer is (ε, δ)-DP for every δ ≥ 0 — so the
@@ -72,6 +75,7 @@ from privplan.sql.bigquery_policy import (
     per_query_clamps,
     private_tables,
 )
+from privplan.sql.bigquery_public_groups import public_groups_as_in_list
 from privplan.sql.parse import parse_statement
 from privplan.sql.tokens import matching_paren, with_depth
 
@@ -87,7 +91,8 @@ __all__ = [
     "split_dp_clause",
 ]
 
-KNOWN_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column")
+KNOWN_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column",
+                 "group_selection_strategy")
 _ALIASES = {"kappa": "max_groups_contributed"}  # ZetaSQL's ANONYMIZATION spelling
 _REFUSED_OPTIONS = {
     "max_rows_contributed": "it bounds a unit's rows in all groups together, which privplan "
@@ -95,9 +100,8 @@ _REFUSED_OPTIONS = {
     "Remove it, or declare the bound in the policy.",
     "min_privacy_units_per_group": "privplan releases a group only through a public domain or "
     "DP partition selection, whose threshold follows from δ. Remove it.",
-    "group_selection_strategy": "privplan's partition selection is a noisy distinct-unit count "
-    "over a threshold (or a public domain). Remove it.",
 }
+_GROUP_SELECTION = {"PUBLIC_GROUPS"}  # LAPLACE_THRESHOLD is BigQuery's own partition selection
 _CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
 _QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_(group|row)",
                     re.IGNORECASE)
@@ -237,7 +241,22 @@ def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
             "it over the branches. Send the branches as separate queries, or write one UNION ALL "
             "without the clauses and pass epsilon= as an argument." + _where(sql, second.start))
     i, end = found[0]
+    options = _parse_options(sql, tokens, i + 4, end) if end > i + 1 else {}
+    start, stop = tokens[i].start, tokens[end].end + 1
+    opts = DPOptions(clause=sql[start:stop], **options)
+    stripped = sql[:start] + sql[stop:]
     selects = [t for t in tokens if t.token_type == TokenType.SELECT]
+    public = opts.group_selection_strategy == "PUBLIC_GROUPS"
+    if len(selects) > 1:
+        rewritten = public_groups_as_in_list(stripped)
+        if rewritten is not None:
+            return rewritten, opts
+    if public:
+        raise UnsupportedQueryError(
+            "group_selection_strategy = PUBLIC_GROUPS needs the public groups in the query: "
+            "write FROM t RIGHT OUTER JOIN (SELECT DISTINCT k FROM UNNEST([v1, v2, ...])) "
+            "USING (k) ... GROUP BY k (as in BigQuery), or WHERE k IN (v1, v2, ...) GROUP BY "
+            "k, or give the column public_values in the policy." + _where(sql, tokens[i].start))
     if len(selects) > 1:
         raise UnsupportedQueryError(
             "a DIFFERENTIAL_PRIVACY clause in a query with several SELECTs: in BigQuery the "
@@ -245,10 +264,7 @@ def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
             "there, while privplan answers every branch privately with one budget. Send the "
             "SELECT with the clause on its own, or drop the clause and pass epsilon= as an "
             "argument." + _where(sql, tokens[i].start))
-    options = _parse_options(sql, tokens, i + 4, end) if end > i + 1 else {}
-    start, stop = tokens[i].start, tokens[end].end + 1
-    opts = DPOptions(clause=sql[start:stop], **options)
-    return sql[:start] + sql[stop:], opts
+    return stripped, opts
 
 
 def _parse_options(sql: str, tokens: list[Token], lo: int, hi: int) -> dict[str, Any]:
@@ -287,6 +303,15 @@ def _option_value(sql: str, name: str, toks: list[Token]) -> Any:
         return None
     if name == "privacy_unit_column":
         return _identifier(sql, toks)
+    if name == "group_selection_strategy":
+        word = sql[toks[0].start:toks[-1].end + 1].strip("'\"` ").upper()
+        if word not in _GROUP_SELECTION:
+            raise UnsupportedQueryError(
+                f"group_selection_strategy {word} is not supported: privplan's partition "
+                "selection is a noisy distinct-unit count over a threshold (or a public "
+                "domain). Remove it, or use PUBLIC_GROUPS with the groups joined in "
+                "the query." + where)
+        return word
     value = _number(sql, toks)
     if value is None and len(toks) == 1 and toks[0].token_type == TokenType.STRING:
         try:  # a quoted number, e.g. epsilon='0.5'

@@ -108,6 +108,7 @@ def _rewrite(tree: exp.Select, table: TablePolicy) -> tuple[str, dict[str, tuple
         if not isinstance(key, exp.Column) or key.name.lower() not in table.columns:
             _refuse(key, "a GROUP BY item is not a column of the table",
                     "Group by the table's columns.")
+    _check_grouped(tree, {k.name.lower() for k in keys}, table)
     derived: dict[str, tuple[str, str]] = {}   # name -> (function, argument as written)
     by_text: dict[str, str] = {}
     outer = tree.copy()
@@ -154,6 +155,20 @@ def _rewrite(tree: exp.Select, table: TablePolicy) -> tuple[str, dict[str, tuple
         if column.table and not column.find_ancestor(exp.Subquery):
             column.set("table", None)
     return outer.sql(dialect="duckdb"), derived
+
+
+def _check_grouped(tree: exp.Select, keys: set[str], table: TablePolicy) -> None:
+    """Refuse a selected column of the table that is neither grouped nor aggregated, in the
+    user's words (the per-group rewrite would otherwise report it missing from the derived
+    table, a name the user never wrote)."""
+    for item in tree.expressions:
+        for column in item.find_all(exp.Column):
+            name = column.name.lower()
+            if (name in table.columns and name not in keys
+                    and column.find_ancestor(exp.AggFunc) is None):
+                _refuse(column, f"column '{column.name}' is neither grouped nor aggregated "
+                        "(releasing it would return raw row values)",
+                        f"Add it to GROUP BY, or aggregate it (e.g. AVG({column.name})).")
 
 
 def _clamps(bounds: list[ContributionBounds], derived: dict[str, tuple[str, str]],

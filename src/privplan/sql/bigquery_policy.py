@@ -31,6 +31,7 @@ class DPOptions:
     delta: Fraction | None = None
     max_groups_contributed: int | None = None
     privacy_unit_column: str | None = None
+    group_selection_strategy: str | None = None  # PUBLIC_GROUPS: groups joined in the query
     clause: str = ""
 
     def budget(self) -> PureDP | ApproxDP:
