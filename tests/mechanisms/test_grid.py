@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from fractions import Fraction
 
 import pytest
@@ -105,17 +106,19 @@ def test_check_no_overflow() -> None:
     check_no_overflow(0, MAX_EXACT_AGGREGATE, 1, rows_bound=1)
 
 
-def test_check_real_range_keeps_sums_finite_doubles() -> None:
-    """The largest exact grid sum (2^62 steps) times the step must be a finite double: the
-    boundary is float's maximum, checked on both sides of it."""
-    check_real_range(0, 10**6, Fraction(10) ** 280)  # 2^62 * 1e286 ~ 4.6e304: finite
+def test_check_real_range_keeps_one_row_a_finite_double() -> None:
+    """One row's largest value in real units (grid value x step) must be a finite double:
+    checked on both sides of float's maximum, and for the squared step of VAR."""
+    limit = Fraction(sys.float_info.max)
+    check_real_range(0, 10**6, Fraction(10) ** 300)  # 1e306: finite
+    check_real_range(-1, 1, limit)  # exactly the largest double
     with pytest.raises(UnsupportedQueryError, match="range of a double"):
-        check_real_range(0, 10**6, Fraction(10) ** 290)  # 2^62 * 1e296 ~ 4.6e314
-    step = Fraction(int(2.0**1023 // 2**62))  # exactly at the limit with one grid step
+        check_real_range(-1, 1, limit + 1)
+    with pytest.raises(UnsupportedQueryError, match="range of a double"):
+        check_real_range(0, 10**6, Fraction(10) ** 303)  # 1e309
+    step = Fraction(10) ** 298  # the squares' step of a column bounded near 1e304
     with pytest.raises(UnsupportedQueryError):
-        check_real_range(0, 1, step)
-    check_real_range(0, 1, step - 2**40)
-    assert math.isfinite(float(MAX_EXACT_AGGREGATE * (step - 2**40)))
+        check_real_range(0, 4, step * step)
 
 
 def test_default_resolution() -> None:

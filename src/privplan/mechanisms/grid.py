@@ -19,6 +19,7 @@ gives the numbers. The sensitivities below assume the *grid integers* are clampe
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -189,23 +190,27 @@ def check_no_overflow(lo_int: int, hi_int: int, max_rows: int, rows_bound: int =
 
 
 def check_real_range(lo_int: int, hi_int: int, step: Fraction) -> None:
-    """Refuse a grid whose sums are not representable as doubles in real units.
+    """Refuse a grid whose values are not finite doubles in real units.
 
-    Released values and noise scales leave the exact integer domain as ``grid value x step``
-    floats; the largest exact SUM (:data:`MAX_EXACT_AGGREGATE` steps, see
-    :func:`check_no_overflow`) must stay a finite double, or explaining and releasing would
-    overflow (VAR of a column scaled by 1e300 squares its step to 1e600).
+    Released values, sensitivities and noise scales leave the exact integer domain as ``grid
+    value x step`` doubles, so one row's largest value must be a finite double: VAR of a
+    column scaled by 1e300 squares its step to 1e600, which crashed explaining it. Sums of many
+    such rows may still overflow to infinity, as the plain SQL sum does.
     """
-    worst = MAX_EXACT_AGGREGATE * abs(step) * max(abs(lo_int), abs(hi_int), 1)
-    if worst.numerator // worst.denominator >= _DOUBLE_LIMIT:
+    worst = abs(step) * max(abs(lo_int), abs(hi_int), 1)
+    if worst > _DOUBLE_MAX:
         raise UnsupportedQueryError(
-            f"values on a grid of step {float(step) if step < _DOUBLE_LIMIT else 'above 1e308'}"
-            " could exceed the range of a double (about 1.8e308) once summed: use tighter "
-            "column bounds or a smaller expression"
+            f"values up to {float(worst) if worst < _DOUBLE_MAX * 2 else 'beyond 1e308'} "
+            f"(on a grid of step {_short_number(step)}) exceed the range of a double (about "
+            "1.8e308): use tighter column bounds or a smaller expression"
         )
 
 
-_DOUBLE_LIMIT: Final = int(2.0**1023)
+def _short_number(value: Fraction) -> str:
+    return f"{float(value):.3g}" if value <= _DOUBLE_MAX else f"about 1e{len(str(int(value))) - 1}"
+
+
+_DOUBLE_MAX: Final = Fraction(sys.float_info.max)
 
 
 def default_resolution(lower: Number, upper: Number, column_type: str) -> Fraction:
