@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from privplan.accounting.definitions import PrivacyValue
 from privplan.analysis.regions import Region
 
 Neighbourhood = Literal["add_remove", "replace"]
@@ -80,7 +81,7 @@ class MechanismSpec:
     id: str
     table: str
     region: Region
-    cost: object
+    cost: PrivacyValue
     partition: Partition | None = None
     label: str = ""
     growth: Growth = "flat"

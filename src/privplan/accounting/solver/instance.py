@@ -268,7 +268,7 @@ class _Instance:
         full = any(r == full_row for r in rows)
         p = m.partition
         growth = GROWTHS.index(m.growth)
-        wx = tuple(m.cost.weights())  # type: ignore[attr-defined]
+        wx = tuple(m.cost.weights())
         if p is None:
             return _Mech(m.id, wx, 0, (), None, full, growth)
         cap = p.max_rows_per_group
