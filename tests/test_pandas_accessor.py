@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import doctest
 import gc
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 import threading
@@ -17,6 +19,9 @@ import pytest
 
 import privplan as pp
 import privplan.pandas as ppd
+import privplan.pandas.fingerprints as ppd_fingerprints
+import privplan.pandas.shared_memory as ppd_memory
+import privplan.pandas.state as ppd_state
 from privplan.explain import Explanation
 from privplan.testing import noise_disabled
 
@@ -50,7 +55,7 @@ def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     Fingerprints of configured rows last for the life of the process (the budget belongs to the
     data, not to the frame object), and many tests configure the same ``make_frame()`` rows.
     """
-    monkeypatch.setattr(ppd, "_datasets", {})
+    monkeypatch.setattr(ppd_fingerprints, "_datasets", {})
 
 
 @pytest.fixture
@@ -468,8 +473,9 @@ def unmarked(frame: pd.DataFrame) -> pd.DataFrame:
 
 def assert_fresh_memory(copy: pd.DataFrame, configured: pd.DataFrame) -> None:
     """The memory-overlap check cannot see ``copy``: a refusal must come from its content."""
-    snapshot = ppd._owner_state(configured).snapshot
-    assert not ppd._shares_memory(ppd._buffer_ranges(copy), ppd._buffer_ranges(snapshot))
+    snapshot = ppd_state._owner_state(configured).snapshot
+    assert not ppd_memory._shares_memory(ppd_memory._buffer_ranges(copy),
+                                         ppd_memory._buffer_ranges(snapshot))
     assert ppd.ATTRS_KEY not in copy.attrs
 
 
@@ -623,20 +629,20 @@ def test_fingerprint_definition() -> None:
     """Row order, index, column order, name case and lossless casts do not change it; a NaN
     float is the same missing value as an <NA>; the value hashes bind the values of one row."""
     frame = pd.DataFrame({"a": [1, 2, None], "b": ["x", "y", "z"]}).astype({"a": "Int64"})
-    fp = ppd._fingerprint(frame)
+    fp = ppd_fingerprints._fingerprint(frame)
     assert fp is not None and fp.rows == 3 and fp.columns == ("a", "b")
-    assert ppd._fingerprint(frame.astype({"a": "float64"})) == fp  # <NA> -> NaN
-    assert ppd._fingerprint(frame[["b", "a"]].iloc[[2, 0, 1]].rename(columns=str.upper)) == fp
+    assert ppd_fingerprints._fingerprint(frame.astype({"a": "float64"})) == fp  # <NA> -> NaN
+    assert ppd_fingerprints._fingerprint(frame[["b", "a"]].iloc[[2, 0, 1]].rename(columns=str.upper)) == fp
     swapped = pd.DataFrame({"a": [2, 1, None], "b": ["x", "y", "z"]}).astype({"a": "Int64"})
-    assert ppd._fingerprint(swapped) != fp, "same column values, other rows"
-    assert ppd._fingerprint(frame.astype({"a": "float64"}).fillna(0.5)) != fp
-    assert ppd._fingerprint(pd.DataFrame({"a": [0.0], "b": ["x"]})) == ppd._fingerprint(
+    assert ppd_fingerprints._fingerprint(swapped) != fp, "same column values, other rows"
+    assert ppd_fingerprints._fingerprint(frame.astype({"a": "float64"}).fillna(0.5)) != fp
+    assert ppd_fingerprints._fingerprint(pd.DataFrame({"a": [0.0], "b": ["x"]})) == ppd_fingerprints._fingerprint(
         pd.DataFrame({"a": [-0.0], "b": ["x"]}))
-    assert ppd._fingerprint(frame.iloc[:0]) is None
+    assert ppd_fingerprints._fingerprint(frame.iloc[:0]) is None
 
 
 def test_answers_come_from_the_configure_time_snapshot(df: pd.DataFrame) -> None:
-    state = ppd._owner_state(df)
+    state = ppd_state._owner_state(df)
     assert np.shares_memory(state.snapshot["age"].to_numpy(), df["age"].to_numpy()), "zero-copy"
     with noise_disabled():
         before = df.dp.sum("age", epsilon=0.1)["age"].iloc[0]
@@ -649,7 +655,7 @@ def test_the_budget_dies_with_the_frame() -> None:
     frame = configure(make_frame(20))
     frame.dp.count(epsilon=0.5)
     derived = frame[frame.age < 50]
-    ref, state_ref = weakref.ref(frame), weakref.ref(ppd._owner_state(frame))
+    ref, state_ref = weakref.ref(frame), weakref.ref(ppd_state._owner_state(frame))
     del frame
     gc.collect()
     assert ref() is None and state_ref() is None, "no reference cycle through DuckDB"
@@ -703,8 +709,15 @@ def test_concurrent_queries_never_exceed_the_budget(df: pd.DataFrame) -> None:
 
 # --------------------------------------------------------------------------- docs and bench
 def test_doctests_run() -> None:
+    attempted = 0
+    for info in pkgutil.iter_modules(ppd.__path__):
+        module = importlib.import_module(f"{ppd.__name__}.{info.name}")
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
     result = doctest.testmod(ppd, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10 and result.failed == 0
+    assert attempted > 10
 
 
 def test_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
@@ -725,13 +738,13 @@ def test_benchmark_runs_and_writes_json(tmp_path: Path) -> None:
 def test_fingerprint_falls_back_to_pandas_when_duckdb_cannot_read_a_column(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Still the same for the same content (only no longer dtype-agnostic)."""
-    monkeypatch.setattr(ppd, "_value_hash_sql", lambda column, duck_type: "no_such_fn(1)")
+    monkeypatch.setattr(ppd_fingerprints, "_value_hash_sql", lambda column, duck_type: "no_such_fn(1)")
     frame = make_frame(50)
-    fp = ppd._fingerprint(frame)
-    assert fp is not None and ppd._fingerprint(unmarked(frame).iloc[::-1]) == fp
+    fp = ppd_fingerprints._fingerprint(frame)
+    assert fp is not None and ppd_fingerprints._fingerprint(unmarked(frame).iloc[::-1]) == fp
     edited = unmarked(frame)
     edited.loc[0, "cost"] += 1
-    assert ppd._fingerprint(edited) != fp
+    assert ppd_fingerprints._fingerprint(edited) != fp
 
 
 def test_median_and_quantile_helpers_are_quantile_queries() -> None:
