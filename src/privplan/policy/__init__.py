@@ -8,7 +8,8 @@ it — a silently ignored typo would mean a policy that protects less than its a
 
 The package is cut by concern: :mod:`~privplan.policy.model` (columns and tables),
 :mod:`~privplan.policy.document` (the whole :class:`Policy`), :mod:`~privplan.policy.native`
-(privplan's own format), :mod:`~privplan.policy.smartnoise` (SmartNoise metadata),
+and :mod:`~privplan.policy.native_columns` (privplan's own format: tables, columns),
+:mod:`~privplan.policy.smartnoise` (SmartNoise metadata),
 :mod:`~privplan.policy.strict_yaml` (YAML reading), :mod:`~privplan.policy.values` (typed values
 and resolutions) and :mod:`~privplan.policy.checks` (error locations and shared checks). Every
 name other modules use is re-exported here.

@@ -1,10 +1,11 @@
-"""privplan's own policy format (YAML, or the dict it parses to), validated into the model.
+"""privplan's own policy format (YAML, or the dict it parses to): tables and the whole policy.
 
 Every key is checked up front: an unknown or mistyped setting, a column without a type, bounds
 that contradict each other, a private table without a privacy unit or a row limit — each is
 refused with a :class:`PolicyError` naming the ``table.column`` and key path. A silently ignored
 typo would mean a policy that protects less than its author believes. The SmartNoise reader
-translates its metadata into this format and validates it here too.
+translates its metadata into this format and validates it here too. One column's settings are
+read by :mod:`privplan.policy.native_columns`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from typing import Any, cast
 
 from privplan.accounting.model import Neighbourhood
 from privplan.policy.checks import (
-    _WHY_BOUNDS,
-    _WHY_PUBLIC_VALUES,
-    _WHY_TYPE,
     _WHY_UNIT,
     _check_keys,
     _fail,
@@ -30,14 +28,7 @@ from privplan.policy.checks import (
     _suggest,
 )
 from privplan.policy.model import NEIGHBOURHOODS, ColumnPolicy, TablePolicy
-from privplan.policy.values import (
-    _ORDERED_TYPES,
-    COLUMN_TYPES,
-    ColumnType,
-    _check_grid,
-    _coerce,
-    _resolution,
-)
+from privplan.policy.native_columns import _parse_column
 
 _POLICY_KEYS = ("tables", "notes")
 _TABLE_KEYS = (
@@ -54,130 +45,6 @@ _TABLE_KEYS = (
 )
 _PRIVATE_ONLY_KEYS = ("privacy_unit", "neighbourhood", "max_rows_per_unit", "max_groups_per_unit",
                       "max_rows_per_group_per_unit")
-_COLUMN_KEYS = ("type", "lower", "upper", "public_values", "unit_level", "nullable", "resolution")
-
-# Names users reach for that privplan spells differently: used only to suggest the fix.
-_TYPE_ALIASES = {
-    "integer": "int",
-    "bigint": "int",
-    "smallint": "int",
-    "long": "int",
-    "double": "float",
-    "real": "float",
-    "decimal": "float",
-    "numeric": "float",
-    "string": "str",
-    "text": "str",
-    "varchar": "str",
-    "boolean": "bool",
-    "datetime": "timestamp",
-}
-
-
-def _parse_column(name: str, raw: object, loc: _Loc, *, public: bool) -> ColumnPolicy:
-    if isinstance(raw, str):  # shorthand `age: int`
-        raw = {"type": raw}
-    raw = _mapping(raw, loc, f"column '{name}'", f"{name}: {{type: int, lower: 0, upper: 100}}")
-    _check_keys(raw, _COLUMN_KEYS, loc, f"column '{name}'")
-    t = raw.get("type")
-    if t is None:
-        _fail(
-            loc.key("type"),
-            f"column '{name}' has no type",
-            _WHY_TYPE,
-            f"add `type:` (one of {', '.join(COLUMN_TYPES)}), e.g. `{name}: {{type: int}}`.",
-        )
-    if not isinstance(t, str) or t not in COLUMN_TYPES:
-        alias = _TYPE_ALIASES.get(str(t).lower())
-        hint = f"did you mean '{alias}'? " if alias else _suggest(str(t), COLUMN_TYPES)
-        _fail(
-            loc.key("type"),
-            f"unknown column type {t!r}",
-            _WHY_TYPE,
-            f"{hint}Valid types: {', '.join(COLUMN_TYPES)}.",
-        )
-    ctype = cast(ColumnType, t)
-
-    bounds: dict[str, Any] = {}
-    for b in ("lower", "upper"):
-        if raw.get(b) is None:
-            continue
-        if ctype not in _ORDERED_TYPES:
-            _fail(
-                loc.key(b),
-                f"a {ctype} column cannot have `{b}`",
-                "bounds clamp numeric and date values; a string or boolean has no range to clamp.",
-                f"remove `{b}`; to fix the set of values, use `public_values: [...]`.",
-            )
-        bounds[b] = _coerce(raw[b], ctype, loc.key(b), f"`{b}` bound", _WHY_BOUNDS)
-    lower, upper = bounds.get("lower"), bounds.get("upper")
-    if lower is not None and upper is not None and lower > upper:
-        _fail(
-            loc,
-            f"lower bound {lower} is greater than upper bound {upper}",
-            _WHY_BOUNDS,
-            f"swap them: `lower: {upper}, upper: {lower}`.",
-        )
-
-    public_values: tuple[Any, ...] | None = None
-    if "public_values" in raw:
-        pv = raw["public_values"]
-        ploc = loc.key("public_values")
-        if isinstance(pv, (str, bytes)) or not isinstance(pv, (list, tuple, set, frozenset)):
-            _fail(
-                ploc,
-                f"public_values must be a list, got {pv!r}",
-                _WHY_PUBLIC_VALUES,
-                "write a YAML list, e.g. `public_values: [A, B, C]`.",
-            )
-        if not pv:
-            _fail(
-                ploc,
-                "public_values is empty",
-                _WHY_PUBLIC_VALUES + " An empty domain would release no group at all.",
-                "list the possible values, or remove the key "
-                "to let privplan select groups privately.",
-            )
-        values = {
-            _coerce(v, ctype, ploc.key(i), "public value", _WHY_PUBLIC_VALUES)
-            for i, v in enumerate(pv)
-        }
-        for v in values:
-            if (lower is not None and v < lower) or (upper is not None and v > upper):
-                _fail(
-                    ploc,
-                    f"public value {v} lies outside the bounds [{lower}, {upper}]",
-                    _WHY_PUBLIC_VALUES + " Clamping would move rows into another group.",
-                    "widen the bounds or drop the value.",
-                )
-        public_values = tuple(sorted(values))
-
-    unit_level = _flag(raw, "unit_level", False, loc)
-    if unit_level and public:
-        _fail(
-            loc.key("unit_level"),
-            "`unit_level` is set on a column of a public table",
-            "unit_level describes privacy units, and a public table has none; marking it "
-            "suggests the table was meant to be private.",
-            "remove `unit_level`, or remove `public: true` and declare a privacy_unit.",
-        )
-    nullable = _flag(raw, "nullable", True, loc)
-
-    resolution = None
-    if raw.get("resolution") is not None:
-        if ctype != "float":
-            _fail(
-                loc.key("resolution"),
-                f"`resolution` is set on column of type {ctype}",
-                "resolution is the grid step for sums of float columns; other types are not "
-                "summed on a grid (int columns already use the integer grid).",
-                "remove `resolution`, or declare the column `type: float`.",
-            )
-        resolution = _resolution(raw["resolution"], loc.key("resolution"))
-        if lower is not None and upper is not None:
-            _check_grid(resolution, lower, upper, loc.key("resolution"))
-
-    return ColumnPolicy(name, ctype, lower, upper, public_values, unit_level, nullable, resolution)
 
 
 def _unit_limit(raw: Mapping[str, Any], key: str, unit: str, tloc: _Loc, why: str,
@@ -205,7 +72,66 @@ def _parse_table(
     public = _flag(raw, "public", False, tloc)
     if col_loc is None:
         col_loc = lambda c: tloc.key("columns").key(c)
+    columns = _parse_columns(name, raw, tloc, col_loc, public=public)
 
+    source = _optional_str(raw, "source", tloc, f"{name}.parquet")
+    schema = _optional_str(raw, "schema", tloc, "main")
+    rows = None
+    if raw.get("rows") is not None:
+        rows = _positive_int(
+            raw["rows"],
+            tloc.key("rows"),
+            "`rows`",
+            "rows is the public size of the table.",
+            minimum=0,
+        )
+
+    if public:
+        _refuse_private_keys(name, raw, tloc)
+        return TablePolicy(name, columns, True, source=source, rows=rows, schema=schema)
+
+    if not columns:
+        _fail(
+            tloc.key("columns"),
+            f"private table '{name}' declares no columns",
+            "privplan only reads declared columns, so nothing of this table could be queried; "
+            "if the table holds no personal data it should be marked public.",
+            f"declare its columns, e.g. `columns: {{age: {{type: int, lower: 0, upper: 120}}}}`, "
+            f"or write `{name}: {{public: true}}`.",
+        )
+    unit = _privacy_unit(name, raw, columns, tloc)
+    neighbourhood = _neighbourhood(raw, tloc)
+    max_rows = _max_rows_per_unit(raw, unit, tloc)
+
+    max_groups = _unit_limit(
+        raw, "max_groups_per_unit", unit, tloc,
+        "it bounds how many groups of a GROUP BY one privacy unit can change.",
+        "a row is in exactly one group, so a larger limit contradicts the privacy unit.")
+    rows_per_group = _unit_limit(
+        raw, "max_rows_per_group_per_unit", unit, tloc,
+        "it bounds how many rows one privacy unit adds to one group of a GROUP BY.",
+        "a unit is one row, so it adds one row to one group.")
+    if rows_per_group is not None and rows_per_group >= max_rows:
+        rows_per_group = None  # no tighter than max_rows_per_unit: nothing to enforce
+
+    if unit != "row" and not columns[unit].unit_level:
+        columns[unit] = replace(columns[unit], unit_level=True)
+
+    return TablePolicy(
+        name, columns, False, unit, neighbourhood, max_rows, max_groups, source, rows, schema,
+        rows_per_group,
+    )
+
+
+def _parse_columns(
+    name: str,
+    raw: Mapping[Any, Any],
+    tloc: _Loc,
+    col_loc: Callable[[str], _Loc],
+    *,
+    public: bool,
+) -> dict[str, ColumnPolicy]:
+    """The columns of table ``name`` by lower-cased name; a name declared twice is refused."""
     columns: dict[str, ColumnPolicy] = {}
     raw_cols = _mapping(
         raw.get("columns"), tloc.key("columns"), "`columns`", "columns: {age: {type: int}}"
@@ -221,41 +147,26 @@ def _parse_table(
                 "keep one of them.",
             )
         columns[cname] = _parse_column(cname, craw, cloc, public=public)
+    return columns
 
-    source = _optional_str(raw, "source", tloc, f"{name}.parquet")
-    schema = _optional_str(raw, "schema", tloc, "main")
-    rows = None
-    if raw.get("rows") is not None:
-        rows = _positive_int(
-            raw["rows"],
-            tloc.key("rows"),
-            "`rows`",
-            "rows is the public size of the table.",
-            minimum=0,
-        )
 
-    if public:
-        for k in _PRIVATE_ONLY_KEYS:
-            if k in raw:
-                _fail(
-                    tloc.key(k),
-                    f"public table '{name}' sets `{k}`",
-                    "a public table is not protected at all, so privacy settings on it are "
-                    "contradictory and suggest the table holds personal data.",
-                    f"remove `{k}`, or remove `public: true` to make the table private.",
-                )
-        return TablePolicy(name, columns, True, source=source, rows=rows, schema=schema)
+def _refuse_private_keys(name: str, raw: Mapping[Any, Any], tloc: _Loc) -> None:
+    """A public table may not carry privacy settings."""
+    for k in _PRIVATE_ONLY_KEYS:
+        if k in raw:
+            _fail(
+                tloc.key(k),
+                f"public table '{name}' sets `{k}`",
+                "a public table is not protected at all, so privacy settings on it are "
+                "contradictory and suggest the table holds personal data.",
+                f"remove `{k}`, or remove `public: true` to make the table private.",
+            )
 
-    if not columns:
-        _fail(
-            tloc.key("columns"),
-            f"private table '{name}' declares no columns",
-            "privplan only reads declared columns, so nothing of this table could be queried; "
-            "if the table holds no personal data it should be marked public.",
-            f"declare its columns, e.g. `columns: {{age: {{type: int, lower: 0, upper: 120}}}}`, "
-            f"or write `{name}: {{public: true}}`.",
-        )
 
+def _privacy_unit(
+    name: str, raw: Mapping[Any, Any], columns: Mapping[str, ColumnPolicy], tloc: _Loc
+) -> str:
+    """``"row"`` or the lower-cased name of a declared column identifying a privacy unit."""
     unit = raw.get("privacy_unit", "row")
     if not isinstance(unit, str) or not unit.strip():
         _fail(
@@ -274,7 +185,11 @@ def _parse_table(
             f"{_suggest(unit, list(columns))}declare the column under tables.{name}.columns, "
             f"or write `privacy_unit: row` if each row is one person.",
         )
+    return unit
 
+
+def _neighbourhood(raw: Mapping[Any, Any], tloc: _Loc) -> Neighbourhood:
+    """The declared neighbourhood (default ``add_remove``)."""
     nb = raw.get("neighbourhood", "add_remove")
     if nb not in NEIGHBOURHOODS:
         _fail(
@@ -286,8 +201,11 @@ def _parse_table(
             f"{_suggest(str(nb), NEIGHBOURHOODS)}write `neighbourhood: add_remove` or "
             f"`neighbourhood: replace`.",
         )
-    neighbourhood = cast(Neighbourhood, nb)
+    return cast(Neighbourhood, nb)
 
+
+def _max_rows_per_unit(raw: Mapping[Any, Any], unit: str, tloc: _Loc) -> int:
+    """The rows one privacy unit may contribute: 1 for a row unit, required for a column unit."""
     why_rows = "sensitivities scale with how many rows one privacy unit may contribute."
     if unit == "row":
         max_rows = 1
@@ -320,25 +238,7 @@ def _parse_table(
         max_rows = _positive_int(
             raw["max_rows_per_unit"], tloc.key("max_rows_per_unit"), "max_rows_per_unit", why_rows
         )
-
-    max_groups = _unit_limit(
-        raw, "max_groups_per_unit", unit, tloc,
-        "it bounds how many groups of a GROUP BY one privacy unit can change.",
-        "a row is in exactly one group, so a larger limit contradicts the privacy unit.")
-    rows_per_group = _unit_limit(
-        raw, "max_rows_per_group_per_unit", unit, tloc,
-        "it bounds how many rows one privacy unit adds to one group of a GROUP BY.",
-        "a unit is one row, so it adds one row to one group.")
-    if rows_per_group is not None and rows_per_group >= max_rows:
-        rows_per_group = None  # no tighter than max_rows_per_unit: nothing to enforce
-
-    if unit != "row" and not columns[unit].unit_level:
-        columns[unit] = replace(columns[unit], unit_level=True)
-
-    return TablePolicy(
-        name, columns, False, unit, neighbourhood, max_rows, max_groups, source, rows, schema,
-        rows_per_group,
-    )
+    return max_rows
 
 
 def _parse_policy(d: object, loc: _Loc) -> tuple[dict[str, TablePolicy], tuple[str, ...]]:

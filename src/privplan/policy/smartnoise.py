@@ -117,6 +117,8 @@ def _parse_smartnoise(
 def _smartnoise_table(
     name: str, schema: str | None, raw: object, loc: _Loc, notes: list[str]
 ) -> TablePolicy:
+    """One SmartNoise table translated into privplan's format and validated by it; options
+    privplan does not use are added to ``notes``."""
     qname = f"{schema}.{name}" if schema else name
     tloc = replace(loc, table=name)
     raw = _mapping(
@@ -125,20 +127,7 @@ def _smartnoise_table(
         f"table '{name}'",
         f"{name}: {{row_privacy: true, age: {{type: int, lower: 0, upper: 100}}}}",
     )
-    options = {k: v for k, v in raw.items() if not isinstance(v, Mapping)}
-    for k, v in options.items():
-        if k not in _SN_OPTIONS:
-            _fail(
-                tloc.key(k),
-                f"unknown SmartNoise table option '{k}'",
-                _WHY_UNKNOWN_KEY,
-                f"{_suggest(str(k), _SN_OPTIONS)}Valid options: {', '.join(_SN_OPTIONS)}; "
-                f"a column must be a mapping such as `{k}: {{type: int}}`.",
-            )
-        if k in _SN_IGNORED_OPTIONS:
-            notes.append(
-                f"{qname}: SmartNoise option `{k}: {v}` ignored: {_SN_IGNORED_OPTIONS[k]}."
-            )
+    options = _smartnoise_options(raw, tloc, qname, notes)
 
     row_privacy = _flag(options, "row_privacy", False, tloc)
     max_ids = None
@@ -161,33 +150,82 @@ def _smartnoise_table(
     for ckey, craw in raw.items():
         if ckey in options:
             continue
-        cloc = tloc.key(ckey)
-        cname = _name(ckey, cloc, "column")
-        cloc = replace(cloc, column=cname)
-        _check_keys(craw, _SN_COLUMN_KEYS, cloc, f"SmartNoise column '{cname}'")
-        col = dict(craw)
-        t = col.get("type")
-        if t == "unknown":
-            notes.append(
-                f"{qname}.{cname}: SmartNoise column of type unknown skipped: it cannot be queried."
-            )
-            continue
-        if t not in _SN_TYPES:
-            _fail(
-                cloc.key("type"),
-                f"unknown SmartNoise column type {t!r}",
-                _WHY_TYPE,
-                f"{_suggest(str(t), list(_SN_TYPES))}Valid types: {', '.join(_SN_TYPES)}.",
-            )
-        col["type"] = _SN_TYPES[t]
-        if _flag(col, "private_id", False, cloc):
-            private_ids.append(cname)
-        col.pop("private_id", None)
-        for k, reason in _SN_IGNORED_COLUMN_KEYS.items():
-            if k in col:
-                notes.append(f"{qname}.{cname}: SmartNoise `{k}: {col.pop(k)}` ignored: {reason}.")
-        columns[ckey] = col  # duplicates (by lower-cased name) are refused by _parse_table
+        _smartnoise_column(ckey, craw, tloc, qname, notes, columns, private_ids)
 
+    table: dict[str, Any] = {"columns": columns}
+    table.update(_smartnoise_unit(tloc, row_privacy, private_ids, max_ids))
+    if rows is not None:
+        table["rows"] = rows
+    if schema is not None:
+        table["schema"] = schema
+    return _parse_table(name, table, loc, col_loc=lambda c: loc.key(c))
+
+
+def _smartnoise_options(
+    raw: Mapping[Any, Any], tloc: _Loc, qname: str, notes: list[str]
+) -> dict[Any, Any]:
+    """The table's options (its non-mapping entries): unknown ones refused, ignored ones noted."""
+    options = {k: v for k, v in raw.items() if not isinstance(v, Mapping)}
+    for k, v in options.items():
+        if k not in _SN_OPTIONS:
+            _fail(
+                tloc.key(k),
+                f"unknown SmartNoise table option '{k}'",
+                _WHY_UNKNOWN_KEY,
+                f"{_suggest(str(k), _SN_OPTIONS)}Valid options: {', '.join(_SN_OPTIONS)}; "
+                f"a column must be a mapping such as `{k}: {{type: int}}`.",
+            )
+        if k in _SN_IGNORED_OPTIONS:
+            notes.append(
+                f"{qname}: SmartNoise option `{k}: {v}` ignored: {_SN_IGNORED_OPTIONS[k]}."
+            )
+    return options
+
+
+def _smartnoise_column(
+    ckey: Any,
+    craw: Mapping[Any, Any],
+    tloc: _Loc,
+    qname: str,
+    notes: list[str],
+    columns: dict[str, Any],
+    private_ids: list[str],
+) -> None:
+    """Add one SmartNoise column to ``columns`` in privplan's format (skipped with a note if
+    its type is unknown), and its name to ``private_ids`` if it is marked ``private_id``."""
+    cloc = tloc.key(ckey)
+    cname = _name(ckey, cloc, "column")
+    cloc = replace(cloc, column=cname)
+    _check_keys(craw, _SN_COLUMN_KEYS, cloc, f"SmartNoise column '{cname}'")
+    col = dict(craw)
+    t = col.get("type")
+    if t == "unknown":
+        notes.append(
+            f"{qname}.{cname}: SmartNoise column of type unknown skipped: it cannot be queried."
+        )
+        return
+    if t not in _SN_TYPES:
+        _fail(
+            cloc.key("type"),
+            f"unknown SmartNoise column type {t!r}",
+            _WHY_TYPE,
+            f"{_suggest(str(t), list(_SN_TYPES))}Valid types: {', '.join(_SN_TYPES)}.",
+        )
+    col["type"] = _SN_TYPES[t]
+    if _flag(col, "private_id", False, cloc):
+        private_ids.append(cname)
+    col.pop("private_id", None)
+    for k, reason in _SN_IGNORED_COLUMN_KEYS.items():
+        if k in col:
+            notes.append(f"{qname}.{cname}: SmartNoise `{k}: {col.pop(k)}` ignored: {reason}.")
+    columns[ckey] = col  # duplicates (by lower-cased name) are refused by _parse_table
+
+
+def _smartnoise_unit(
+    tloc: _Loc, row_privacy: bool, private_ids: list[str], max_ids: int | None
+) -> dict[str, Any]:
+    """The privacy unit settings in privplan's format: the single ``private_id`` column with
+    ``max_ids`` rows, or row privacy; a table with neither (or both) is refused."""
     if len(private_ids) > 1:
         _fail(
             tloc,
@@ -204,7 +242,7 @@ def _smartnoise_table(
             "remove `row_privacy: true` to protect each person, or remove `private_id: true` "
             "if each row is one person.",
         )
-    table: dict[str, Any] = {"columns": columns}
+    table: dict[str, Any] = {}
     if private_ids:
         table["privacy_unit"] = private_ids[0]
         table["max_rows_per_unit"] = 1 if max_ids is None else max_ids
@@ -225,8 +263,4 @@ def _smartnoise_table(
             "add `row_privacy: true` if each row is one person, or `private_id: true` on the "
             "column identifying a person.",
         )
-    if rows is not None:
-        table["rows"] = rows
-    if schema is not None:
-        table["schema"] = schema
-    return _parse_table(name, table, loc, col_loc=lambda c: loc.key(c))
+    return table

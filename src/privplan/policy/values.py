@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, Literal, NoReturn, get_args
 
@@ -54,34 +55,7 @@ def _coerce(v: object, ctype: str, loc: _Loc, what: str, why: str) -> Any:
     if v is None:
         bad(f"give a {ctype} value; NULLs are governed by `nullable`, not by {what}.")
     if ctype in ("int", "float"):
-        if isinstance(v, bool):
-            bad(f"write a number, e.g. {_EXAMPLE_BOUNDS[ctype][1]}.")
-        num: Fraction | float
-        if isinstance(v, int):
-            num = Fraction(v)
-        elif isinstance(v, float):
-            if not math.isfinite(v):
-                bad("bounds and values must be finite numbers.")
-            num = v
-        elif isinstance(v, str):
-            try:
-                num = Fraction(v.strip())
-            except (ValueError, ZeroDivisionError):
-                bad(f"write a number, e.g. {_EXAMPLE_BOUNDS[ctype][1]}.")
-        else:
-            bad(f"write a number, e.g. {_EXAMPLE_BOUNDS[ctype][1]}.")
-        if ctype == "float":
-            try:
-                return float(num)
-            except OverflowError:
-                bad("bounds and values must be finite numbers.")
-        if isinstance(num, float):
-            if not num.is_integer():
-                bad("an int column takes whole numbers; use `type: float` for fractions.")
-            return int(num)
-        if num.denominator != 1:
-            bad("an int column takes whole numbers; use `type: float` for fractions.")
-        return int(num)
+        return _coerce_number(v, ctype, bad)
     if ctype == "str":
         if not isinstance(v, str):
             bad(
@@ -94,32 +68,74 @@ def _coerce(v: object, ctype: str, loc: _Loc, what: str, why: str) -> Any:
             bad("write true or false.")
         return v
     if ctype == "date":
-        if isinstance(v, dt.datetime):
-            if v.time() != dt.time(0) or v.tzinfo is not None:
-                bad(
-                    "a date column takes dates such as 2020-01-01; use `type: timestamp` for times."
-                )
-            return v.date()
-        if isinstance(v, dt.date):
-            return v
-        if isinstance(v, str):
-            try:
-                return dt.date.fromisoformat(v.strip())
-            except ValueError:
-                pass
-        bad("write an ISO date such as 2020-01-01.")
+        return _coerce_date(v, bad)
     if ctype == "timestamp":
-        if isinstance(v, dt.datetime):
-            return _to_utc_naive(v)
-        if isinstance(v, dt.date):
-            return dt.datetime(v.year, v.month, v.day)
-        if isinstance(v, str):
-            try:
-                return _to_utc_naive(dt.datetime.fromisoformat(v.strip()))
-            except ValueError:
-                pass
-        bad("write an ISO timestamp such as 2020-01-01 00:00:00.")
+        return _coerce_timestamp(v, bad)
     raise AssertionError(ctype)  # pragma: no cover - ctype is validated before
+
+
+def _coerce_number(v: object, ctype: str, bad: Callable[[str], NoReturn]) -> int | float:
+    """``v`` as an ``int`` or ``float`` column value (``bad`` refuses it with a hint)."""
+    if isinstance(v, bool):
+        bad(f"write a number, e.g. {_EXAMPLE_BOUNDS[ctype][1]}.")
+    num: Fraction | float
+    if isinstance(v, int):
+        num = Fraction(v)
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            bad("bounds and values must be finite numbers.")
+        num = v
+    elif isinstance(v, str):
+        try:
+            num = Fraction(v.strip())
+        except (ValueError, ZeroDivisionError):
+            bad(f"write a number, e.g. {_EXAMPLE_BOUNDS[ctype][1]}.")
+    else:
+        bad(f"write a number, e.g. {_EXAMPLE_BOUNDS[ctype][1]}.")
+    if ctype == "float":
+        try:
+            return float(num)
+        except OverflowError:
+            bad("bounds and values must be finite numbers.")
+    if isinstance(num, float):
+        if not num.is_integer():
+            bad("an int column takes whole numbers; use `type: float` for fractions.")
+        return int(num)
+    if num.denominator != 1:
+        bad("an int column takes whole numbers; use `type: float` for fractions.")
+    return int(num)
+
+
+def _coerce_date(v: object, bad: Callable[[str], NoReturn]) -> dt.date:
+    """``v`` as a ``date`` column value (``bad`` refuses it with a hint)."""
+    if isinstance(v, dt.datetime):
+        if v.time() != dt.time(0) or v.tzinfo is not None:
+            bad(
+                "a date column takes dates such as 2020-01-01; use `type: timestamp` for times."
+            )
+        return v.date()
+    if isinstance(v, dt.date):
+        return v
+    if isinstance(v, str):
+        try:
+            return dt.date.fromisoformat(v.strip())
+        except ValueError:
+            pass
+    bad("write an ISO date such as 2020-01-01.")
+
+
+def _coerce_timestamp(v: object, bad: Callable[[str], NoReturn]) -> dt.datetime:
+    """``v`` as a ``timestamp`` column value, naive UTC (``bad`` refuses it with a hint)."""
+    if isinstance(v, dt.datetime):
+        return _to_utc_naive(v)
+    if isinstance(v, dt.date):
+        return dt.datetime(v.year, v.month, v.day)
+    if isinstance(v, str):
+        try:
+            return _to_utc_naive(dt.datetime.fromisoformat(v.strip()))
+        except ValueError:
+            pass
+    bad("write an ISO timestamp such as 2020-01-01 00:00:00.")
 
 
 def _check_grid(resolution: Fraction, lower: Any, upper: Any, loc: _Loc) -> None:
