@@ -1,4 +1,4 @@
-"""sql/totality.py: what runs over private rows is total (DESIGN.md invariant 7).
+"""sql/totality: what runs over private rows is total (DESIGN.md invariant 7).
 
 Table-driven (tests/fixtures/totality.yaml): each expression is either run as written, rewritten
 to a total form, or refused before the charge with a message naming the problem. A second test

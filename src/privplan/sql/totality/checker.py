@@ -1,164 +1,50 @@
-"""Expressions over private rows must be *total*: no value of any column may make them fail.
+"""The totality checker: walks an expression over private rows and admits, wraps or refuses each
+node.
 
-Why (DESIGN.md invariant 7): an expression in WHERE, FILTER or GROUP BY is evaluated on every
-private row. If some value makes it raise (``CAST('abc' AS INTEGER)``, ``x // 0``, an overflow,
-``error()``), the query fails exactly when such a row exists: one exact, un-noised bit about the
-data, whatever ε was charged. So before anything is charged every such expression is checked
-here against an allow-list, with the engine's own types (asked of DuckDB, see
-:mod:`privplan.engines.judge`), and made total:
-
-* **Allowed as they are** (they cannot fail on any value of their argument types): comparisons,
-  ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``, ``CASE``/``COALESCE``/``NULLIF``/
-  ``GREATEST``/``LEAST`` whose branches share a type, ``LIKE``/``GLOB``/regular expressions with
-  constant patterns, string functions with constant arguments (``lower``, ``length``, ``trim``,
-  ``substring``, ``replace``, ...), ``TRY_CAST``, and ``CAST`` to a type that holds every value
-  (to ``VARCHAR``, to a wider number, from ``TIMESTAMP`` to ``DATE``).
-* **Made total with** ``TRY(...)`` (a failure becomes NULL): arithmetic that can overflow or
-  divide by zero (anything but floating point), numeric functions (``abs``, ``round``, ``ln``,
-  ...) and date parts (``year``, ``date_trunc``, ...), which can fail on extreme values.
-  Wrapping a node in ``TRY`` only removes rows from the TRUE- and FALSE-sets of a condition, so
-  the analyser's regions (computed on the expression as written) stay over-approximations.
-* **Refused**, with the fix: a ``CAST`` that can fail (use ``TRY_CAST``), a comparison that makes
-  the engine convert a column's values (``str_column = 5``: DuckDB converts every string to a
-  number and fails on 'abc'), branches of different types, ``COLLATE`` (the analysis assumes
-  binary comparison), and every function not on the list (``error()``, ``repeat()``, whose cost
-  grows with a value, ``strptime`` ...).
-* **Constants** (no column inside) may use any deterministic function, but are evaluated by the
-  engine now, before the charge, and so is every implicit conversion of a constant to a column's
-  type (``date_col > 'not a date'``): a constant that fails is refused, whatever the data.
-
-What is left that could still fail at run time is resource exhaustion (memory, interrupts),
-which the threat model leaves out of scope with timing (docs/DESIGN.md).
+Each node is typed by the engine (once, in a batch), checked against the allow-list
+(:mod:`privplan.sql.totality.allow_list`), and either admitted as is, marked to run inside
+``TRY`` or read through ``TRY_CAST``, or refused with what, why and the fix; every constant and
+every conversion of a constant is evaluated now, before the charge. Privacy: a node that could
+raise on some row would reveal that such a row exists, so nothing leaves here that can fail at
+run time.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Literal, Protocol
 
 from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
 from privplan.sql.locate import snippet as _snippet
 from privplan.sql.locate import with_location
-
-Family = Literal["int", "float", "decimal", "str", "bool", "date", "timestamp", "interval",
-                 "null", "other"]
-
-_INT_RANK = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "BIGINT": 4, "HUGEINT": 5,
-             "UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 3, "UBIGINT": 4, "UHUGEINT": 5}
-_SIMPLE = {"DOUBLE": "float", "FLOAT": "float", "REAL": "float", "VARCHAR": "str",
-           "BOOLEAN": "bool", "DATE": "date", "TIMESTAMP": "timestamp", "INTERVAL": "interval",
-           '"NULL"': "null", "NULL": "null"}
-_SAMPLE = {"int": "0", "float": "CAST(0 AS DOUBLE)", "decimal": "CAST(0 AS DECIMAL(18,3))",
-           "str": "'abc'", "bool": "FALSE", "date": "DATE '2000-01-01'",
-           "timestamp": "TIMESTAMP '2000-01-01 00:00:00'", "interval": "INTERVAL 1 DAY",
-           "null": "NULL"}
-
-
-def family(engine_type: str) -> Family:
-    """The family of a DuckDB type name (``DECIMAL(9,2)`` → decimal, ``INTEGER`` → int)."""
-    t = engine_type.upper().strip()
-    if t in _INT_RANK:
-        return "int"
-    if t.startswith(("DECIMAL", "NUMERIC")):
-        return "decimal"
-    if t.startswith("VARCHAR"):
-        return "str"
-    return _SIMPLE.get(t, "other")  # type: ignore[return-value]
-
-
-class JudgeError(Exception):
-    """Raised by an :class:`ExpressionJudge`: the engine refused expression ``index`` (or the
-    batch, if ``index`` is None). Its message concerns privplan-built SQL, never data."""
-
-    def __init__(self, message: str, index: int | None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.index = index
-
-
-class ExpressionJudge(Protocol):
-    """What the check needs from the engine (see :class:`privplan.engines.judge.Judge`);
-    failures are raised as :class:`JudgeError`."""
-
-    def types(self, expressions: list[str]) -> list[str]: ...
-
-    def evaluate(self, expressions: list[str]) -> None: ...
-
-
-@dataclass(frozen=True)
-class TotalExpression:
-    """An expression as the engine should run it, and the engine's type of its value."""
-
-    expr: exp.Expression
-    type: str
-
-    @property
-    def family(self) -> Family:
-        return family(self.type)
-
-
-_NUMERIC = frozenset({"int", "float", "decimal"})
-_TEMPORAL = frozenset({"date", "timestamp"})
-_LOGIC = (exp.And, exp.Or, exp.Not)
-_COMPARE = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ)
-_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg)
-_PATTERN = (exp.Like, exp.ILike, exp.Glob, exp.SimilarTo, exp.RegexpLike)
-_CONDITIONAL = (exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least)
-# string functions that cannot fail: (class, names of arguments that must be constants)
-_STRING: dict[type[exp.Expression], tuple[str, ...]] = {
-    exp.Lower: (), exp.Upper: (), exp.Length: (), exp.Reverse: (),
-    exp.Trim: ("expression",), exp.Substring: ("start", "length"),
-    exp.Left: ("expression",), exp.Right: ("expression",), exp.StartsWith: (),
-    exp.EndsWith: (), exp.Contains: (), exp.StrPosition: ("position",),
-    exp.Replace: ("expression", "replacement"), exp.Concat: (), exp.DPipe: (),
-    exp.SplitPart: ("delimiter", "part_index"),
-}
-# string functions with positions or counts: DuckDB rejects some positions (an offset beyond
-# its supported range) only when a value reaches them, so these run inside TRY (and their
-# constants are tried on a sample string now, to refuse what fails on every string)
-_POSITIONAL = (exp.Substring, exp.Left, exp.Right, exp.SplitPart, exp.StrPosition)
-# numeric functions: run inside TRY (integer overflow, ln(0), sqrt(-1) raise on some engines)
-_NUMERIC_FUNCS: dict[type[exp.Expression], tuple[str, ...]] = {
-    exp.Abs: (), exp.Floor: ("decimals",), exp.Ceil: ("decimals",), exp.Round: ("decimals",),
-    exp.Trunc: ("decimals",), exp.Sign: (), exp.Sqrt: (), exp.Ln: (), exp.Log: (), exp.Exp: (),
-    exp.Pow: (),
-}
-_FLOAT_TESTS = (exp.IsNan, exp.IsInf)
-# date parts: run inside TRY (infinite or extreme dates); units and formats must be constants
-_TEMPORAL_FUNCS: dict[type[exp.Expression], tuple[str, ...]] = {
-    exp.Year: (), exp.Month: (), exp.Day: (), exp.Quarter: (), exp.Week: (),
-    exp.DayOfWeek: (), exp.DayOfWeekIso: (), exp.DayOfYear: (), exp.Hour: (), exp.Minute: (),
-    exp.Second: (), exp.Extract: ("this",), exp.TimestampTrunc: ("unit",),
-    exp.DateTrunc: ("unit",), exp.LastDay: (), exp.Monthname: (), exp.Dayname: (),
-    exp.TimeToStr: ("format",), exp.DateDiff: ("unit",), exp.TimeToUnix: (),
-}
-_ANONYMOUS = {"date_part": (0,), "datepart": (0,), "isfinite": (), "prefix": (), "suffix": ()}
-_LEAVES = (exp.Column, exp.Literal, exp.Null, exp.Boolean)
-_NOT_VALUES = (exp.DataType, exp.DataTypeParam, exp.Var, exp.Identifier)
-
-
-def make_total(expr: exp.Expression, column_types: dict[str, str], judge: ExpressionJudge,
-               *, sql: str, clause: str, condition: bool) -> TotalExpression:
-    """Check ``expr`` (over columns typed ``column_types``, DuckDB type names) and return it
-    made total, with its type. ``condition``: the expression is a WHERE/FILTER condition, so
-    it must be a boolean. Raises :class:`UnsupportedQueryError` naming the construct, where,
-    why and the fix. Nothing here reads data. An expression already checked (same text, same
-    column types) is answered from a cache."""
-    used = {c.name.lower() for c in expr.find_all(exp.Column)}
-    key = (expr.sql(dialect="duckdb"), tuple(sorted((c, t) for c, t in column_types.items()
-                                                    if c in used)), clause, condition, id(judge))
-    done = _DONE.get(key)
-    if done is None:
-        done = _Checker(column_types, judge, sql, clause).run(expr, condition)
-        if len(_DONE) >= 4096:
-            _DONE.clear()
-        _DONE[key] = done
-    return TotalExpression(done.expr.copy(), done.type)
-
-
-_DONE: dict[tuple[object, ...], TotalExpression] = {}
+from privplan.sql.totality.allow_list import (
+    _ANONYMOUS,
+    _ARITH,
+    _COMPARE,
+    _CONDITIONAL,
+    _FLOAT_TESTS,
+    _LEAVES,
+    _LOGIC,
+    _NOT_VALUES,
+    _NUMERIC,
+    _NUMERIC_FUNCS,
+    _PATTERN,
+    _POSITIONAL,
+    _STRING,
+    _TEMPORAL,
+    _TEMPORAL_FUNCS,
+    _cast_is_total,
+    _escape_problem,
+)
+from privplan.sql.totality.engine_types import Family, _decimal_scale, _number_type, family
+from privplan.sql.totality.interface import ExpressionJudge, JudgeError, TotalExpression
+from privplan.sql.totality.nodes import (
+    _ancestors,
+    _constant_nodes,
+    _fname,
+    _operands,
+    _plain,
+    _skeleton,
+)
 
 
 class _Checker:
@@ -171,7 +57,7 @@ class _Checker:
         self.types: dict[int, str] = {}
         self.wrap: set[int] = set()
         self.casts: dict[int, str] = {}
-        self.constant_checks: list[tuple[str, exp.Expression, str]] = []
+        self.constant_checks: list[tuple[str, exp.Expr, str]] = []
 
     # -- the pipeline ------------------------------------------------------------------------
     def run(self, expr: exp.Expression, condition: bool) -> TotalExpression:
@@ -189,16 +75,18 @@ class _Checker:
                 continue
             self.check(node)
         self._check_constants(expr)
-        return TotalExpression(self._wrapped(expr), top)
+        total = self._wrapped(expr)
+        assert isinstance(total, exp.Expression)  # expr itself, or a TRY / TRY_CAST around it
+        return TotalExpression(total, top)
 
-    def _type_all(self, expr: exp.Expression) -> None:
+    def _type_all(self, expr: exp.Expr) -> None:
         """Ask the engine for the type of every value node (columns as typed NULLs).
 
         Columns take their type from the view, literals are typed here as DuckDB types them,
         and predicates (comparisons, AND/OR/NOT, IN, LIKE, ...) are BOOLEAN; only the other
         nodes (functions, arithmetic, CASE, casts, typed constants) are sent to the engine, in
         one batch, so long chains of predicates cost no more than their leaves."""
-        asked: list[exp.Expression] = []
+        asked: list[exp.Expr] = []
         for n in expr.walk():
             if isinstance(n, exp.Collate):
                 self.refuse(n, "COLLATE refused", "the analysis compares strings in binary "
@@ -227,7 +115,7 @@ class _Checker:
                         "Check the column types in the policy against the values compared.")
         self.types.update({id(n): t for n, t in zip(asked, types)})
 
-    def _known_type(self, node: exp.Expression) -> str | None:
+    def _known_type(self, node: exp.Expr) -> str | None:
         """The type of columns, literals and predicates without asking the engine."""
         if isinstance(node, exp.Column):
             t = self.columns.get(node.name.lower())
@@ -244,21 +132,21 @@ class _Checker:
             return "VARCHAR" if node.is_string else _number_type(str(node.this))
         return None
 
-    def type_of(self, node: exp.Expression) -> str:
+    def type_of(self, node: exp.Expr) -> str:
         while isinstance(node, exp.Paren):
             node = node.this
         if id(node) in self.types:
             return self.types[id(node)]
         return self.types.get(id(node.parent), "other") if node.parent else "other"
 
-    def fam(self, node: exp.Expression) -> Family:
+    def fam(self, node: exp.Expr) -> Family:
         return family(self.type_of(node))
 
-    def is_const(self, node: exp.Expression) -> bool:
+    def is_const(self, node: exp.Expr) -> bool:
         return id(node) in self.const
 
     # -- per construct -----------------------------------------------------------------------
-    def check(self, node: exp.Expression) -> None:
+    def check(self, node: exp.Expr) -> None:
         if isinstance(node, (*_LEAVES, exp.Paren)):
             if isinstance(node, exp.Column) and family(self.type_of(node)) == "other":
                 self.refuse(node, f"column {node.name} refused",
@@ -316,7 +204,7 @@ class _Checker:
         else:
             self.unsupported(node)
 
-    def compared(self, node: exp.Expression, operands: list[exp.Expression]) -> None:
+    def compared(self, node: exp.Expr, operands: list[exp.Expr]) -> None:
         """``operands`` are compared with each other (=, <, IN, BETWEEN, a simple CASE): the
         engine converts them to one type first, and that conversion must not fail on a value.
 
@@ -365,8 +253,8 @@ class _Checker:
                         f"`{_snippet(typed[0])}`")
                 self.constant_checks.append((f"CAST(({_plain(x)}) AS {as_type})", x, what))
 
-    def _common_type(self, node: exp.Expression, typed: list[exp.Expression],
-                     fams: set[str]) -> str | None:
+    def _common_type(self, node: exp.Expr, typed: list[exp.Expr],
+                     fams: set[Family]) -> str | None:
         """The type the operands are compared as, when a conversion could fail (else None)."""
         if len(fams) == 1 and fams != {"decimal"}:
             return None
@@ -383,7 +271,7 @@ class _Checker:
                     "Compare values of one type, or convert one side with TRY_CAST.")
         return None
 
-    def convert(self, node: exp.Expression, value: exp.Expression, target: str | None) -> None:
+    def convert(self, node: exp.Expr, value: exp.Expr, target: str | None) -> None:
         """``value`` is converted to ``target`` by the engine: check a constant now, read a
         column through ``TRY_CAST`` when the conversion can fail."""
         if target is None or self.type_of(value).upper() == target.upper():
@@ -398,7 +286,7 @@ class _Checker:
         else:
             self.casts[id(value)] = target
 
-    def convertible(self, node: exp.Expression, value: exp.Expression, target: str) -> None:
+    def convertible(self, node: exp.Expr, value: exp.Expr, target: str) -> None:
         """``value`` becomes a ``target``: a branch of CASE, COALESCE, GREATEST ..."""
         fv, ft = self.fam(value), family(target)
         if fv == "null":
@@ -419,7 +307,7 @@ class _Checker:
                         "Give every branch the same type, or use TRY_CAST.")
         self.convert(node, value, target)
 
-    def conditional(self, node: exp.Expression) -> None:
+    def conditional(self, node: exp.Expr) -> None:
         target = self.type_of(node)
         if isinstance(node, exp.Case):
             subject = node.this
@@ -449,7 +337,7 @@ class _Checker:
         for value in _operands(node):
             self.convertible(node, value, target)
 
-    def pattern(self, node: exp.Expression) -> None:
+    def pattern(self, node: exp.Expr) -> None:
         if isinstance(node, exp.Escape):
             # DuckDB checks a LIKE pattern against its ESCAPE character lazily, when a row's
             # value reaches the end of the pattern: so the check is made here, on the text
@@ -472,7 +360,7 @@ class _Checker:
                         f"it is a {self.type_of(subject)}; patterns match strings.",
                         "Match a str column, or CAST(x AS VARCHAR) first.")
         extra = [v for k, v in node.args.items() if k not in ("this", "expression")
-                 and isinstance(v, exp.Expression)]
+                 and isinstance(v, exp.Expr)]
         for arg in [pattern, *extra]:
             if not self.is_const(arg):
                 self.refuse(arg, f"{node.key.upper()} pattern refused",
@@ -482,7 +370,7 @@ class _Checker:
         if not isinstance(node.parent, exp.Escape):
             self.validate(node)
 
-    def arithmetic(self, node: exp.Expression) -> None:
+    def arithmetic(self, node: exp.Expr) -> None:
         operands = _operands(node)
         for arg in operands:
             if self.fam(arg) not in ("int", "float", "decimal", "date", "timestamp",
@@ -517,12 +405,12 @@ class _Checker:
         ``error()`` or ``repeat()`` safe), but need no TRY of their own."""
         return
 
-    def function(self, node: exp.Expression, constant_args: tuple[str, ...], *, wrap: bool,
+    def function(self, node: exp.Expr, constant_args: tuple[str, ...], *, wrap: bool,
                  allowed: tuple[str, ...], any_family: bool = False,
                  validate: bool = False) -> None:
         for key in constant_args:
             arg = node.args.get(key)
-            if isinstance(arg, exp.Expression) and not isinstance(arg, _NOT_VALUES) \
+            if isinstance(arg, exp.Expr) and not isinstance(arg, _NOT_VALUES) \
                     and not self.is_const(arg):
                 self.refuse(arg, f"{_fname(node)} refused",
                             f"its argument `{_snippet(arg)}` must be a constant (a value "
@@ -552,7 +440,7 @@ class _Checker:
         if consts:
             self.validate(node)
 
-    def validate(self, node: exp.Expression) -> None:
+    def validate(self, node: exp.Expr) -> None:
         """Constant arguments (patterns, units, formats) must be valid: evaluate the node once
         with a sample value for each column, now."""
         sample = _skeleton(node, self.columns, sample=True).sql(dialect="duckdb")
@@ -560,7 +448,7 @@ class _Checker:
             (sample, node, (f"`{_snippet(node)}` fails on a sample value; its constant "
                             "arguments (pattern, unit or format) are probably invalid")))
 
-    def unsupported(self, node: exp.Expression) -> None:
+    def unsupported(self, node: exp.Expr) -> None:
         self.refuse(node, f"`{_snippet(node)}` refused in {self.clause}",
                     "privplan runs over private rows only expressions that cannot fail on any "
                     "value (a failure would reveal an un-noised bit about the data) and whose "
@@ -571,10 +459,10 @@ class _Checker:
                     "month, day, extract, date_trunc, date_diff, strftime).")
 
     # -- constants -----------------------------------------------------------------------------
-    def _check_constants(self, expr: exp.Expression) -> None:
+    def _check_constants(self, expr: exp.Expr) -> None:
         """Evaluate every constant that is more than a literal, and every conversion of a
         constant, in one batch: a failure here does not depend on the data."""
-        checks: list[tuple[str, exp.Expression, str]] = []
+        checks: list[tuple[str, exp.Expr, str]] = []
         for node in expr.walk():
             if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
                 continue  # a CASE branch is not an expression; its parts are checked
@@ -606,7 +494,7 @@ class _Checker:
                         "the engine would fail on it at run time, and only when a row reaches "
                         "it.", "Fix the constant (or use TRY_CAST).")
 
-    def _wrapped(self, expr: exp.Expression) -> exp.Expression:
+    def _wrapped(self, expr: exp.Expr) -> exp.Expr:
         """``expr`` with each node that may fail inside ``TRY`` and each conversion that may
         fail made a ``TRY_CAST``. Deepest nodes first, wrapping the nodes themselves (never
         copies), so a node wrapped inside another keeps its own ``TRY``."""
@@ -620,7 +508,7 @@ class _Checker:
             if not try_it and cast is None:
                 continue
             parent, key, index = node.parent, node.arg_key, node.index
-            new: exp.Expression = node
+            new: exp.Expr = node
             if try_it:
                 new = exp.Try(this=new)
             if cast is not None:
@@ -628,134 +516,9 @@ class _Checker:
             if parent is None:
                 root = new
             else:
+                assert key is not None  # a node with a parent is held under a key
                 parent.set(key, new, index)
         return root
 
-    def refuse(self, node: exp.Expression, what: str, why: str, fix: str) -> None:
+    def refuse(self, node: exp.Expr, what: str, why: str, fix: str) -> None:
         raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", self.sql, node))
-
-
-# ---------------------------------------------------------------------------------- helpers
-
-
-def _constant_nodes(expr: exp.Expression) -> set[int]:
-    """ids of the nodes with no column reference below them (computed bottom-up)."""
-    has_column: dict[int, bool] = {}
-    for node in reversed(list(expr.walk())):
-        has_column[id(node)] = isinstance(node, exp.Column) or any(
-            has_column.get(id(c), False) for c in node.iter_expressions())
-    return {i for i, c in has_column.items() if not c}
-
-
-def _skeleton(node: exp.Expression, columns: dict[str, str], *,
-              sample: bool = False) -> exp.Expression:
-    """``node`` with every column replaced by a typed NULL (or a sample value of its type)."""
-    out = node.copy()
-
-    def visit(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Column):
-            t = columns.get(n.name.lower())
-            if t is None:
-                raise UnsupportedQueryError(f"unknown column '{n.name}'")
-            if sample:
-                return exp.maybe_parse(f"CAST({_SAMPLE.get(family(t), 'NULL')} AS {t})",
-                                       dialect="duckdb")
-            return exp.cast(exp.null(), exp.DataType.build(t, dialect="duckdb"))
-        return n
-
-    return out.transform(visit, copy=False)
-
-
-def _escape_problem(pattern: str, escape: str) -> str | None:
-    """Why DuckDB would reject ``LIKE pattern ESCAPE escape`` (None if it would not)."""
-    if len(escape) > 1:
-        return "the ESCAPE string must be empty or one character"
-    if not escape:
-        return None
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == escape:
-            if i + 1 == len(pattern):
-                return "the pattern ends with its escape character"
-            i += 2
-        else:
-            i += 1
-    return None
-
-
-def _decimal_scale(engine_type: str) -> int:
-    """The scale s of ``DECIMAL(p,s)`` (0 for an integer type)."""
-    t = engine_type.upper().replace(" ", "")
-    if t.startswith("DECIMAL(") and "," in t:
-        return int(t.split(",")[1].rstrip(")"))
-    return 3 if t == "DECIMAL" else 0
-
-
-def _number_type(text: str) -> str:
-    """DuckDB's type of a numeric literal (its family, integer width and decimal scale)."""
-    if "e" in text.lower() or text.lower() in ("inf", "nan"):
-        return "DOUBLE"
-    if "." in text:
-        digits = sum(ch.isdigit() for ch in text)
-        if digits > 38:
-            return "DOUBLE"
-        scale = len(text.partition(".")[2])
-        return f"DECIMAL({max(digits, scale, 1)},{scale})"
-    digits = sum(ch.isdigit() for ch in text)
-    if digits > 39:  # beyond HUGEINT (and beyond what int() converts quickly)
-        return "BIGNUM"
-    try:
-        v = abs(int(text))
-    except ValueError:
-        return "DOUBLE"
-    if v < 2**31:
-        return "INTEGER"
-    if v < 2**63:
-        return "BIGINT"
-    return "HUGEINT" if v < 2**127 else "BIGNUM"
-
-
-def _cast_is_total(source: str, target: str) -> bool:
-    """Whether ``CAST`` from ``source`` to ``target`` (DuckDB type names) holds every value."""
-    s, t = source.upper(), target.upper()
-    fs, ft = family(s), family(t)
-    if s == t or fs == "null" or ft == "str":
-        return fs != "other"
-    if fs == "int" and ft == "int":
-        signed_target = not t.startswith("U")
-        if s.startswith("U"):
-            return _INT_RANK[t] > _INT_RANK[s] if signed_target else _INT_RANK[t] >= _INT_RANK[s]
-        return signed_target and _INT_RANK[t] >= _INT_RANK[s]
-    if fs in ("int", "decimal", "float") and t == "DOUBLE":
-        return True
-    if fs in ("int", "bool") and ft in ("int", "bool"):
-        return ft == "bool" or _INT_RANK.get(t, 0) >= 1
-    return fs == "timestamp" and ft == "date"  # DATE -> TIMESTAMP fails past year 294247
-
-
-def _operands(node: exp.Expression) -> list[exp.Expression]:
-    return [c for c in node.iter_expressions() if not isinstance(c, _NOT_VALUES)]
-
-
-def _ancestors(node: exp.Expression) -> list[exp.Expression]:
-    out = []
-    p = node.parent
-    while p is not None:
-        out.append(p)
-        p = p.parent
-    return out
-
-
-def _plain(node: exp.Expression) -> str:
-    return node.sql(dialect="duckdb")
-
-
-
-
-def _fname(node: exp.Expression) -> str:
-    """The construct's SQL name: ``REPEAT()`` for a function, ``COLLATE`` for an operator."""
-    if isinstance(node, exp.Anonymous):
-        return f"{node.name.upper()}()"
-    if isinstance(node, exp.Func):
-        return f"{node.sql_name()}()"
-    return node.key.upper()
