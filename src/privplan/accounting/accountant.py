@@ -24,6 +24,7 @@ PureDP(epsilon=1.0)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.accounting.solver import (
@@ -125,7 +126,7 @@ class Accountant:
             # (a state saved under another search limit is as valid: every saved maximum is
             # exact or a proven upper bound whatever the limit; later admissions use this one)
             acc._solvers[st.table] = TableSolver.from_state(
-                st, model, kind, lambda t=st.table: load_specs(t), exact_limit=exact_limit)
+                st, model, kind, partial(load_specs, st.table), exact_limit=exact_limit)
         acc._total = combine_tables([s.cost for s in acc._solvers.values()], kind)
         return acc
 

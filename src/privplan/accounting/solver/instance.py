@@ -6,6 +6,7 @@ built from the regions (extending atoms when new values appear), and evaluated p
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from itertools import chain, product
 
 import numpy as np
@@ -205,10 +206,14 @@ class _Instance:
         scales, cols = [], []
         n_rows = lo.shape[0]
         for j, sc in enumerate(self.scales):
+
+            def column(j: int = j) -> list[Fraction]:
+                return [m.wx[j] for m in mechs]
+
             s, w = _extend_scale(
                 sc,
                 self.wf[:, j],
-                lambda j=j: [m.wx[j] for m in mechs],
+                column,
                 [m.wx[j] for m in added],
                 n_rows,
                 self.headroom,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from privplan.accounting.definitions import PrivacyValue
 from privplan.accounting.model import (
     MechanismSpec,
     TableModel,
@@ -109,7 +110,7 @@ class Composition(_Explained):
 def compose(
     mechanisms: Sequence[MechanismSpec],
     tables: Mapping[str, TableModel],
-    kind: type,
+    kind: type[PrivacyValue],
     *,
     exact_limit: int = DEFAULT_EXACT_LIMIT,
 ) -> Composition:
@@ -145,7 +146,7 @@ class TableCost(_Explained):
         return self._explained()[1]
 
 
-def combine_tables(costs: Sequence[TableCost], kind: type) -> Composition:
+def combine_tables(costs: Sequence[TableCost], kind: type[PrivacyValue]) -> Composition:
     """Sum the tables' maxima: one person may appear in every private table (conservative)."""
     if not costs:
         return Composition(kind.zero(), (), "nothing released", True, "no mechanisms")
@@ -172,7 +173,7 @@ def combine_tables(costs: Sequence[TableCost], kind: type) -> Composition:
     return Composition(kind.from_weights(weights), exact=exact, explain=explain)
 
 
-def _check_kinds(mechanisms: Iterable[MechanismSpec], kind: type) -> None:
+def _check_kinds(mechanisms: Iterable[MechanismSpec], kind: type[PrivacyValue]) -> None:
     for m in mechanisms:
         if not isinstance(m.cost, kind):
             raise TypeError(
@@ -260,7 +261,7 @@ class TableSolver:
         self,
         table: str,
         model: TableModel,
-        kind: type,
+        kind: type[PrivacyValue],
         *,
         exact_limit: int = DEFAULT_EXACT_LIMIT,
     ) -> None:
@@ -352,7 +353,7 @@ class TableSolver:
                                        ("unit", self._unit))})
 
     @classmethod
-    def from_state(cls, state: SolverState, model: TableModel, kind: type,
+    def from_state(cls, state: SolverState, model: TableModel, kind: type[PrivacyValue],
                    load_specs: Callable[[], Sequence[MechanismSpec]], *,
                    exact_limit: int | None = None) -> TableSolver:
         """The solver ``state`` was exported from, for ``model`` and ``kind`` (checked), its
