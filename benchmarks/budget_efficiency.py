@@ -52,11 +52,11 @@ from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.report import (
     REPORT_EXACT_LIMIT,
     ReportSpec,
-    _plan_query,
     column_errors,
     open_session,
     plan_report,
 )
+from privplan.report.planning import _plan_query
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
