@@ -395,6 +395,7 @@ KILL_TARGET = """
     import sys
     import privplan as pp
     from privplan.demo.data import demo_policy_path
+    print("imported", flush=True)  # the kill timer starts here (imports are slow under load)
     db, ledger = sys.argv[1], sys.argv[2]
     sess = pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()), budget=pp.PureDP(1e6),
                       ledger=ledger)
@@ -422,7 +423,8 @@ def _kill_trials(db: Path, tmp_path: Path, trials: int, seed: int) -> None:
         p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILL_TARGET), str(db),
                               str(ledger)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-        time.sleep(rng.uniform(0.6, 2.5))  # start-up, then some charges
+        assert p.stdout is not None and p.stdout.readline().strip() == "imported"
+        time.sleep(rng.uniform(0.1, 2.0))  # opening the ledger, then some charges
         p.send_signal(signal.SIGKILL)
         out, _ = p.communicate(timeout=60)
         received |= set(out.split())
