@@ -51,7 +51,7 @@ with the ledger's history — from the cells when they are exact, else with
 :func:`~privplan.accounting.solver.compose` — and scaled to fit: down if rounding pushed over, up
 when a conservative model left budget unused (the cost is homogeneous in the budgets without a
 history: one step; else a short bisection). The caller must still verify with its real
-accountant (report.py simulates the session's admissions).
+accountant (privplan.report.planning simulates the session's admissions).
 
 (ε, δ) reports (:class:`ApproxDP`): counts and sums use Laplace noise, so ε is allocated as above;
 δ is only needed by partition selection and is split evenly over the queries that select

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from itertools import chain, product
+from typing import Any
 
 import numpy as np
 
@@ -117,49 +118,8 @@ class _Instance:
             return _Instance.empty(len(self.scales), self.headroom, poisoned)._extend(
                 [*self.specs(), *specs], poisoned
             )
-        new_values: dict[str, list[Value]] = {}
-        seen_regions: set[int] = set()  # specs of one query often share one region object
-        for m in specs:
-            if id(m.region) not in seen_regions:
-                seen_regions.add(id(m.region))
-                for box in m.region.boxes:
-                    for col, cs in box.constraints:
-                        if col in poisoned:
-                            continue
-                        vals = new_values.setdefault(col, [])
-                        for iv in cs.intervals:
-                            if iv.lo is not None:
-                                vals.append(iv.lo)
-                            if iv.hi is not None:
-                                vals.append(iv.hi)
-            if m.partition is not None and m.partition.key_columns is not None:
-                for col in m.partition.key_columns:
-                    if col not in poisoned:
-                        new_values.setdefault(col, [])
-        columns = list(self.columns)
-        axes = list(self.axes)
-        remaps: list[tuple[int, np.ndarray, np.ndarray]] = []  # old columns whose atoms moved
-        cell_maps: list[np.ndarray | None] = [None] * len(columns)
-        new_tops: list[int] = []  # last atom of each new column
-        for col, vals in new_values.items():
-            if col in self.col_index:
-                c = self.col_index[col]
-                try:
-                    merged = axes[c].merged(vals)
-                except Unorderable:
-                    raise _UnorderableColumn(col) from None
-                if merged is not None:
-                    axes[c], map_lo, map_hi = merged
-                    remaps.append((c, map_lo, map_hi))
-                    cell_maps[c] = map_lo  # an old gap's first new atom is a gap too
-            else:
-                try:
-                    axis = Axis(sorted_atom_values(vals))
-                except Unorderable:
-                    raise _UnorderableColumn(col) from None
-                columns.append(col)
-                axes.append(axis)
-                new_tops.append(axis.size - 1)
+        new_values = _boundary_values(specs, poisoned)
+        columns, axes, remaps, cell_maps, new_tops = self._merged_axes(new_values)
         inst = object.__new__(_Instance)
         inst.headroom = self.headroom
         inst.columns = tuple(columns)
@@ -203,8 +163,49 @@ class _Instance:
         inst.part = np.concatenate((self.part, np.array([m.part for m in added], dtype=np.int8)))
         inst.full = np.concatenate((self.full, np.array([m.full for m in added], dtype=bool)))
         inst.widened, inst.notes = widened, tuple(dict.fromkeys(notes))
+        scales, cols = self._extended_scales(mechs, added, lo.shape[0])
+        inst.scales = tuple(scales)
+        inst.wf = np.stack(cols, axis=1) if cols else np.zeros((len(mechs), 0))
+        return inst, new_rows
+
+    def _merged_axes(
+        self, new_values: dict[str, list[Value]]
+    ) -> tuple[list[str], list[Axis], list[tuple[int, np.ndarray, np.ndarray]],
+               list[np.ndarray | None], list[int]]:
+        """The columns and atom axes with ``new_values`` merged in: old columns whose atoms
+        moved (``remaps``, ``cell_maps``) and the last atom of each new column."""
+        columns = list(self.columns)
+        axes = list(self.axes)
+        remaps: list[tuple[int, np.ndarray, np.ndarray]] = []  # old columns whose atoms moved
+        cell_maps: list[np.ndarray | None] = [None] * len(columns)
+        new_tops: list[int] = []  # last atom of each new column
+        for col, vals in new_values.items():
+            if col in self.col_index:
+                c = self.col_index[col]
+                try:
+                    merged = axes[c].merged(vals)
+                except Unorderable:
+                    raise _UnorderableColumn(col) from None
+                if merged is not None:
+                    axes[c], map_lo, map_hi = merged
+                    remaps.append((c, map_lo, map_hi))
+                    cell_maps[c] = map_lo  # an old gap's first new atom is a gap too
+            else:
+                try:
+                    axis = Axis(sorted_atom_values(vals))
+                except Unorderable:
+                    raise _UnorderableColumn(col) from None
+                columns.append(col)
+                axes.append(axis)
+                new_tops.append(axis.size - 1)
+        return columns, axes, remaps, cell_maps, new_tops
+
+    def _extended_scales(
+        self, mechs: Any, added: list[_Mech], n_rows: int
+    ) -> tuple[list[Any], list[np.ndarray]]:
+        """Each weight scale with the added mechanisms' weights appended (rescaled in place
+        of a rebuild when exact, :func:`_extend_scale`)."""
         scales, cols = [], []
-        n_rows = lo.shape[0]
         for j, sc in enumerate(self.scales):
 
             def column(j: int = j) -> list[Fraction]:
@@ -220,9 +221,7 @@ class _Instance:
             )
             scales.append(s)
             cols.append(w)
-        inst.scales = tuple(scales)
-        inst.wf = np.stack(cols, axis=1) if cols else np.zeros((len(mechs), 0))
-        return inst, new_rows
+        return scales, cols
 
     def _grown(self, arr: np.ndarray, remaps: Sequence[tuple[int, np.ndarray, np.ndarray]],
                new_tops: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -336,3 +335,29 @@ class _UnorderableColumn(Exception):
     def __init__(self, column: str) -> None:
         super().__init__(column)
         self.column = column
+
+def _boundary_values(
+    specs: Sequence[MechanismSpec], poisoned: frozenset[str]
+) -> dict[str, list[Value]]:
+    """Per column, the interval ends the specs' regions use (the atoms' new boundaries), and
+    an empty list for a GROUP BY key column the regions do not constrain."""
+    new_values: dict[str, list[Value]] = {}
+    seen_regions: set[int] = set()  # specs of one query often share one region object
+    for m in specs:
+        if id(m.region) not in seen_regions:
+            seen_regions.add(id(m.region))
+            for box in m.region.boxes:
+                for col, cs in box.constraints:
+                    if col in poisoned:
+                        continue
+                    vals = new_values.setdefault(col, [])
+                    for iv in cs.intervals:
+                        if iv.lo is not None:
+                            vals.append(iv.lo)
+                        if iv.hi is not None:
+                            vals.append(iv.hi)
+        if m.partition is not None and m.partition.key_columns is not None:
+            for col in m.partition.key_columns:
+                if col not in poisoned:
+                    new_values.setdefault(col, [])
+    return new_values

@@ -39,6 +39,8 @@ def _max_pair(
     enumerated first, then partners anywhere. One cell per search leaf suffices: moving a
     cell within its leaf to an open atom only unpins keys, which never lowers V.
     """
+    # (one function on purpose: the search's nodes are closures over shared bounds and
+    # counters on the hot path; split up, every node would pass and return them)
     sc = inst.scales[j]
     if prev is None:
         prev = _Best(Fraction(0), True)

@@ -169,6 +169,8 @@ def _bb(
     when the weights are integers (exact in any order), else summed again from the covering
     rows' indices in row order, so every float the search compares is the same.
     """
+    # (one function on purpose: the search's nodes are closures over shared bounds and
+    # counters on the hot path; split up, every node would pass and return them)
     exact_sums = bool(np.all(w == np.floor(w))) and float(np.abs(w).sum()) < 2.0**53
     w_all = w
     everywhere = bool(eligible.all())

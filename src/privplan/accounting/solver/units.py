@@ -287,6 +287,8 @@ class _UnitCells:
         partitions where each row is a group of its own. Cells are added in index order
         (multisets, not sequences); the search stops when a unit reaches ``bound``.
         """
+        # (one function on purpose: the search's nodes are closures over shared bounds and
+        # counters on the hot path; split up, every node would pass and return them)
         sc = self.sc
         exact_ints = sc.denom is not None  # then reaching the bound in floats is exact
         bound_f = sc.to_float(bound)
