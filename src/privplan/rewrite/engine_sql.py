@@ -198,6 +198,15 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
     g = stored if stored is not None else _grid_value(m, column_type or "float")
     if m.kind == "quantile":  # the rows per grid cell: the exponential mechanism's input
         return f"histogram({g}){filt}"
+    # aggregates of the DISTINCT grid values (SUM/AVG/VAR(DISTINCT x)); the squares are summed
+    # over the distinct g (histogram's keys), not over distinct g² (g and -g would merge)
+    if m.kind == "count_distinct_grid":
+        return f"COUNT(DISTINCT {g}){filt}"
+    if m.kind == "sum_distinct":
+        return f"CAST(COALESCE(SUM(DISTINCT {g}){filt}, 0) AS BIGINT)"
+    if m.kind == "sum_sq_distinct":
+        return (f"CAST(COALESCE(list_sum(list_transform(map_keys(histogram({g}){filt}), "
+                f"lambda __g: __g * __g)), 0) AS BIGINT)")
     if m.centre:  # a centred sum (AVG, VAR): of g - c, which lies in [lo - c, hi - c]
         g = f"({g} - {int(m.centre)})"
     if m.kind == "sum":

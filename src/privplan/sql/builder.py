@@ -254,7 +254,7 @@ class _CoreBuilder(ColumnsAndKeys):
                 refuse(self.sql, agg, f"{func.upper()}() refused", "it needs a column.",
                        f"Write {func.upper()}(<column>).")
             arg = exp.Star()  # COUNT() is COUNT(*) in DuckDB
-        distinct_units = distinct_values = False
+        distinct_units = distinct_values = distinct_grid = False
         if isinstance(arg, exp.Distinct):
             inner = arg.expressions
             if (func == "count" and self.unit and len(inner) == 1
@@ -265,12 +265,16 @@ class _CoreBuilder(ColumnsAndKeys):
                     and not inner[0].name.startswith("__pub")):
                 distinct_values = True  # one row adds at most one distinct value
                 arg = inner[0]
+            elif (func != "count" and len(inner) == 1 and isinstance(inner[0], exp.Column)
+                    and not inner[0].name.startswith("__pub")):
+                distinct_grid = True  # over the distinct grid values (_derive_distinct)
+                arg = inner[0]
             else:
                 refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
-                       "privplan answers COUNT(DISTINCT <column>) only (one row adds at most "
-                       "one distinct value, so its sensitivity is one per row).",
-                       "Use COUNT(DISTINCT <column>), or GROUP BY the column and aggregate "
-                       "per group.")
+                       "privplan answers aggregates of the DISTINCT values of one column "
+                       "(one row adds at most one distinct value).",
+                       "Write the aggregate over DISTINCT <column>, or GROUP BY the column "
+                       "and aggregate per group.")
         arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
         if case_cond is not None:
             cond = case_cond if cond is None else cast(exp.Expression, exp.and_(cond, case_cond))
@@ -284,6 +288,9 @@ class _CoreBuilder(ColumnsAndKeys):
                    "the policy declares.", "Aggregate a private column.")
         if isinstance(arg, exp.Column):
             column = arg.name.lower()
+            if distinct_grid:
+                self.aggregates[key] = self._derive_distinct(key, func, column, cond, agg)
+                return
             if func != "count" and not distinct_values and column in self.clamps:
                 column = self._clamped_column(column, agg)
         elif isinstance(arg, exp.Star) and func != "count":
@@ -472,7 +479,8 @@ class _CoreBuilder(ColumnsAndKeys):
             col = self._col(column)
             lower, upper = col.require_bounds(label, self.table.name)
             res, lo, hi = gridlib.sum_grid(col)  # the one grid of SUMs (and the bounded copy's)
-            if kind == "sum_sq" or coarse:
+            squares = kind in ("sum_sq", "sum_sq_distinct")
+            if squares or coarse:
                 res = self._square_resolution(res, lower, upper)
                 lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
             # centred (AVG, VAR): a row adds g - c with c about the middle of [lo, hi], so
@@ -484,7 +492,7 @@ class _CoreBuilder(ColumnsAndKeys):
             clo, chi = lo - centre_int, hi - centre_int
             replace_nb = self.table.neighbourhood == "replace"
             try:
-                if kind == "sum_sq":
+                if squares:
                     sq_lo, sq_hi = gridlib.square_bounds(clo, chi)
                     gridlib.check_no_overflow(sq_lo, sq_hi, self.k)
                     gridlib.check_real_range(sq_lo, sq_hi, res * res)
@@ -499,6 +507,8 @@ class _CoreBuilder(ColumnsAndKeys):
                     f"{_short(upper)}], resolution {_short(res)}, up to {self.k} rows per unit):"
                     f" {err} (policy keys `tables.{self.table.name}.columns.<column>.lower`/"
                     "`upper`/`resolution`, `max_rows_per_unit`)") from None
+            if kind == "count_distinct_grid":  # one row adds at most one distinct value
+                sens = gridlib.count_sensitivity(1)
             m = Measure(id=mid, kind=kind, column=column, condition=cond, region=region,
                         sensitivity=int(sens), lo=lo, hi=hi, resolution=res, label=label,
                         per_row=per_row, centre=centre_int, expression=expression)
@@ -549,6 +559,44 @@ class _CoreBuilder(ColumnsAndKeys):
         q = self._measure("sum_sq", column, cond, f"SUM({column}²)", centre=centre)
         return AggregateUse(sql=key, func=func, column=column, sum=s.id, count=c.id,  # type: ignore[arg-type]
                             sum_sq=q.id, lower=lower, upper=upper, centre=centre)
+
+    def _derive_distinct(self, key: str, func: str, column: str, cond: exp.Expression | None,
+                         agg: exp.Expression) -> AggregateUse:
+        """SUM/AVG/VAR/STDDEV over the DISTINCT values of a bounded column, from measures over
+        the distinct values of its clamped grid value g: SUM(DISTINCT g), COUNT(DISTINCT g)
+        and the sum of the distinct g² (one set of distinct values, so all on one grid: the
+        squares' grid when a VAR/STDDEV needs it). Why these are as sensitive as their
+        plain versions per row: adding or removing a row adds or removes at most one distinct
+        value g (|g| <= max(|lo|, |hi|)); replacing it removes at most one and adds at most
+        one, a change within the replace bound of :func:`grid.sum_sensitivity`; so a unit's
+        r rows move each by at most r times one row's bound (``per_row``, like SUM). The
+        values are the grid's: with noise off this is the plain SQL answer when the values lie
+        on the grid and within the bounds (clamping can merge values the SQL keeps apart)."""
+        col = self._col(column)
+        if col.type not in _NUMERIC:
+            refuse(self.sql, agg, f"{func.upper()} over {col.type} column '{column}' refused",
+                   "only int and float columns can be summed or averaged.",
+                   "Aggregate a numeric column.")
+        if column in self.clamps:
+            refuse(self.sql, agg, f"{func.upper()}(DISTINCT {column}) with per-query bounds "
+                   "refused", "distinct values are taken of the policy's grid.",
+                   "Remove the per-query bounds for this aggregate.")
+        lower, upper = col.require_bounds(f"{func.upper()}(DISTINCT {column})", self.table.name)
+        coarse = func not in ("sum", "avg")
+        s = self._measure("sum_distinct", column, cond, f"SUM(DISTINCT {column})",
+                          coarse=coarse)
+        if func == "sum":
+            return AggregateUse(sql=key, func="sum", column=column, sum=s.id,
+                                lower=lower, upper=upper)
+        c = self._measure("count_distinct_grid", column, cond, f"COUNT(DISTINCT {column})",
+                          coarse=coarse)
+        if func == "avg":
+            return AggregateUse(sql=key, func="avg", column=column, sum=s.id, count=c.id,
+                                lower=lower, upper=upper)
+        q = self._measure("sum_sq_distinct", column, cond, f"SUM(DISTINCT {column}²)",
+                          coarse=True)
+        return AggregateUse(sql=key, func=func, column=column, sum=s.id, count=c.id,  # type: ignore[arg-type]
+                            sum_sq=q.id, lower=lower, upper=upper)
 
     def _centre(self, column: str) -> Fraction:
         """The centre of AVG/VAR sums of ``column``: the middle point of the grid of its sum

@@ -18,7 +18,9 @@ from sqlglot import exp
 from privplan.analysis.regions import Region
 
 MeasureKind = Literal["count", "count_units", "count_distinct", "sum", "sum_sq", "select_count",
-                      "quantile"]
+                      "quantile", "sum_distinct", "sum_sq_distinct", "count_distinct_grid"]
+COUNT_KINDS = frozenset({"count", "count_units", "count_distinct", "select_count",
+                         "count_distinct_grid"})  # released in rows, whatever the grid
 AggregateFunc = Literal[
     "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp", "quantile"
 ]
@@ -72,7 +74,11 @@ class Measure:
 
     @property
     def scale(self) -> Fraction:
-        return self.resolution * self.resolution if self.kind == "sum_sq" else self.resolution
+        if self.kind in COUNT_KINDS:
+            return Fraction(1)
+        if self.kind in ("sum_sq", "sum_sq_distinct"):
+            return self.resolution * self.resolution
+        return self.resolution
 
 
 @dataclass(frozen=True)
