@@ -34,6 +34,13 @@ def _session() -> pp.Session:
     ("SELECT d, COUNT(*) AS n FROM t WHERE d IN (DATE '2024-01-01', DATE '2024-01-05') "
      "GROUP BY d ORDER BY d", {"d": [pd.Timestamp("2024-01-01").date(),
                                      pd.Timestamp("2024-01-05").date()], "n": [2, 0]}),
+    # integers: the region keeps IN (1, 2, 3) as the interval [1, 3]; its integers are listed
+    ("SELECT x, COUNT(*) AS n FROM t WHERE x IN (1, 2, 3, 7) GROUP BY x ORDER BY x",
+     {"x": [1, 2, 3, 7], "n": [1, 1, 1, 0]}),
+    ("SELECT x, COUNT(*) AS n FROM t WHERE x > 1.5 AND x < 4 GROUP BY x ORDER BY x",
+     {"x": [2, 3], "n": [1, 1]}),
+    ("SELECT x, COUNT(*) AS n FROM t WHERE x BETWEEN 3 AND 5 AND x <> 4 GROUP BY x ORDER BY x",
+     {"x": [3, 5], "n": [1, 0]}),
 ])
 def test_listed_keys_are_released_zero_filled_under_pure_dp(sql: str, want: dict) -> None:
     s = _session()
@@ -58,4 +65,13 @@ def test_keys_not_all_listed_still_need_partition_selection() -> None:
     s = _session()
     with pytest.raises(pp.UnsupportedQueryError, match="partition selection"):
         s.sql("SELECT b, COUNT(*) FROM t WHERE b IN ('p') OR x > 1 GROUP BY b", epsilon=1)
+    assert s.spent() == pp.PureDP(0)
+
+
+@pytest.mark.parametrize("where", ["x > 1", "x IN (1, 2) OR x > 5",
+                                   "x >= 0 AND x <= 200000"])  # unbounded, or too many
+def test_integer_ranges_without_a_short_list_need_partition_selection(where: str) -> None:
+    s = _session()
+    with pytest.raises(pp.UnsupportedQueryError, match="partition selection"):
+        s.sql(f"SELECT x, COUNT(*) FROM t WHERE {where} GROUP BY x", epsilon=1)
     assert s.spent() == pp.PureDP(0)

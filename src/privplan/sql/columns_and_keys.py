@@ -11,6 +11,7 @@ policy or the query text, not the data, fixes them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sqlglot import exp
@@ -142,13 +143,16 @@ class ColumnsAndKeys:
             return None
         values: set[Any] = set()
         null = False
+        integral = self.table.columns[column].type == "int"
         for box in region.boxes:
             cs = box.get(column)
-            finite = cs.finite_values()
+            finite = cs.finite_values() if not integral else _integers(cs.intervals)
             if finite is None:
                 return None
             values.update(finite)
             null = null or cs.null
+            if len(values) > MAX_LISTED_KEYS:
+                return None
         try:
             ordered: list[Any] = sorted(values)
         except TypeError:
@@ -270,3 +274,24 @@ def strip_qualifiers(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Column) and node.args.get("table"):
         node.set("table", None)
     return node
+
+
+MAX_LISTED_KEYS = 100_000  # keys a WHERE may list (beyond: partition selection)
+
+
+def _integers(intervals: Any) -> tuple[int, ...] | None:
+    """The integers in bounded intervals of an int column (``age IN (5, 6, 7)`` is kept as
+    the interval [5, 7]), or None when an interval is unbounded or holds too many."""
+    out: list[int] = []
+    for iv in intervals:
+        if iv.lo is None or iv.hi is None:
+            return None
+        lo, hi = math.ceil(iv.lo), math.floor(iv.hi)
+        if not iv.lo_closed and lo == iv.lo:
+            lo += 1
+        if not iv.hi_closed and hi == iv.hi:
+            hi -= 1
+        if hi - lo + 1 > MAX_LISTED_KEYS - len(out):
+            return None
+        out.extend(range(lo, hi + 1))
+    return tuple(out)
