@@ -78,6 +78,28 @@ def test_group_by_a_public_column_uses_the_public_domain(db: Path) -> None:
     assert (df.set_index("region")["n"].drop("North") == 0).all()
 
 
+def test_keys_from_one_public_table_are_its_rows_not_their_cross_product(db: Path) -> None:
+    """GROUP BY two columns of one public table releases the table's (distinct) rows of them,
+    zero-filled, as DuckDB's plain join gives where rows exist: not every region with every
+    hospital."""
+    sql = ("SELECT h.region, h.hospital, COUNT(*) AS n FROM visits v JOIN hospitals h "
+           "ON v.hospital = h.hospital GROUP BY h.region, h.hospital ORDER BY h.region, "
+           "h.hospital")
+    con = duckdb.connect(str(db), read_only=True)
+    pairs = con.execute("SELECT DISTINCT region, hospital FROM hospitals "
+                        "ORDER BY region, hospital").fetchall()
+    plain = {(r, h): n for r, h, n in con.execute(sql).fetchall()}
+    con.close()
+    with _session(db) as s, noise_disabled():
+        got = s.sql(sql, epsilon=1).df
+        keys_only = s.sql("SELECT h.region, h.hospital FROM visits v JOIN hospitals h "
+                          "ON v.hospital = h.hospital GROUP BY h.region, h.hospital",
+                          epsilon=1).df
+    assert list(zip(got["region"], got["hospital"])) == pairs
+    assert got["n"].tolist() == [plain.get(p, 0) for p in pairs]
+    assert sorted(zip(keys_only["region"], keys_only["hospital"])) == pairs
+
+
 REFUSED = [
     ("SELECT COUNT(*) FROM visits v JOIN staff s ON v.hospital = s.hospital",
      pp.UnsupportedQueryError, "not unique"),

@@ -104,8 +104,7 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
         if key.public_join is not None:
             join = core.joins[key.public_join]
             # the key as the engine statement computes it (total, binary collation)
-            on_public = key_sql(replace(key, expr=exp.maybe_parse(
-                _on_public(key.expr, join), dialect="duckdb")))
+            on_public = _public_key_sql(key, join)
             rows = engine.fetch_public(f"SELECT DISTINCT {on_public} FROM {join.table_sql}")
             values = [r[0] for r in rows]
             if join.left and None not in values:
@@ -117,6 +116,41 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
             key = replace(key, public_domain=tuple(_sortable(values)))
         resolved.append(key)
     core.keys = tuple(resolved)
+    core.joint_domains = _joint_domains(core, engine)
+
+
+def _joint_domains(core: CorePlan, engine: Any) -> tuple[tuple[tuple[int, ...], str, int], ...]:
+    """Keys that all read one (inner-joined) public table: their domain is the table's
+    distinct rows of those keys, computed by the engine from the public table alone (the keys
+    as the engine statement computes them), so ``GROUP BY b.title, b.author`` releases the
+    books there are, not every title with every author. Public data only (module docstring);
+    no private row is read, and the released key set is still fixed before any private row."""
+    by_join: dict[int, list[int]] = {}
+    for i, key in enumerate(core.keys):
+        if key.public_join is not None:
+            by_join.setdefault(key.public_join, []).append(i)
+    out = []
+    for j, indices in by_join.items():
+        join = core.joins[j]
+        if len(indices) < 2 or join.left:
+            continue
+        items = ", ".join(f"{_public_key_sql(core.keys[i], join)} AS __j{n}"
+                          for n, i in enumerate(indices))
+        select = f"SELECT DISTINCT {items} FROM {join.table_sql}"
+        (rows,) = engine.fetch_public(f"SELECT COUNT(*) FROM ({select})")[0]
+        if rows > MAX_PUBLIC_DOMAIN:
+            raise UnsupportedQueryError(
+                f"GROUP BY over '{join.table.name}': its public domain has {rows:,} rows; "
+                "group by coarser public columns.")
+        out.append((tuple(indices), select, int(rows)))
+    return tuple(out)
+
+
+def _public_key_sql(key: GroupKey, join: PublicJoin) -> str:
+    """The key as the engine statement computes it (total, binary collation), over the
+    public table's own columns."""
+    return key_sql(replace(key, expr=exp.maybe_parse(_on_public(key.expr, join),
+                                                     dialect="duckdb")))
 
 
 def _sortable(values: list[Any]) -> list[Any]:

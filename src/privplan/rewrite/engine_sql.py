@@ -360,16 +360,25 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
 def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> str:
     domains = [k.domain_sql if k.domain_sql is not None
                else tuple(_literal(v) for v in k.public_domain or ()) for k in core.keys]
+    joint = {i: (n, entry) for entry in core.joint_domains for n, i in enumerate(entry[0])}
     size = 1
-    for d in domains:
-        size *= max(len(d), 1)
+    for i, d in enumerate(domains):
+        if i not in joint:
+            size *= max(len(d), 1)
+    for _, _, count in core.joint_domains:
+        size *= max(count, 1)
     if size > MAX_PUBLIC_GROUPS:
         raise UnsupportedQueryError(
             f"the public group domain has {size:,} combinations (more than "
             f"{MAX_PUBLIC_GROUPS:,}); group by fewer public columns."
         )
     parts = []
+    for n, (indices, select, _) in enumerate(core.joint_domains):
+        names = ", ".join(key_column(i) for i in indices)
+        parts.append(f"({select}) AS __dj{n}({names})")
     for i, (key, dom) in enumerate(zip(core.keys, domains)):
+        if i in joint:
+            continue
         if key.domain_cast is not None and key.domain_sql is not None:
             # plain literals of one kind in one list, made keys by one expression: binds in
             # linear time (a VALUES row per value is an expression to bind per value)

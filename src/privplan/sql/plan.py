@@ -123,6 +123,10 @@ class CorePlan:
     prebounded: bool = False  # table_sql already holds the per-unit bounded rows
     table_policy: Any = None  # the TablePolicy queried (virtual for a private join)
     private_join: tuple[Any, Any] | None = None  # (left, right) TablePolicy of a private join
+    # keys read from one public table together: (key indices, the engine SQL selecting their
+    # distinct rows from that table, how many): the domain is those rows, not the cross
+    # product of each key's values (filled by the session, privplan.public_joins)
+    joint_domains: tuple[tuple[tuple[int, ...], str, int], ...] = ()
 
     @property
     def grouped(self) -> bool:
