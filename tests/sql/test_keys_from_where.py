@@ -75,3 +75,28 @@ def test_integer_ranges_without_a_short_list_need_partition_selection(where: str
     with pytest.raises(pp.UnsupportedQueryError, match="partition selection"):
         s.sql(f"SELECT x, COUNT(*) FROM t WHERE {where} GROUP BY x", epsilon=1)
     assert s.spent() == pp.PureDP(0)
+
+
+def test_a_computed_key_listed_by_where_is_released_zero_filled() -> None:
+    """`WHERE x % 3 IN (0, 2) ... GROUP BY x % 3`: rows with another key fail WHERE, so the
+    released keys are the listed literals (no partition selection), as DuckDB groups them."""
+    s = _session()
+    with noise_disabled():
+        r = s.sql("SELECT x % 3 AS k, COUNT(*) AS n FROM t WHERE x % 3 IN (0, 2, 5) "
+                  "GROUP BY x % 3 ORDER BY k", epsilon=1)
+    assert r.df.to_dict("list") == {"k": [0, 2, 5], "n": [1, 1, 0]}  # x = 3; x = 2; none
+    assert r.cost == pp.PureDP(1)
+
+
+def test_current_date_is_one_public_constant_and_not_analysed() -> None:
+    """CURRENT_DATE is allowed (the day the statement runs is public); a predicate on it is
+    not folded into a region, so its mechanism keeps the conservative whole domain."""
+    s = _session()
+    with noise_disabled():
+        r = s.sql("SELECT COUNT(*) AS n FROM t WHERE d < current_date AND b = 'p'", epsilon=1)
+    assert r.df["n"].tolist() == [2]
+    (m,) = r.explanation.mechanisms
+    assert m.region == "b = 'p'"
+    assert any("CURRENT_DATE" in n for n in m.notes)
+    with pytest.raises(pp.UnsupportedQueryError, match="non-deterministic"):
+        s.sql("SELECT COUNT(*) FROM t WHERE d < now()", epsilon=1)

@@ -159,6 +159,25 @@ class ColumnsAndKeys:
             return None
         return tuple(ordered + ([None] if null else []))
 
+    def _expression_keys_from_where(self, key: exp.Expression) -> tuple[Any, ...] | None:
+        """The keys a computed GROUP BY key may take when a top-level WHERE conjunct lists
+        them: ``WHERE age - k IN (0, 1, 2) ... GROUP BY age - k``. Rows whose key is not one
+        of the literals (or is NULL) fail WHERE, so the released keys are those literals: set
+        by the query text, released zero-filled like a public domain (their engine types and
+        equality are the judge's, as for a CASE key's literal results)."""
+        where = self.select.args.get("where")
+        if where is None:
+            return None
+        target = strip_qualifiers(key.copy()).sql(dialect="duckdb")
+        for conjunct in _conjuncts(where.this):
+            if isinstance(conjunct, exp.In) and not conjunct.args.get("query"):
+                values = [literal_value(v) for v in conjunct.expressions]
+                if (values and all(v is not NOT_LITERAL and v is not None for v in values)
+                        and strip_qualifiers(conjunct.this.copy()).sql(dialect="duckdb")
+                        == target):
+                    return tuple(dict.fromkeys(values))
+        return None
+
     def _public_domain(self, key: exp.Expression, column: str | None) -> tuple[Any, ...] | None:
         """A key's values may be released without selection only if they are public:
         declared ``public_values``, a boolean column, or a CASE whose every result is a literal
@@ -170,6 +189,9 @@ class ColumnsAndKeys:
             if col.type == "bool":
                 return (False, True, None) if col.nullable else (False, True)
             return self._keys_from_where(column)
+        listed = self._expression_keys_from_where(key)
+        if listed is not None:
+            return listed
         if isinstance(key, exp.Case) and key.this is None:
             results = [i.args.get("true") for i in key.args.get("ifs", [])]
             default = key.args.get("default")
@@ -274,6 +296,15 @@ def strip_qualifiers(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Column) and node.args.get("table"):
         node.set("table", None)
     return node
+
+
+def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    """The top-level AND terms of a condition (parentheses looked through)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
 
 
 MAX_LISTED_KEYS = 100_000  # keys a WHERE may list (beyond: partition selection)
