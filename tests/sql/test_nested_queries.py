@@ -33,6 +33,10 @@ def _session() -> pp.Session:
      "SELECT a, COUNT(*) AS n FROM t GROUP BY a"),
     ("WITH q AS ({}) SELECT a, ROUND(m, 1) AS m FROM q ORDER BY a",
      "SELECT a, AVG(x) AS m FROM t GROUP BY a"),
+    # a WITH query over another WITH query's answer is post-processing too (Qrlew's tests)
+    ("WITH q AS ({}), r AS (SELECT 2 * n AS twice, a FROM q) "
+     "SELECT twice, COUNT(*) AS groups FROM r GROUP BY twice ORDER BY twice",
+     "SELECT a, COUNT(*) AS n FROM t GROUP BY a"),
     ("SELECT SUM(n) AS total, MAX(n) AS top FROM ({})",
      "SELECT a, COUNT(*) AS n FROM t GROUP BY a"),
     ("SELECT a, s / n AS mean FROM ({}) ORDER BY a",

@@ -16,7 +16,8 @@ of BigQuery clause queries (each branch a DP query with its own OPTIONS) is read
 one inner query per branch. A statement is split only when one of its subqueries is in its FROM
 clause or a WITH query and the outer query, with the subqueries replaced by their answers,
 reads no table but them (and its own CTEs); everything else goes the normal way (where nested
-private reads are refused).
+private reads are refused). A WITH query that reads only other WITH queries (``r AS (SELECT …
+FROM q)``) is not an inner query: it post-processes their answers, inside the outer query.
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def split_outer(sql: str) -> Nested | None:
     if wrapped is not None:
         sql = wrapped
         tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
-    spans = _subqueries(tokens)
+    ctes = _cte_names(tokens)
+    spans = [(a, b) for a, b in _subqueries(tokens)
+             if not _reads_only(sql[tokens[a].end + 1: tokens[b].start], ctes)]
     if not spans:
         return None
     inners, outer, last, in_from = [], [], 0, False
@@ -112,6 +115,32 @@ def split_outer(sql: str) -> Nested | None:
                 "noisy values). Join inside the DP query, or send the other table's query on "
                 "its own.")
     return Nested(inners=tuple(inners), outer=outer_sql)
+
+
+def _cte_names(tokens: list[Any]) -> set[str]:
+    """The names of a leading WITH's queries (``name AS (`` at the top level)."""
+    if not tokens or tokens[0].token_type != TokenType.WITH:
+        return set()
+    names = set()
+    for i, (depth, tok) in enumerate(with_depth(tokens)):
+        if (depth == 0 and i + 2 < len(tokens) and tokens[i + 1].token_type == TokenType.ALIAS
+                and tokens[i + 2].token_type == TokenType.L_PAREN
+                and tok.token_type in (TokenType.VAR, TokenType.IDENTIFIER)):
+            names.add(tok.text.lower())
+    return names
+
+
+def _reads_only(sql: str, ctes: set[str]) -> bool:
+    """Whether the subquery ``sql`` reads other WITH queries only (``my_table2 AS (SELECT …
+    FROM my_table1)``): it then post-processes their answers and stays in the outer query."""
+    if not ctes:
+        return False
+    try:
+        tables = [t.name.lower() for t in sqlglot.parse_one(sql, dialect="duckdb")
+                  .find_all(exp.Table)]
+    except (SqlglotParseError, TokenError):
+        return False  # (a DIFFERENTIAL_PRIVACY clause: a DP query)
+    return bool(tables) and all(t in ctes for t in tables)
 
 
 def _subqueries(tokens: list[Any]) -> list[tuple[int, int]]:
