@@ -62,3 +62,29 @@ def test_outer_query_failing_on_every_answer_spends_nothing(
             sess.sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex HAVING n < 'a'",
                      epsilon=1)
         assert sess.spent() == pp.PureDP(0)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT DISTINCT COUNT(*) > 0 AS seen FROM people GROUP BY sex",
+    "SELECT DISTINCT SUM(age) AS s FROM people",
+    "SELECT DISTINCT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex",
+])
+def test_distinct_over_released_rows_is_post_processing(con: duckdb.DuckDBPyConnection,
+                                                         sql: str) -> None:
+    """DISTINCT over keys and noisy aggregates runs in the outer query, as DuckDB runs it."""
+    want = con.execute(sql).df()
+    with pp.connect(con, policy=POLICY, budget=pp.PureDP(10)) as sess, noise_disabled():
+        got = sess.sql(sql, epsilon=1).df
+    assert got.values.tolist() == want.values.tolist()
+
+
+@pytest.mark.parametrize("sql, fragment", [
+    ("SELECT DISTINCT age FROM people", "SELECT DISTINCT refused"),
+    ("SELECT DISTINCT age, COUNT(*) FROM people", "neither grouped nor aggregated"),
+])
+def test_distinct_of_raw_values_is_refused(con: duckdb.DuckDBPyConnection, sql: str,
+                                           fragment: str) -> None:
+    with pp.connect(con, policy=POLICY, budget=pp.PureDP(10)) as sess:
+        with pytest.raises(UnsupportedQueryError, match=fragment):
+            sess.sql(sql, epsilon=1)
+        assert sess.spent() == pp.PureDP(0)

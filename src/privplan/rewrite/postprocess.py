@@ -192,6 +192,10 @@ def post_select(core: CorePlan, table: str, *, hidden: bool = False) -> exp.Sele
                     items.append(exp.alias_(exp.column(columns[mid]), hidden_column(i, part),
                                             quoted=True))
     out = exp.Select(expressions=items).from_(table)
+    if s.args.get("distinct") is not None:
+        # (over the released rows; with hidden interval columns, two rows alike in what is
+        # shown stay apart only if their noisy measures differ: a duplicate, nothing more)
+        out.set("distinct", s.args["distinct"].copy())
     having = s.args.get("having")
     if having is not None:
         out = out.where(having.this.transform(replace))

@@ -97,7 +97,11 @@ class _CoreBuilder(ColumnsAndKeys):
     def build(self) -> CorePlan:
         s = self.select
         self.table, self.alias = self._resolve_table()
-        if s.args.get("distinct"):
+        # DISTINCT over released rows (keys and noisy aggregates) is post-processing, run by
+        # the outer query; without GROUP BY or an aggregate it would be raw values
+        distinct = s.args.get("distinct")
+        if distinct is not None and (distinct.args.get("on") is not None or not (
+                s.args.get("group") or any(i.find(exp.AggFunc) for i in s.expressions))):
             refuse(self.sql, s, "SELECT DISTINCT refused",
                    "it releases the raw distinct values of private columns.",
                    "Use GROUP BY with COUNT(*): keys are then released only from a public "
