@@ -6,7 +6,7 @@ Analytics' tutorials translated to SQL, BigQuery's differential-privacy document
 sample of ZetaSQL's DP compliance tests — each with the file it comes from, the data and the
 policy its source sets up, and what the source expects (an answer or an error).
 
-Every query runs in a fresh session over a fresh in-memory copy of its source's data, twice:
+Every query runs in a fresh session (its own connection to the source's data, loaded once), twice:
 with secure noise, and with :func:`privplan.testing.noise_disabled` (exact values; TESTS ONLY).
 A query is *answered* when privplan returns a result, *refused* when it raises one of its own
 errors (``PrivplanError``), and *crashed* on any other exception (a bug). For answers, each
@@ -108,10 +108,23 @@ def _code(statement: str) -> bool:
                for line in statement.splitlines())
 
 
+_DATA: dict[str, duckdb.DuckDBPyConnection] = {}
+
+
+def _data(source: Source) -> duckdb.DuckDBPyConnection:
+    """The source's tables, loaded once per process (privplan only reads them)."""
+    if source.name not in _DATA:
+        con = duckdb.connect(":memory:")
+        for statement in source.setup:
+            con.execute(statement)
+        _DATA[source.name] = con
+    return _DATA[source.name]
+
+
 def _session(source: Source) -> pp.Session[Any]:
-    con = duckdb.connect(":memory:")
-    for statement in source.setup:
-        con.execute(statement)
+    """A fresh session (empty ledger, the source's budget) on its own connection to the data:
+    a DuckDB cursor, so closing the session leaves the loaded tables for the next query."""
+    con = _data(source).cursor()
     b = source.session_budget
     budget: Any = (pp.ApproxDP(b["epsilon"], b["delta"]) if b.get("delta")
                    else pp.PureDP(b["epsilon"]))
