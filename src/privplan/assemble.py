@@ -23,7 +23,7 @@ from privplan.mechanisms.accuracy import (
     variance_interval,
 )
 from privplan.mechanisms.exponential import quantile_utilities
-from privplan.planner import PlannedMeasure, PlannedQuery
+from privplan.planner import PlannedMeasure, PlannedQuery, count_or_sum_noise
 from privplan.result import ColumnAccuracy
 from privplan.rewrite.engine_sql import key_column, measure_column
 from privplan.rewrite.postprocess import (
@@ -220,10 +220,7 @@ def assemble(
                        f"{rank:.3g} rows of rank of the true quantile")
             continue
         if use.func in ("count", "sum"):
-            mid = use.count if use.sum is None else use.sum
-            assert mid is not None  # (a count or sum use names its measure)
-            p = by_id[mid]
-            scale = abs(float(p.measure.scale) * float(use.multiplier))
+            p, scale = count_or_sum_noise(use, by_id)
             acc = ColumnAccuracy(column=name, method=p.noise.describe(),
                                  std=p.noise.std() * scale,
                                  halfwidth=interval_halfwidth(p.noise) * scale)

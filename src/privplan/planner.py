@@ -45,6 +45,17 @@ class PlannedMeasure:
         return self.spec.cost
 
 
+def count_or_sum_noise(use: Any, by_id: Mapping[str, PlannedMeasure]
+                       ) -> tuple[PlannedMeasure, float]:
+    """The one noisy measure behind a COUNT or SUM output (``use``, an
+    :class:`~privplan.sql.plan.AggregateUse`) and the factor from its noise to the output's
+    units (the grid step times a literal multiplier: ``SUM(CASE WHEN p THEN 3 ...)``)."""
+    mid = use.count if use.sum is None else use.sum
+    assert mid is not None  # (a count or sum use names its measure)
+    p = by_id[mid]
+    return p, abs(float(p.measure.scale) * float(use.multiplier))
+
+
 @dataclass(frozen=True)
 class PlannedQuery:
     query_id: str

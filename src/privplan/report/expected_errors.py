@@ -14,7 +14,7 @@ from typing import Any
 
 from privplan.errors import PolicyError
 from privplan.mechanisms.accuracy import interval_halfwidth
-from privplan.planner import PlannedQuery
+from privplan.planner import PlannedQuery, count_or_sum_noise
 from privplan.report.spec import ReportQuery
 
 
@@ -50,10 +50,7 @@ def column_errors(planned: PlannedQuery) -> list[ColumnError]:
                                    f"probability within {rank:.3g} rows of rank"))
             continue
         if use.func in ("count", "sum"):
-            mid = use.count if use.sum is None else use.sum
-            assert mid is not None  # (a count or sum use names its measure)
-            p = by_id[mid]
-            scale = abs(float(p.measure.scale) * float(use.multiplier))
+            p, scale = count_or_sum_noise(use, by_id)
             out.append(ColumnError(name, p.noise.std() * scale,
                                    interval_halfwidth(p.noise) * scale, p.noise.describe()))
         else:
