@@ -150,7 +150,7 @@ def plan_costs(
         cost: Any = spec.cost
         share = kind.from_weights(tuple(w * f for w, f in zip(cost.weights(), factors)))
         if m.kind == "select_count":
-            noise, threshold, cost = _selection(m, share)
+            noise, threshold, cost = _selection(m, share, plan.cores[ci].min_units_per_group)
         elif m.kind == "quantile":  # the exponential mechanism: its ε is the whole share
             if kind is ApproxDP:
                 share = ApproxDP(share.exact_epsilon, 0)
@@ -180,7 +180,7 @@ def _positive(cost: Any) -> bool:
     return any(w > 0 for w in cost.weights())
 
 
-def _selection(m: Measure, share: Any) -> tuple[Any, int, Any]:
+def _selection(m: Measure, share: Any, min_units: int = 1) -> tuple[Any, int, Any]:
     """Laplace thresholding for partition selection (per group an (ε, δ)-DP mechanism).
 
     A group's count has sensitivity Δ (rows one unit may add). With discrete Laplace noise of
@@ -188,13 +188,19 @@ def _selection(m: Measure, share: Any) -> tuple[Any, int, Any]:
     exists because of one unit (count ≤ Δ) passes the threshold τ with probability
     P(Z ≥ τ − Δ) = p^(τ−Δ)/(1+p), p = e^(−1/t) — we pick τ so that this is ≤ δ. Empty groups are
     never produced, which is exactly the "output ⊥ on empty input" branch of the analysis.
+
+    ``min_units`` = N (BigQuery's ``min_privacy_units_per_group``) raises τ by N - 1: the same
+    test on the count minus N - 1 (a constant shift, so the same ε and δ; PipelineDP's
+    pre-threshold). A group of fewer than N units then passes with probability at most δ
+    (BigQuery drops it outright, from its exact unit count); groups of N or more are selected
+    as groups of 1 or more were.
     """
     eps, delta = share.exact_epsilon, share.exact_delta
     if eps <= 0 or delta <= 0:
         raise InternalError("partition selection needs ε > 0 and δ > 0")
     noise = noiselib.DiscreteLaplace(Fraction(m.sensitivity) / eps)
     threshold = m.sensitivity + selection_margin(Fraction(eps) / m.sensitivity, Fraction(delta))
-    return noise, threshold, ApproxDP(eps, delta)
+    return noise, threshold + (min_units - 1), ApproxDP(eps, delta)
 
 
 _DIGITS = 60  # working precision of the tail bound (about 10^-55 relative error at most)

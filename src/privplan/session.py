@@ -56,7 +56,7 @@ from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
-from privplan.sql.builder import build_plan
+from privplan.sql.builder import build_plan, require_selection
 from privplan.sql.joins import private_name
 from privplan.sql.nesting import split_outer
 from privplan.sql.parse import parse_statement
@@ -408,9 +408,12 @@ class Session(Generic[B]):
         budget = dict(budget)
         groups = query_groups(budget.pop("max_groups_contributed", None))
         clamps = budget.pop("clamps", None)
+        min_units = budget.pop("min_privacy_units_per_group", None)
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
                           clamps=clamps)
+        if min_units is not None:
+            require_selection(plan, min_units)
         for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)
             if groups is not None and core.unit is not None and core.keys:
                 declared = core.max_groups_per_unit

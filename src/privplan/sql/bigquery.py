@@ -42,9 +42,10 @@ for less than it allows, never weaken it —
 
 ZetaSQL's spellings and test settings: ``kappa`` is ``max_groups_contributed``; ``delta = 1``
 (privacy off in ZetaSQL's compliance tests), ``WITH REPORT(...)`` and the options privplan
-takes from the policy instead (``max_rows_contributed``, ``min_privacy_units_per_group``,
-a ``group_selection_strategy`` other than ``PUBLIC_GROUPS``) are refused, each with why and
-what to do. Public groups joined in the query (``RIGHT OUTER JOIN (SELECT DISTINCT k FROM
+takes from the policy instead (``max_rows_contributed``, a ``group_selection_strategy``
+other than ``PUBLIC_GROUPS``) are refused, each with why and what to do.
+``min_privacy_units_per_group = N`` raises partition selection's threshold by N - 1
+(:func:`privplan.planner._selection`). Public groups joined in the query (``RIGHT OUTER JOIN (SELECT DISTINCT k FROM
 UNNEST([...])) USING (k)``) become a domain listed in the query text
 (:mod:`privplan.sql.bigquery_public_groups`).
 
@@ -92,14 +93,12 @@ __all__ = [
 ]
 
 KNOWN_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column",
-                 "group_selection_strategy")
+                 "group_selection_strategy", "min_privacy_units_per_group")
 _ALIASES = {"kappa": "max_groups_contributed"}  # ZetaSQL's ANONYMIZATION spelling
 _REFUSED_OPTIONS = {
     "max_rows_contributed": "it bounds a unit's rows in all groups together, which privplan "
     "takes from the policy (`max_rows_per_unit`, and `max_rows_per_group_per_unit` per group). "
     "Remove it, or declare the bound in the policy.",
-    "min_privacy_units_per_group": "privplan releases a group only through a public domain or "
-    "DP partition selection, whose threshold follows from δ. Remove it.",
 }
 _GROUP_SELECTION = {"PUBLIC_GROUPS"}  # LAPLACE_THRESHOLD is BigQuery's own partition selection
 _CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
@@ -331,10 +330,10 @@ def _option_value(sql: str, name: str, toks: list[Token]) -> Any:
                 f"option delta must be in [0, 1), got {value} (delta = 1, which ZetaSQL's "
                 "compliance tests use to switch privacy off, would make any answer 'private')."
                 + where)
-    elif name == "max_groups_contributed":
+    elif name in ("max_groups_contributed", "min_privacy_units_per_group"):
         if value.denominator != 1 or value < 1:
             raise PolicyError(
-                f"option max_groups_contributed must be a positive integer, got {value}." + where)
+                f"option {name} must be a positive integer, got {value}." + where)
         return int(value)
     return value
 
@@ -507,20 +506,22 @@ def clause_budget(opts: DPOptions, kind: type, budget: Mapping[str, Any] | None,
         if opts.delta is not None:
             raise PolicyError("OPTIONS sets delta but not epsilon: set both in OPTIONS, or pass "
                               "both as arguments.")
-        if opts.max_groups_contributed is not None:
-            given["max_groups_contributed"] = opts.max_groups_contributed
-        return {**given, **extra}
+        return {**given, **_query_options(opts), **extra}
     if any(k in given for k in _BUDGET_KEYS):
         raise PolicyError(
             "the budget is given twice: in the query's OPTIONS(epsilon=...) and as an argument "
             f"({', '.join(k for k in _BUDGET_KEYS if k in given)}=). Keep one.")
-    out: dict[str, Any] = {"budget": opts.budget_for(kind)}
-    if opts.max_groups_contributed is not None:
-        out["max_groups_contributed"] = opts.max_groups_contributed
-    return {**out, **extra}
+    return {"budget": opts.budget_for(kind), **_query_options(opts), **extra}
 
 
-QUERY_OPTIONS = ("max_groups_contributed", "clamps")  # per-query settings besides the budget
+def _query_options(opts: DPOptions) -> dict[str, Any]:
+    return {name: getattr(opts, name) for name in ("max_groups_contributed",
+                                                    "min_privacy_units_per_group")
+            if getattr(opts, name) is not None}
+
+
+QUERY_OPTIONS = ("max_groups_contributed", "min_privacy_units_per_group",
+                 "clamps")  # per-query settings besides the budget
 
 
 def explain_bigquery(sess: Any, sql: str) -> Any:

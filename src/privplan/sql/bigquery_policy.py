@@ -32,6 +32,7 @@ class DPOptions:
     max_groups_contributed: int | None = None
     privacy_unit_column: str | None = None
     group_selection_strategy: str | None = None  # PUBLIC_GROUPS: groups joined in the query
+    min_privacy_units_per_group: int | None = None  # raises the partition-selection threshold
     clause: str = ""
 
     def budget(self) -> PureDP | ApproxDP:

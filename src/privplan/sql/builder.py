@@ -17,7 +17,7 @@ from sqlglot import exp
 from privplan.analysis.predicates import region_of
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
-from privplan.errors import PolicyError
+from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.mechanisms.exponential import rank_sensitivity
 from privplan.policy import ColumnPolicy, Policy, TablePolicy
@@ -67,6 +67,21 @@ def build_plan(sql: str, statement: exp.Expression, policy: Policy,
     cores = [_CoreBuilder(sql, s, policy, f"c{i}", public_columns, clamps).build()
              for i, s in enumerate(selects)]
     return QueryPlan(sql=sql, statement=statement, cores=cores)
+
+
+def require_selection(plan: QueryPlan, min_units: int) -> None:
+    """BigQuery's ``min_privacy_units_per_group=N`` on every core: its groups go through DP
+    partition selection, whose threshold rises by N - 1 (privplan.planner._selection). A
+    query whose groups are public (or that has no GROUP BY) releases every group whatever its
+    size, so the option cannot mean there what it means in BigQuery: refused."""
+    for core in plan.cores:
+        if core.selection is None:
+            raise UnsupportedQueryError(
+                "min_privacy_units_per_group applies to groups found by DP partition "
+                "selection, and this query's groups are "
+                + ("public (released whatever their size)" if core.keys else "one (no GROUP BY)")
+                + ". Remove the option, or group by columns without public values.")
+        core.min_units_per_group = min_units
 
 
 def _union_branches(node: exp.Expression) -> list[exp.Select]:

@@ -127,6 +127,8 @@ class CorePlan:
     # distinct rows from that table, how many): the domain is those rows, not the cross
     # product of each key's values (filled by the session, privplan.public_joins)
     joint_domains: tuple[tuple[tuple[int, ...], str, int], ...] = ()
+    min_units_per_group: int = 1  # partition selection keeps groups of >= this many units
+    # (BigQuery's min_privacy_units_per_group; privplan.planner._selection)
 
     @property
     def grouped(self) -> bool:
