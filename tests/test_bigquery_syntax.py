@@ -407,8 +407,7 @@ def test_kappa_is_max_groups_contributed() -> None:
     assert opts is not None and opts.max_groups_contributed == 2
 
 
-@pytest.mark.parametrize("option", ["max_rows_contributed=2",
-                                    "group_selection_strategy=LAPLACE_THRESHOLD"])
+@pytest.mark.parametrize("option", ["group_selection_strategy=LAPLACE_THRESHOLD"])
 def test_known_bigquery_options_privplan_does_not_take_are_explained(option: str) -> None:
     with pytest.raises(pp.UnsupportedQueryError, match="is not supported: .*Remove it"):
         split_dp_clause(f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, {option}) "

@@ -71,12 +71,17 @@ def _partition(core: CorePlan, table_policy: Any) -> Partition | None:
     if not core.keys:
         return None
     cols = tuple(k.column for k in core.keys)
+    groups = (core.max_groups_per_unit if core.unit is not None
+              else table_policy.max_groups_per_unit)
+    rows = table_policy.max_rows_per_group_per_unit
+    if core.max_rows_per_query is not None:  # at most m rows: in m groups, m in any one
+        m = core.max_rows_per_query
+        groups, rows = min(groups or m, m), min(rows or m, m)
     return Partition(
         keys=tuple(k.sql for k in core.keys),
         key_columns=cols if all(c is not None for c in cols) else None,  # type: ignore[arg-type]
-        max_groups_per_unit=(core.max_groups_per_unit if core.unit is not None
-                             else table_policy.max_groups_per_unit),
-        max_rows_per_group=table_policy.max_rows_per_group_per_unit,
+        max_groups_per_unit=groups,
+        max_rows_per_group=rows,
     )
 
 

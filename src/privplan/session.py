@@ -56,7 +56,7 @@ from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
-from privplan.sql.builder import build_plan, require_selection
+from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
 from privplan.sql.joins import private_name
 from privplan.sql.nesting import split_outer
 from privplan.sql.parse import parse_statement
@@ -409,6 +409,7 @@ class Session(Generic[B]):
         groups = query_groups(budget.pop("max_groups_contributed", None))
         clamps = budget.pop("clamps", None)
         min_units = budget.pop("min_privacy_units_per_group", None)
+        max_rows = budget.pop("max_rows_contributed", None)
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
                           clamps=clamps)
@@ -418,6 +419,8 @@ class Session(Generic[B]):
             if groups is not None and core.unit is not None and core.keys:
                 declared = core.max_groups_per_unit
                 core.max_groups_per_unit = groups if declared is None else min(declared, groups)
+            if max_rows is not None:
+                limit_rows_per_unit(core, max_rows)
         for core in plan.cores:
             if core.private_join is not None:
                 core.table_sql, types = self._private_join_source(core)

@@ -302,16 +302,18 @@ def _group_bounded(core: CorePlan, rel: str) -> str:
     keys = [key_column(i) for i in range(len(core.keys))]
     unit = _ident(core.unit)
     ranks, conditions = [], []
-    if core.max_groups_per_unit:
+    cols = [_ident(c) for c in core.columns]
+    row_order = f"hash('privplan-1', {', '.join(cols)}), hash('privplan-2', {', '.join(cols)})"
+    if core.max_rows_per_query:  # BigQuery's max_rows_contributed: m of the unit's rows
+        ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit} ORDER BY {row_order}) AS __un")
+        conditions.append(f"__un <= {int(core.max_rows_per_query)}")
+    if core.max_groups_per_unit and keys:
         order = f"hash('privplan', {', '.join(keys)}), {', '.join(keys)}"
         ranks.append(f"DENSE_RANK() OVER (PARTITION BY {unit} ORDER BY {order}) AS __gr")
         conditions.append(f"__gr <= {int(core.max_groups_per_unit)}")
-    if core.max_rows_per_group:
-        cols = [_ident(c) for c in core.columns]
-        order = (f"hash('privplan-1', {', '.join(cols)}), "
-                 f"hash('privplan-2', {', '.join(cols)})")
+    if core.max_rows_per_group and keys:
         ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit}, {', '.join(keys)} "
-                     f"ORDER BY {order}) AS __gn")
+                     f"ORDER BY {row_order}) AS __gn")
         conditions.append(f"__gn <= {int(core.max_rows_per_group)}")
     return (f"(SELECT * FROM (SELECT *, {', '.join(ranks)} FROM {rel}) AS __ranked "
             f"WHERE {' AND '.join(conditions)}) AS __rows")
@@ -344,9 +346,9 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
         source = joined_source(core, base)
     else:
         source = base if core.unit is None else f"{base} AS __bounded"
-    if core.unit is not None and core.keys and (core.max_groups_per_unit
-                                                  or core.max_rows_per_group):
-        keyed = f"(SELECT *, {', '.join(key_items)} FROM {source}{where}) AS __keyed"
+    if core.unit is not None and (core.max_rows_per_query or core.keys and (
+            core.max_groups_per_unit or core.max_rows_per_group)):
+        keyed = f"(SELECT {', '.join(['*', *key_items])} FROM {source}{where}) AS __keyed"
         keys = [key_column(i) for i in range(len(core.keys))]
         inner = (f"SELECT {', '.join(keys + measure_items)} FROM "
                  f"{_group_bounded(core, keyed)}{group}")

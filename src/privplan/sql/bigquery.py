@@ -42,8 +42,9 @@ for less than it allows, never weaken it —
 
 ZetaSQL's spellings and test settings: ``kappa`` is ``max_groups_contributed``; ``delta = 1``
 (privacy off in ZetaSQL's compliance tests), ``WITH REPORT(...)`` and the options privplan
-takes from the policy instead (``max_rows_contributed``, a ``group_selection_strategy``
-other than ``PUBLIC_GROUPS``) are refused, each with why and what to do.
+takes from the policy instead (a ``group_selection_strategy`` other than ``PUBLIC_GROUPS``)
+are refused, each with why and what to do. ``max_rows_contributed = m`` keeps at most m of a
+unit's rows for the query (never more than the policy's ``max_rows_per_unit``).
 ``min_privacy_units_per_group = N`` raises partition selection's threshold by N - 1
 (:func:`privplan.planner._selection`). Public groups joined in the query (``RIGHT OUTER JOIN (SELECT DISTINCT k FROM
 UNNEST([...])) USING (k)``) become a domain listed in the query text
@@ -93,13 +94,9 @@ __all__ = [
 ]
 
 KNOWN_OPTIONS = ("epsilon", "delta", "max_groups_contributed", "privacy_unit_column",
-                 "group_selection_strategy", "min_privacy_units_per_group")
+                 "group_selection_strategy", "min_privacy_units_per_group",
+                 "max_rows_contributed")
 _ALIASES = {"kappa": "max_groups_contributed"}  # ZetaSQL's ANONYMIZATION spelling
-_REFUSED_OPTIONS = {
-    "max_rows_contributed": "it bounds a unit's rows in all groups together, which privplan "
-    "takes from the policy (`max_rows_per_unit`, and `max_rows_per_group_per_unit` per group). "
-    "Remove it, or declare the bound in the policy.",
-}
 _GROUP_SELECTION = {"PUBLIC_GROUPS"}  # LAPLACE_THRESHOLD is BigQuery's own partition selection
 _CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
 _QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_(group|row)",
@@ -280,10 +277,6 @@ def _parse_options(sql: str, tokens: list[Token], lo: int, hi: int) -> dict[str,
                 "e.g. OPTIONS(epsilon=1, delta=1e-5)." + _where(sql, part[0].start))
         name = part[0].text.lower()
         name = _ALIASES.get(name, name)
-        if name in _REFUSED_OPTIONS:
-            raise UnsupportedQueryError(
-                f"DIFFERENTIAL_PRIVACY option '{part[0].text}' is not supported: "
-                f"{_REFUSED_OPTIONS[name]}" + _where(sql, part[0].start))
         if name not in KNOWN_OPTIONS:
             raise UnsupportedQueryError(
                 f"unknown DIFFERENTIAL_PRIVACY option '{part[0].text}': privplan knows "
@@ -330,7 +323,8 @@ def _option_value(sql: str, name: str, toks: list[Token]) -> Any:
                 f"option delta must be in [0, 1), got {value} (delta = 1, which ZetaSQL's "
                 "compliance tests use to switch privacy off, would make any answer 'private')."
                 + where)
-    elif name in ("max_groups_contributed", "min_privacy_units_per_group"):
+    elif name in ("max_groups_contributed", "min_privacy_units_per_group",
+                  "max_rows_contributed"):
         if value.denominator != 1 or value < 1:
             raise PolicyError(
                 f"option {name} must be a positive integer, got {value}." + where)
@@ -515,13 +509,12 @@ def clause_budget(opts: DPOptions, kind: type, budget: Mapping[str, Any] | None,
 
 
 def _query_options(opts: DPOptions) -> dict[str, Any]:
-    return {name: getattr(opts, name) for name in ("max_groups_contributed",
-                                                    "min_privacy_units_per_group")
+    return {name: getattr(opts, name) for name in QUERY_OPTIONS[:-1]
             if getattr(opts, name) is not None}
 
 
 QUERY_OPTIONS = ("max_groups_contributed", "min_privacy_units_per_group",
-                 "clamps")  # per-query settings besides the budget
+                 "max_rows_contributed", "clamps")  # per-query settings besides the budget
 
 
 def explain_bigquery(sess: Any, sql: str) -> Any:

@@ -84,6 +84,26 @@ def require_selection(plan: QueryPlan, min_units: int) -> None:
         core.min_units_per_group = min_units
 
 
+def limit_rows_per_unit(core: CorePlan, m: int) -> None:
+    """BigQuery's ``max_rows_contributed=m``: the query keeps at most m of each unit's rows
+    (the first by the bounded copy's order of the unit's own rows, among those WHERE keeps:
+    :func:`privplan.rewrite.engine_sql._group_bounded`), so a unit has at most m rows in any
+    group and touches at most m groups: the partition's bounds tighten to min(., m)
+    (privplan.planner._partition), which the accountant uses (a unit's rows in a mechanism without GROUP BY are still charged up to the
+    policy's k: conservative). Never looser than the policy: m > max_rows_per_unit is refused.
+    On a row-level table a unit is one row, so any m >= 1 holds already."""
+    if core.unit is None:
+        return
+    if m > core.max_rows_per_unit:
+        raise PolicyError(
+            f"max_rows_contributed={m} exceeds the policy's max_rows_per_unit="
+            f"{core.max_rows_per_unit} for table '{core.table}': a query may not loosen the "
+            f"policy. Use a value <= {core.max_rows_per_unit} or remove the option.")
+    if m == core.max_rows_per_unit:
+        return
+    core.max_rows_per_query = m
+
+
 def _union_branches(node: exp.Expression) -> list[exp.Select]:
     if isinstance(node, exp.Union):
         return _union_branches(node.this) + _union_branches(node.expression)

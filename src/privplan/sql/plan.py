@@ -128,6 +128,7 @@ class CorePlan:
     # product of each key's values (filled by the session, privplan.public_joins)
     joint_domains: tuple[tuple[tuple[int, ...], str, int], ...] = ()
     min_units_per_group: int = 1  # partition selection keeps groups of >= this many units
+    max_rows_per_query: int | None = None  # BigQuery's max_rows_contributed (enforced per query)
     # (BigQuery's min_privacy_units_per_group; privplan.planner._selection)
 
     @property
