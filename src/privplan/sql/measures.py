@@ -197,7 +197,9 @@ class MeasureBuilder:
                    "refused", "distinct values are taken of the policy's grid.",
                    "Remove the per-query bounds for this aggregate.")
         lower, upper = col.require_bounds(f"{func.upper()}(DISTINCT {column})", self.table.name)
-        coarse = func not in ("sum", "avg")
+        fine, _, _ = gridlib.sum_grid(col)  # (VAR's squares need the coarser grid only when
+        coarse = (func not in ("sum", "avg")  # it differs: then SUM and AVG share measures)
+                  and self._square_resolution(fine, lower, upper) != fine)
         s = self._measure("sum_distinct", column, cond, f"SUM(DISTINCT {column})",
                           coarse=coarse)
         if func == "sum":
