@@ -131,15 +131,7 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
     def build(self) -> CorePlan:
         s = self.select
         self.table, self.alias = self._resolve_table()
-        # DISTINCT over released rows (keys and noisy aggregates) is post-processing, run by
-        # the outer query; without GROUP BY or an aggregate it would be raw values
-        distinct = s.args.get("distinct")
-        if distinct is not None and (distinct.args.get("on") is not None or not (
-                s.args.get("group") or any(i.find(exp.AggFunc) for i in s.expressions))):
-            refuse(self.sql, s, "SELECT DISTINCT refused",
-                   "it releases the raw distinct values of private columns.",
-                   "Use GROUP BY with COUNT(*): keys are then released only from a public "
-                   "domain or through DP partition selection.")
+        self._check_select_distinct(s)
         for item in s.expressions:
             if isinstance(item, exp.Star) or (
                 isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
@@ -212,6 +204,18 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         )
 
     # ------------------------------------------------------------------ FROM
+    def _check_select_distinct(self, s: exp.Select) -> None:
+        """DISTINCT over released rows (keys and noisy aggregates) is post-processing, run by
+        the outer query; without GROUP BY or an aggregate it would be raw values: refused,
+        as is DISTINCT ON."""
+        distinct = s.args.get("distinct")
+        if distinct is not None and (distinct.args.get("on") is not None or not (
+                s.args.get("group") or any(i.find(exp.AggFunc) for i in s.expressions))):
+            refuse(self.sql, s, "SELECT DISTINCT refused",
+                   "it releases the raw distinct values of private columns.",
+                   "Use GROUP BY with COUNT(*): keys are then released only from a public "
+                   "domain or through DP partition selection.")
+
     def _resolve_table(self) -> tuple[TablePolicy, str | None]:
         from_ = self.select.args.get("from_")
         if from_ is None:
@@ -292,27 +296,9 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
                 refuse(self.sql, agg, f"{func.upper()}() refused", "it needs a column.",
                        f"Write {func.upper()}(<column>).")
             arg = exp.Star()  # COUNT() is COUNT(*) in DuckDB
-        distinct_units = distinct_values = distinct_grid = False
-        if isinstance(arg, exp.Distinct):
-            inner = arg.expressions
-            if (func == "count" and self.unit and len(inner) == 1
-                    and isinstance(inner[0], exp.Column) and inner[0].name.lower() == self.unit):
-                distinct_units = True
-                arg = inner[0]
-            elif (func == "count" and len(inner) == 1 and isinstance(inner[0], exp.Column)
-                    and not inner[0].name.startswith("__pub")):
-                distinct_values = True  # one row adds at most one distinct value
-                arg = inner[0]
-            elif (func != "count" and len(inner) == 1 and isinstance(inner[0], exp.Column)
-                    and not inner[0].name.startswith("__pub")):
-                distinct_grid = True  # over the distinct grid values (_derive_distinct)
-                arg = inner[0]
-            else:
-                refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
-                       "privplan answers aggregates of the DISTINCT values of one column "
-                       "(one row adds at most one distinct value).",
-                       "Write the aggregate over DISTINCT <column>, or GROUP BY the column "
-                       "and aggregate per group.")
+        distinct, arg = self._distinct(func, arg, agg)
+        distinct_units, distinct_values, distinct_grid = (
+            distinct == "units", distinct == "values", distinct == "grid")
         arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
         if case_cond is not None:
             cond = case_cond if cond is None else cast(exp.Expression, exp.and_(cond, case_cond))
@@ -352,6 +338,27 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
             return
         use = self._derive(key, func, column, cond, multiplier, agg)
         self.aggregates[key] = use
+
+    def _distinct(self, func: str, arg: exp.Expression, agg: exp.Expression
+                  ) -> tuple[str | None, exp.Expression]:
+        """What an aggregate's DISTINCT means, and its column: ``units`` (COUNT(DISTINCT unit):
+        one per unit), ``values`` (COUNT(DISTINCT col): one row adds at most one value),
+        ``grid`` (SUM/AVG/VAR(DISTINCT col) over the distinct grid values, _derive_distinct);
+        None without DISTINCT. Anything else is refused."""
+        if not isinstance(arg, exp.Distinct):
+            return None, arg
+        inner = arg.expressions
+        column = inner[0] if len(inner) == 1 and isinstance(inner[0], exp.Column) else None
+        if column is not None and func == "count" and self.unit \
+                and column.name.lower() == self.unit:
+            return "units", column
+        if column is not None and not column.name.startswith("__pub"):
+            return ("values" if func == "count" else "grid"), column
+        refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
+               "privplan answers aggregates of the DISTINCT values of one column "
+               "(one row adds at most one distinct value).",
+               "Write the aggregate over DISTINCT <column>, or GROUP BY the column "
+               "and aggregate per group.")
 
     def _quantile(self, key: str, agg: exp.Expression, cond: exp.Expression | None) -> None:
         """A quantile aggregate (MEDIAN, PERCENTILE_*, QUANTILE_*, APPROX_QUANTILE, MIN, MAX):

@@ -189,6 +189,7 @@ def _bb(
         cov_idx: np.ndarray,  # their indices, ascending (float weights)
         cov_tags: list[np.ndarray],
     ) -> float:
+        # (long on purpose: one node of the search, see _bb; the hot path of the solver)
         partial = (lo > lo_box) | (hi < hi_box)
         if not everywhere:
             partial &= eligible
