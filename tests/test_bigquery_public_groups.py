@@ -96,3 +96,21 @@ def test_other_shapes_are_refused_and_spend_nothing(con: duckdb.DuckDBPyConnecti
         with pytest.raises(pp.UnsupportedQueryError, match=fragment):
             sess.sql(sql)
         assert sess.spent() == pp.ApproxDP(0, 0)
+
+
+def test_avg_per_unit_keeps_the_listed_groups(con: duckdb.DuckDBPyConnection) -> None:
+    """With AVG and a unit, BigQuery aggregates per unit and group first (the per-group
+    rewrite); the listed groups stay the released domain there too: a group no unit has is
+    released (its average NULL), no partition selection, as in BigQuery's docs example."""
+    sql = _dp("epsilon=1, max_groups_contributed=2, group_selection_strategy=PUBLIC_GROUPS",
+              f"item, AVG(quantity) AS a FROM students {JOIN} GROUP BY item ORDER BY item")
+    per_unit = con.execute(
+        "SELECT item, AVG(a) AS a FROM (SELECT id, item, AVG(quantity) AS a FROM students "
+        "WHERE item IN ('pen', 'pencil', 'book') GROUP BY id, item) GROUP BY item "
+        "ORDER BY item").fetchall()
+    with pp.connect(con, policy=POLICY, budget=pp.PureDP(10)) as sess, noise_disabled():
+        r = sess.sql(sql)
+    assert r.df["item"].tolist() == ["book", "pen", "pencil"]
+    assert r.df["a"].isna().tolist() == [True, False, False]
+    assert r.df["a"].tolist()[1:] == pytest.approx([a for _, a in per_unit], rel=1e-12)
+    assert not any("partition selection" in m.label for m in r.explanation.mechanisms)

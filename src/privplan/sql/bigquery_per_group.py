@@ -147,7 +147,7 @@ def _rewrite(tree: exp.Select, table: TablePolicy) -> tuple[str, dict[str, tuple
     if where is not None:
         inner.set("where", where.copy())
     inner = inner.group_by(*[exp.column(k) for k in inner_keys])
-    outer.set("where", None)
+    outer.set("where", _on_keys(where.this, set(key_names)) if where is not None else None)
     outer.set("from_", exp.From(this=exp.Subquery(this=inner,
                                                   alias=exp.TableAlias(
                                                       this=exp.to_identifier(ALIAS)))))
@@ -155,6 +155,31 @@ def _rewrite(tree: exp.Select, table: TablePolicy) -> tuple[str, dict[str, tuple
         if column.table and not column.find_ancestor(exp.Subquery):
             column.set("table", None)
     return outer.sql(dialect="duckdb"), derived
+
+
+def _on_keys(condition: exp.Expr, keys: set[str]) -> exp.Where | None:
+    """The top-level AND terms of the inner WHERE that read group keys only, for the outer
+    query too: every derived row satisfies them already (the inner query kept only such rows),
+    so the outer region analysis stays true, and keys they list (`item IN ('pen', 'book')`,
+    BigQuery's public groups) remain the released domain, zero-filled as in BigQuery."""
+    terms: list[exp.Expr] = []
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            stack += [node.expression, node.this]
+            continue
+        names = {c.name.lower() for c in node.find_all(exp.Column)}
+        if names and names <= keys and not list(node.find_all(exp.Subquery)):
+            column_free = node.copy()
+            for col in column_free.find_all(exp.Column):
+                col.set("table", None)
+            terms.append(column_free)
+    if not terms:
+        return None
+    return exp.Where(this=exp.and_(*terms) if len(terms) > 1 else terms[0])
 
 
 def _check_grouped(tree: exp.Select, keys: set[str], table: TablePolicy) -> None:
