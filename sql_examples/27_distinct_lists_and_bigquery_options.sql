@@ -46,8 +46,8 @@ GROUP BY age ORDER BY age;
 --           GROUP BY a.age ORDER BY a.age
 -- why: BigQuery releases exactly the groups joined in (17, 18, and 120, which no patient
 --      has: a noisy 0) and no other. privplan reads it as `WHERE age IN (17, 18, 120)`: the
---      same release and the same mechanisms, the keys a domain set by the query text. (On a
---      column with declared public_values, privplan releases the whole declared domain.)
+--      same release and the same mechanisms, the keys a domain set by the query text (on a
+--      column with declared public_values too: exactly the groups joined in, as in BigQuery).
 --      It adds nothing to the session: age is constant per patient, so no patient is both in
 --      this query's ages and in the previous query's (101-103), and the worst patient still
 --      pays what it paid before (the general theorem: disjoint inputs compose in parallel).

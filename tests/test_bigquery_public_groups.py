@@ -114,3 +114,20 @@ def test_avg_per_unit_keeps_the_listed_groups(con: duckdb.DuckDBPyConnection) ->
     assert r.df["a"].isna().tolist() == [True, False, False]
     assert r.df["a"].tolist()[1:] == pytest.approx([a for _, a in per_unit], rel=1e-12)
     assert not any("partition selection" in m.label for m in r.explanation.mechanisms)
+
+
+def test_listed_groups_win_over_declared_public_values(con: duckdb.DuckDBPyConnection) -> None:
+    """BigQuery releases exactly the groups joined in, also on a column whose values the
+    policy declares public: book (listed, not declared) is released as 0, eraser (declared,
+    not listed) is not. A plain WHERE ... IN keeps privplan's rule (the declared domain)."""
+    policy = {"tables": {"students": {**POLICY["tables"]["students"], "columns": {
+        **POLICY["tables"]["students"]["columns"],
+        "item": {"type": "str", "public_values": ["pen", "pencil", "eraser"]}}}}}
+    body = f"item, COUNT(quantity) AS n FROM students {JOIN} GROUP BY item ORDER BY item"
+    with pp.connect(con, policy=policy, budget=pp.PureDP(10)) as sess, noise_disabled():
+        joined = sess.sql(_dp("epsilon=1, max_groups_contributed=2", body)).df
+        plain = sess.sql("SELECT item, COUNT(quantity) AS n FROM students WHERE item IN "
+                         "('pen', 'pencil', 'book') GROUP BY item ORDER BY item",
+                         epsilon=1).df
+    assert joined.values.tolist() == [["book", 0], ["pen", 2], ["pencil", 3]]
+    assert plain["item"].tolist() == ["eraser", "pen", "pencil"]

@@ -410,9 +410,10 @@ class Session(Generic[B]):
         clamps = budget.pop("clamps", None)
         min_units = budget.pop("min_privacy_units_per_group", None)
         max_rows = budget.pop("max_rows_contributed", None)
+        listed = bool(budget.pop("listed_groups", False))
         value = query_budget(self.kind, **budget)
         plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
-                          clamps=clamps)
+                          clamps=clamps, listed_keys_first=listed)
         if min_units is not None:
             require_selection(plan, min_units)
         for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)

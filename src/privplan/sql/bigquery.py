@@ -58,6 +58,7 @@ query is charged ``PureDP(epsilon)``. zCDP and Gaussian-DP sessions refuse (ε, 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from fractions import Fraction
@@ -245,8 +246,8 @@ def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
     public = opts.group_selection_strategy == "PUBLIC_GROUPS"
     if len(selects) > 1:
         rewritten = public_groups_as_in_list(stripped)
-        if rewritten is not None:
-            return rewritten, opts
+        if rewritten is not None:  # BigQuery releases exactly the groups joined in
+            return rewritten, dataclasses.replace(opts, listed_groups=True)
     if public:
         raise UnsupportedQueryError(
             "group_selection_strategy = PUBLIC_GROUPS needs the public groups in the query: "
@@ -514,7 +515,8 @@ def _query_options(opts: DPOptions) -> dict[str, Any]:
 
 
 QUERY_OPTIONS = ("max_groups_contributed", "min_privacy_units_per_group",
-                 "max_rows_contributed", "clamps")  # per-query settings besides the budget
+                 "max_rows_contributed", "listed_groups",
+                 "clamps")  # per-query settings besides the budget
 
 
 def explain_bigquery(sess: Any, sql: str) -> Any:

@@ -34,6 +34,7 @@ class DPOptions:
     group_selection_strategy: str | None = None  # PUBLIC_GROUPS: groups joined in the query
     min_privacy_units_per_group: int | None = None  # raises the partition-selection threshold
     max_rows_contributed: int | None = None  # a unit's rows in this query (<= the policy's)
+    listed_groups: bool | None = None  # public groups joined in: the listed keys are the domain
     clause: str = ""
 
     def budget(self) -> PureDP | ApproxDP:

@@ -54,18 +54,24 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
 
 def build_plan(sql: str, statement: exp.Expression, policy: Policy,
                public_columns: dict[str, set[str]] | None = None,
-               clamps: Mapping[str, tuple[Any, Any]] | None = None) -> QueryPlan:
+               clamps: Mapping[str, tuple[Any, Any]] | None = None,
+               listed_keys_first: bool = False) -> QueryPlan:
     """Validate ``statement`` and turn it into a :class:`QueryPlan` (the statement is copied).
 
     ``public_columns`` lists the columns of public tables whose policy entry declares none (the
     session reads them from the engine; public schemas are not private). ``clamps``: bounds
     narrower than the policy's for this query's SUM/AVG/VAR of a column (column -> (lo, hi);
-    BigQuery's ``CLAMPED BETWEEN``), checked to lie inside the policy's bounds."""
+    BigQuery's ``CLAMPED BETWEEN``), checked to lie inside the policy's bounds.
+    ``listed_keys_first``: keys a WHERE lists are the domain even of a column with public
+    values (BigQuery's public groups release exactly the groups joined in)."""
     statement = statement.copy()
     validate_statement(sql, statement)
     selects = _union_branches(statement)
-    cores = [_CoreBuilder(sql, s, policy, f"c{i}", public_columns, clamps).build()
-             for i, s in enumerate(selects)]
+    cores = []
+    for i, s in enumerate(selects):
+        builder = _CoreBuilder(sql, s, policy, f"c{i}", public_columns, clamps)
+        builder.listed_keys_first = listed_keys_first
+        cores.append(builder.build())
     return QueryPlan(sql=sql, statement=statement, cores=cores)
 
 

@@ -42,6 +42,7 @@ class ColumnsAndKeys:
     unit: str | None
     joins: Any
     select_aliases: dict[str, exp.Expression]
+    listed_keys_first = False  # BigQuery's public groups: listed keys before public values
 
     # ------------------------------------------------------------------ columns
     def _qualifier_ok(self, col: exp.Column) -> bool:
@@ -184,6 +185,10 @@ class ColumnsAndKeys:
         (its values are then fixed by the query text, not the data)."""
         if column is not None:
             col = self.table.columns[column]
+            if self.listed_keys_first:
+                listed = self._keys_from_where(column)
+                if listed is not None:
+                    return listed
             if col.public_values is not None:
                 return tuple(col.public_values)
             if col.type == "bool":
