@@ -11,6 +11,7 @@ after the charge, as a PostProcessingError about released values only.
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 import pytest
 
 import privplan as pp
@@ -88,3 +89,19 @@ def test_distinct_of_raw_values_is_refused(con: duckdb.DuckDBPyConnection, sql: 
         with pytest.raises(UnsupportedQueryError, match=fragment):
             sess.sql(sql, epsilon=1)
         assert sess.spent() == pp.PureDP(0)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM read_csv('/etc/hostname')",
+    "SELECT * FROM glob('/*')",
+    "SET enable_external_access = true",
+])
+def test_the_post_processing_connection_reads_nothing_but_the_noisy_tables(sql: str) -> None:
+    """Defence in depth: whatever reaches the post-processing connection cannot read files or
+    switch that back (the outer query is the user's SQL over noisy tables only)."""
+    from privplan.engines.duckdb_engine import post_process
+
+    with pytest.raises(PostProcessingError):
+        post_process(sql, {})
+    assert post_process("SELECT COUNT(*) AS n FROM t", {"t": pd.DataFrame({"x": [1, 2]})}
+                        )["n"].tolist() == [2]

@@ -30,6 +30,16 @@ def _secure(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET python_enable_replacements = false")
 
 
+def _noisy_only(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Lock down the post-processing connection: no Python variables, no files, no network,
+    no extensions, and no way for a statement to switch those back (the outer query is the
+    user's SQL; it may read the noisy tables registered for it and nothing else)."""
+    _secure(con)
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
 def _arrow_or_polars(data: Any) -> bool:
     """An Arrow table / record batch / reader / dataset, or a Polars DataFrame / LazyFrame
     (recognised by module, so neither library is imported here)."""
@@ -303,8 +313,7 @@ class PostProcessor:
     can never reach the engine's data. One connection is reused: opening one costs ~50 ms."""
 
     def __init__(self) -> None:
-        self.con = duckdb.connect(":memory:")
-        _secure(self.con)
+        self.con = _noisy_only(duckdb.connect(":memory:"))
         self._samples: dict[tuple[tuple[tuple[str, str], ...], int], pd.DataFrame] = {}
 
     def run(self, sql: str, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -334,8 +343,7 @@ class PostProcessor:
             self.con.close()
         except duckdb.Error:
             pass
-        self.con = duckdb.connect(":memory:")
-        _secure(self.con)
+        self.con = _noisy_only(duckdb.connect(":memory:"))
 
     SAMPLE_VARIANTS = 2
 
