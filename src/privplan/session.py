@@ -261,9 +261,17 @@ class Session(Generic[B]):
 
         return plot_budget(self, ax=ax, title=title)
 
+    _closed = False
+
     def close(self) -> None:
+        """Close the ledger and engine (a caller's connection stays open); later queries fail."""
+        self._closed = True
         self.engine.close()
         self.ledger.close()
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise PolicyError("this session is closed: open a new one with connect(...).")
 
     def __enter__(self) -> Session[B]:
         return self
@@ -360,6 +368,7 @@ class Session(Generic[B]):
         engine statements that would answer it. Spends nothing and reads no row: the one
         planning entry point of ``explain``, ``sql`` and reports. A query over a per-unit
         pre-aggregation is planned over its derived table (see :meth:`_per_unit`)."""
+        self._require_open()
         # BigQuery's AVG / contribution bounds with a privacy unit: per unit and group first
         per_group = per_group_query(sql, self.policy, self.kind, budget)
         text, budget = per_group if per_group is not None else (sql, budget)

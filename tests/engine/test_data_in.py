@@ -114,3 +114,27 @@ def test_the_cli_takes_a_csv_database(files: dict[str, Path], tmp_path: Path,
                  "--policy", str(demo_policy_path()), "--total", "1", "--epsilon", "1",
                  "--ledger", str(tmp_path / "l.sqlite"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cost"] == "ε=1"
+
+
+def test_a_callers_connection_stays_open_and_clean_after_close(tmp_path: Path) -> None:
+    """A session over a connection the caller passed in leaves it open (it is theirs), without
+    the tables the session registered on it; a session that opened its own closes it."""
+    policy = {"tables": {name: {"columns": {"x": {"type": "int", "lower": 0, "upper": 9}}}
+                         for name in ("t", "u")}}
+    csv = tmp_path / "t.csv"
+    csv.write_text("x\n1\n2\n")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE mine AS SELECT 42 AS answer")
+    with pp.connect(con, policy=policy, budget=pp.PureDP(1)) as sess:
+        sess.register("t", pd.DataFrame({"x": [1, 2, 3]}))
+        sess.register("u", csv)
+        sess.sql("SELECT COUNT(*) FROM t", epsilon=0.5)
+    assert con.execute("SELECT answer FROM mine").fetchall() == [(42,)]
+    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables")
+             .fetchall()}
+    assert "t" not in names and "u" not in names
+    own = pp.connect(":memory:", policy=policy, budget=pp.PureDP(1))
+    engine_con = own.engine.con
+    own.close()
+    with pytest.raises(duckdb.ConnectionException):
+        engine_con.execute("SELECT 1")

@@ -26,6 +26,10 @@ from privplan.errors import (
 )
 
 
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _secure(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET python_enable_replacements = false")
 
@@ -55,6 +59,7 @@ class DuckDBEngine:
     dialect = "duckdb"
 
     def __init__(self, database: str | Path | duckdb.DuckDBPyConnection = ":memory:") -> None:
+        self._owned = not isinstance(database, duckdb.DuckDBPyConnection)
         if isinstance(database, duckdb.DuckDBPyConnection):
             self.con = database
         else:
@@ -285,12 +290,25 @@ class DuckDBEngine:
                 f"a query over the public table failed: {str(err).splitlines()[0]}") from None
 
     def close(self) -> None:
+        """Release what the session made; a connection the caller passed in stays open (it
+        is theirs), without the tables the session registered on it."""
         if self._work_db is not None:
             try:
                 self.con.execute(f"DETACH {self._work_db}")
             except duckdb.Error:
                 pass  # the connection may already be closed by its owner
-        self.con.close()
+        if self._owned:
+            self.con.close()
+            return
+        for name, data in list(self._registered.items()):
+            try:
+                if isinstance(data, (str, Path)):  # a file: a temp view over its reader
+                    self.con.execute(f"DROP VIEW IF EXISTS {_quote(name)}")
+                else:
+                    self.con.unregister(name)
+            except duckdb.Error:
+                pass  # (closed by its owner, or never registered under that name)
+        self._registered.clear()
 
 
 def _frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
