@@ -130,6 +130,8 @@ def test_a_callers_connection_stays_open_and_clean_after_close(tmp_path: Path) -
         sess.register("u", csv)
         sess.sql("SELECT COUNT(*) FROM t", epsilon=0.5)
     assert con.execute("SELECT answer FROM mine").fetchall() == [(42,)]
+    assert con.execute("SELECT current_setting('python_enable_replacements')"
+                       ).fetchone()[0] is True  # the caller's setting, restored
     names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables")
              .fetchall()}
     assert "t" not in names and "u" not in names

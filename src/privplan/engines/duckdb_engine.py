@@ -60,8 +60,11 @@ class DuckDBEngine:
 
     def __init__(self, database: str | Path | duckdb.DuckDBPyConnection = ":memory:") -> None:
         self._owned = not isinstance(database, duckdb.DuckDBPyConnection)
+        self._replacements: Any = None  # the caller's setting, restored by close()
         if isinstance(database, duckdb.DuckDBPyConnection):
             self.con = database
+            (self._replacements,) = database.execute(
+                "SELECT current_setting('python_enable_replacements')").fetchall()[0]
         else:
             path = str(database)
             if path != ":memory:" and not Path(path).exists():
@@ -300,6 +303,12 @@ class DuckDBEngine:
         if self._owned:
             self.con.close()
             return
+        if self._replacements is not None:  # (the session turned it off for its reads)
+            try:
+                self.con.execute("SET python_enable_replacements = "
+                                 f"{'true' if self._replacements else 'false'}")
+            except duckdb.Error:
+                pass  # closed by its owner
         for name, data in list(self._registered.items()):
             try:
                 if isinstance(data, (str, Path)):  # a file: a temp view over its reader
