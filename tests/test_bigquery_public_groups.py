@@ -131,3 +131,12 @@ def test_listed_groups_win_over_declared_public_values(con: duckdb.DuckDBPyConne
                          epsilon=1).df
     assert joined.values.tolist() == [["book", 0], ["pen", 2], ["pencil", 3]]
     assert plain["item"].tolist() == ["eraser", "pen", "pencil"]
+
+
+def test_other_subqueries_keep_their_own_refusal() -> None:
+    """Only the public-groups shape is recognised; any other statement with a subquery gets
+    the refusal it got before (not an error about the recogniser's own parse)."""
+    with pytest.raises(pp.UnsupportedQueryError, match="several SELECTs"):
+        split_dp_clause("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1) item, "
+                        "COUNT(*, contribution_bounds_per_group => (0, 5)) FROM "
+                        "(SELECT * FROM students) AS m GROUP BY item")

@@ -26,9 +26,10 @@ or non-literal values are left alone, and the query is then refused as before.
 
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
-
-from privplan.sql.parse import parse_statement
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
 
 __all__ = ["public_groups_as_in_list"]
 
@@ -36,7 +37,10 @@ __all__ = ["public_groups_as_in_list"]
 def public_groups_as_in_list(sql: str) -> str | None:
     """``sql`` with its public-groups join replaced by ``WHERE k IN (list)``, or None when the
     query does not have exactly that shape (see the module docstring)."""
-    tree = parse_statement(sql)
+    try:  # (only recognising the shape: the normal path reports what is wrong with the SQL)
+        tree = sqlglot.parse_one(sql, dialect="duckdb")
+    except (SqlglotParseError, TokenError):
+        return None
     if not isinstance(tree, exp.Select):
         return None
     joins = tree.args.get("joins") or []
