@@ -47,6 +47,7 @@ from privplan.errors import UnsupportedQueryError
 from privplan.policy import Policy, TablePolicy
 from privplan.sql.bigquery import clause_budget, rewrite_dp_aggregates, split_dp_clause
 from privplan.sql.bigquery_policy import ContributionBounds, check_dp_options, private_tables
+from privplan.sql.joins import conjuncts
 from privplan.sql.parse import parse_statement
 from privplan.sql.per_unit import split_per_unit
 
@@ -163,14 +164,7 @@ def _on_keys(condition: exp.Expr, keys: set[str]) -> exp.Where | None:
     so the outer region analysis stays true, and keys they list (`item IN ('pen', 'book')`,
     BigQuery's public groups) remain the released domain, zero-filled as in BigQuery."""
     terms: list[exp.Expr] = []
-    stack = [condition]
-    while stack:
-        node = stack.pop()
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.And):
-            stack += [node.expression, node.this]
-            continue
+    for node in conjuncts(condition):  # type: ignore[arg-type]
         names = {c.name.lower() for c in node.find_all(exp.Column)}
         if names and names <= keys and not list(node.find_all(exp.Subquery)):
             column_free = node.copy()

@@ -17,7 +17,7 @@ from typing import Any
 from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
-from privplan.sql.joins import join_index, public_columns_of
+from privplan.sql.joins import conjuncts, join_index, public_columns_of
 from privplan.sql.locate import with_location
 from privplan.sql.plan import GroupKey
 from privplan.sql.validate import refuse
@@ -170,7 +170,7 @@ class ColumnsAndKeys:
         if where is None:
             return None
         target = strip_qualifiers(key.copy()).sql(dialect="duckdb")
-        for conjunct in _conjuncts(where.this):
+        for conjunct in conjuncts(where.this):
             if isinstance(conjunct, exp.In) and not conjunct.args.get("query"):
                 values = [literal_value(v) for v in conjunct.expressions]
                 if (values and all(v is not NOT_LITERAL and v is not None for v in values)
@@ -301,15 +301,6 @@ def strip_qualifiers(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Column) and node.args.get("table"):
         node.set("table", None)
     return node
-
-
-def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
-    """The top-level AND terms of a condition (parentheses looked through)."""
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
 
 
 MAX_LISTED_KEYS = 100_000  # keys a WHERE may list (beyond: partition selection)
