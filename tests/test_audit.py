@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,19 @@ def test_advanced_audit_verifies_and_detects_a_changed_delta_prime(advanced_dir:
     doc["composition"]["delta_prime"] = "1/1000"  # a larger δ' would allow a smaller ε
     save(work, doc, rehash=True)
     assert "total" in failed(work)
+
+
+def test_gaussian_dp_audit_records_rounded_gaussian_noise(tmp_path: Path) -> None:
+    out = _run(tmp_path, "demo_gdp.yaml")
+    result = verify_audit(out / "audit.json")
+    assert result.ok, str(result)
+    doc = load(out)
+    noises = [m["noise"] for q in doc["queries"] for m in q["mechanisms"]]
+    assert noises and all(n["type"] == "rounded_gaussian" for n in noises), noises
+    first = noises[0]
+    first["sigma"] = str(Fraction(first["sigma"]) / 2)  # half the noise: μ doubles
+    save(out, doc, rehash=True)
+    assert "noise" in failed(out)
 
 
 def test_cli_verify_exit_codes(work: Path, capsys: pytest.CaptureFixture) -> None:

@@ -3,6 +3,7 @@ neighbour (remove one unit), unit-level columns, distinct-unit counts, PUMS with
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -98,6 +99,32 @@ def test_every_neighbour_loses_at_most_what_the_query_was_charged(
     assert worst > 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("m", "c"), [(None, None), (2, None), (None, 2), (2, 2)])
+@pytest.mark.parametrize("sql", QUERIES[:3])
+def test_every_neighbour_loses_at_most_the_charged_mu(sql: str, m: int | None,
+                                                      c: int | None) -> None:
+    """The same oracle under μ-GDP, where counts and sums get rounded Gaussian noise: a shift
+    of |Δ_g| in group g costs μ_g = |Δ_g|·μ/Δ, and independent Gaussian releases compose as
+    sqrt(Σ μ_g²) (Dong–Roth–Su Cor. 3.3). That never exceeds the query's composed μ."""
+    policy = _policy(k=3, m=m, c=c)
+    df = _data()
+    sess = pp.connect(":memory:", policy=policy, budget=pp.GDP(100))
+    sess.register("t", df)
+    plan = sess.explain(sql, mu=1)
+    (mech,) = plan.mechanisms
+    assert mech.noise.startswith("rounded Gaussian"), mech.noise
+    per_unit = float(mech.cost.mu) / float(mech.sensitivity_in_units)
+    full, _ = _answer(df, policy, sql)
+    worst = 0.0
+    for pid in df["pid"].unique():
+        without, _ = _answer(df[df.pid != pid], policy, sql)
+        worst = max(worst, math.sqrt(sum(((a - b) * per_unit) ** 2
+                                         for a, b in zip(full, without))))
+    assert worst <= float(plan.query_cost.mu) + 1e-9, (worst, plan.query_cost)
+    assert worst > 0
+
+
 def test_a_heavy_unit_contributes_at_most_max_rows() -> None:
     df = _data()
     assert (df.pid == 0).sum() == 40
@@ -172,6 +199,10 @@ def test_group_by_noise_follows_the_contribution_bounds(
     zc.register("t", _data())
     gauss = zc.explain(sql, rho=0.5).mechanisms[0]  # variance L2²/(2ρ) = L2²
     assert gauss.noise.startswith(f"discrete Gaussian, sigma^2 {gaussian_var:g} "), gauss.noise
+    gdp = pp.connect(":memory:", policy=_policy(k=10, m=m, c=c), budget=pp.GDP(10))
+    gdp.register("t", _data())
+    rounded = gdp.explain(sql, mu=1).mechanisms[0]  # σ = L2/μ: Gaussian, not Laplace
+    assert rounded.noise == f"rounded Gaussian, sigma {math.sqrt(gaussian_var):.6g}", rounded.noise
 
 
 def test_rows_per_group_bound_is_enforced_by_the_engine() -> None:

@@ -36,7 +36,7 @@ class PlannedMeasure:
 
     measure: Measure
     core: int
-    noise: Any  # DiscreteLaplace | DiscreteGaussian | ExponentialMechanism (quantiles)
+    noise: Any  # DiscreteLaplace | DiscreteGaussian | RoundedGaussian | ExponentialMechanism
     spec: MechanismSpec
     threshold: int | None = None  # partition selection: release groups with noisy count ≥ this
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from privplan.accounting.conversions import (
+    gdp_to_approx,
     gdp_to_pure_epsilon,
     pure_to_gdp,
     zcdp_to_approx,
@@ -22,6 +23,7 @@ from privplan.mechanisms.noise import (
     CALIBRATION_DENOMINATOR,
     DiscreteGaussian,
     DiscreteLaplace,
+    RoundedGaussian,
     add_noise,
     calibrate,
     noise_columns,
@@ -69,7 +71,7 @@ def test_gaussian_costs(sigma2: Fraction, sensitivity: int) -> None:
         mech.cost(sensitivity, ApproxDP)
     with pytest.raises(UnsupportedQueryError, match="Gaussian noise cannot give pure DP"):
         mech.cost(sensitivity, PureDP)
-    with pytest.raises(UnsupportedQueryError, match="ZCDP budget"):
+    with pytest.raises(UnsupportedQueryError, match="rounded Gaussian"):
         mech.cost(sensitivity, GDP)
 
 
@@ -85,13 +87,62 @@ def test_discrete_gaussian_is_not_sigma_over_delta_gdp() -> None:
     assert 2 * stats.norm.ppf(1 - a) == pytest.approx(1.04576, abs=1e-5)
 
 
-def test_gdp_budget_uses_laplace_with_the_largest_fitting_epsilon() -> None:
+def test_gdp_budget_uses_the_rounded_gaussian_at_exactly_its_mu() -> None:
     mech = calibrate(3, GDP(1))
-    assert isinstance(mech, DiscreteLaplace)
+    assert mech == RoundedGaussian(Fraction(3))
+    assert mech.cost(3, GDP) == GDP(1)
+    # the Laplace alternative at the largest fitting epsilon is 1.74x noisier
     eps = gdp_to_pure_epsilon(1).exact_epsilon
-    assert mech.scale >= 3 / eps
-    assert mech.scale - 3 / eps <= Fraction(1, CALIBRATION_DENOMINATOR)
-    assert mech.cost(3, GDP) <= GDP(1)
+    laplace = DiscreteLaplace(3 / eps)
+    assert laplace.cost(3, GDP) <= GDP(1)
+    assert laplace.std() / mech.std() == pytest.approx(1.739, abs=1e-3)
+
+
+@pytest.mark.parametrize("mu", ["0.01", "0.3", "1", "2.5", "6", "12"])
+def test_gdp_calibration_picks_the_less_noisy_of_gaussian_and_laplace(mu: str) -> None:
+    mech = calibrate(7, GDP(mu))
+    gauss = RoundedGaussian(7 / Fraction(mu))
+    eps = gdp_to_pure_epsilon(Fraction(mu)).exact_epsilon
+    laplace = DiscreteLaplace(7 / eps)
+    assert mech.std() <= min(gauss.std(), laplace.std()) * (1 + 1e-5)
+    assert mech.cost(7, GDP) <= GDP(mu)
+
+
+@pytest.mark.parametrize("sigma", [Fraction(1, 3), Fraction(1), Fraction(5, 2), Fraction(40)])
+@pytest.mark.parametrize("sensitivity", [1, 7])
+def test_rounded_gaussian_costs(sigma: Fraction, sensitivity: int) -> None:
+    mech = RoundedGaussian(sigma)
+    mu = sensitivity / sigma
+    assert mech.cost(sensitivity, GDP) == GDP(mu)
+    assert mech.cost(sensitivity, ZCDP) == ZCDP(mu * mu / 2)
+    assert mech.cost(sensitivity, ApproxDP, delta=1e-6) == gdp_to_approx(GDP(mu), 1e-6)
+    with pytest.raises(UnsupportedQueryError, match="needs a delta"):
+        mech.cost(sensitivity, ApproxDP)
+    with pytest.raises(UnsupportedQueryError, match="cannot give pure DP"):
+        mech.cost(sensitivity, PureDP)
+
+
+@pytest.mark.parametrize("sigma", [Fraction(1, 5), Fraction(1, 2), Fraction(1), Fraction(3),
+                                   Fraction(4), Fraction(17, 3)])
+def test_rounded_gaussian_variance_matches_its_pmf(sigma: Fraction) -> None:
+    s = float(sigma)
+    n = np.arange(-200, 201, dtype=np.float64)
+    pmf = stats.norm.cdf((n + 0.5) / s) - stats.norm.cdf((n - 0.5) / s)
+    assert pmf.sum() == pytest.approx(1, abs=1e-12)
+    assert RoundedGaussian(sigma).variance() == pytest.approx(float((n * n * pmf).sum()),
+                                                             rel=1e-9, abs=1e-15)
+
+
+def test_rounded_gaussian_is_sigma_over_delta_gdp_by_post_processing() -> None:
+    # The f-DP check of the claim on the released integers: for shift Delta = 1 and sigma = 1
+    # every Neyman-Pearson test "reject iff z >= s" (the vertices of the trade-off curve) has
+    # beta = P(Z <= s - 2) = Phi(s - 3/2) and alpha = P(Z >= s) = Phi(1/2 - s): on G_1 exactly
+    # when s - 3/2 = Phi^-1(1 - alpha) - 1, i.e. never below it.
+    for s in range(-8, 9):
+        alpha = stats.norm.cdf(0.5 - s)
+        beta = stats.norm.cdf(s - 1.5)
+        g = stats.norm.cdf(stats.norm.ppf(1 - alpha) - 1)
+        assert beta >= g - 1e-12
 
 
 def test_approx_budget_uses_laplace_and_leaves_delta_unused() -> None:
@@ -162,6 +213,8 @@ def test_calibrated_cost_fits_the_budget(sensitivity: int, budget) -> None:
     assert mech.cost(sensitivity, type(budget)) <= budget
     if isinstance(budget, ZCDP):
         assert isinstance(mech, DiscreteGaussian)
+    elif isinstance(budget, GDP):
+        assert isinstance(mech, RoundedGaussian | DiscreteLaplace)
     else:
         assert isinstance(mech, DiscreteLaplace)
 

@@ -23,7 +23,7 @@ from privplan.accounting.solver import compose
 from privplan.analysis.region_sql import region_to_sql
 from privplan.ledger_codec import encode_cost, encode_mechanism
 from privplan.mechanisms.exponential import ExponentialMechanism
-from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, RoundedGaussian
 
 FORMAT = "privplan-report-audit-1"
 
@@ -55,6 +55,9 @@ def _noise(noise: Any) -> dict[str, Any]:
     if isinstance(noise, DiscreteGaussian):
         s = noise.sigma2
         return {"type": "discrete_gaussian", "sigma2": f"{s.numerator}/{s.denominator}"}
+    if isinstance(noise, RoundedGaussian):
+        s = noise.sigma
+        return {"type": "rounded_gaussian", "sigma": f"{s.numerator}/{s.denominator}"}
     if isinstance(noise, ExponentialMechanism):
         e = noise.epsilon
         return {"type": "exponential", "epsilon": f"{e.numerator}/{e.denominator}"}

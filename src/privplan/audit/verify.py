@@ -26,7 +26,7 @@ from privplan.analysis.region_sql import region_to_sql
 from privplan.audit.record import FORMAT, _file_hash, _noise, _recompose, canonical_hash
 from privplan.ledger_codec import decode_cost, decode_mechanism, encode_mechanism
 from privplan.mechanisms.exponential import ExponentialMechanism
-from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, RoundedGaussian
 
 
 @dataclass(frozen=True)
@@ -251,6 +251,8 @@ def _noise_problem(rec: Mapping[str, Any], m: Any, kind: type) -> str:
             mech: Any = DiscreteLaplace(Fraction(noise["scale"]))
         elif noise.get("type") == "discrete_gaussian":
             mech = DiscreteGaussian(Fraction(noise["sigma2"]))
+        elif noise.get("type") == "rounded_gaussian":
+            mech = RoundedGaussian(Fraction(noise["sigma"]))
         elif noise.get("type") == "exponential":  # its cost is a function of ε alone
             expected = ExponentialMechanism(Fraction(noise["epsilon"])).cost(kind)
             return "" if expected == m.cost else (

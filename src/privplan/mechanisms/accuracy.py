@@ -25,7 +25,12 @@ from typing import Final
 import numpy as np
 from scipy import special
 
-from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, NoiseMechanism
+from privplan.mechanisms.noise import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    NoiseMechanism,
+    RoundedGaussian,
+)
 
 __all__ = [
     "Accuracy",
@@ -104,6 +109,8 @@ def tail_probability(noise: NoiseMechanism, a: int) -> float:
         return 1.0
     if isinstance(noise, DiscreteLaplace):
         return min(1.0, math.exp(_laplace_log_tail(float(noise.scale), a)))
+    if isinstance(noise, RoundedGaussian):  # |round(σZ)| > a iff |σZ| >= a + 1/2
+        return float(special.erfc((a + 0.5) / (math.sqrt(2) * float(noise.sigma))))
     s2 = float(noise.sigma2)
     if math.sqrt(s2) <= _DIRECT_SUM_MAX_SIGMA:
         tails = _gauss_tails(s2)
@@ -117,7 +124,8 @@ def interval_halfwidth(noise: NoiseMechanism, confidence: float = 0.95) -> int:
 
     Discrete Laplace: P(|Z| <= a) = 1 - 2e^{-(a+1)/t}/(1 + e^{-1/t}), solved in closed form
     and checked against its neighbours. Discrete Gaussian: the pmf is summed with its exact
-    normaliser (sigma <= 1e4; beyond, the midpoint rule, relative error < 1e-8).
+    normaliser (sigma <= 1e4; beyond, the midpoint rule, relative error < 1e-8). Rounded
+    Gaussian: P(|Z| > a) = erfc((a + 1/2)/(σ√2)) exactly (float accuracy).
     """
     alpha = 1 - _check_confidence(confidence)
     if isinstance(noise, DiscreteLaplace):
@@ -128,6 +136,14 @@ def interval_halfwidth(noise: NoiseMechanism, confidence: float = 0.95) -> int:
         while _laplace_log_tail(t, a) > target:
             a += 1
         while a > 0 and _laplace_log_tail(t, a - 1) <= target:
+            a -= 1
+        return a
+    if isinstance(noise, RoundedGaussian):
+        a = max(0, math.ceil(math.sqrt(2) * float(noise.sigma) * float(special.erfcinv(alpha))
+                             - 0.5))
+        while tail_probability(noise, a) > alpha:
+            a += 1
+        while a > 0 and tail_probability(noise, a - 1) <= alpha:
             a -= 1
         return a
     if isinstance(noise, DiscreteGaussian):
