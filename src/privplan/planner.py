@@ -91,8 +91,8 @@ def growth_of(m: Measure, kind: type) -> Growth:
     A per-row measure (a count or sum on a table with units of several rows) is calibrated to
     one row; r rows move it by r times that sensitivity, and additive noise then loses r times
     the privacy (pure ε; the ε of Laplace noise under (ε, δ), where counts use δ = 0) or r²
-    times (ρ of the discrete Gaussian; μ² of Laplace noise under GDP, since μ = pure_to_gdp(ε)
-    is concave in ε, so μ(r·ε) <= r·μ(ε)). A quantile's rank utility moves by r times its
+    times (ρ of the discrete Gaussian; μ² of the rounded Gaussian under GDP, μ = rΔ/σ; μ² of
+    Laplace noise under GDP, since μ = pure_to_gdp(ε) is concave in ε, so μ(r·ε) <= r·μ(ε)). A quantile's rank utility moves by r times its
     one-row sensitivity too, and the exponential mechanism's loss is r·ε (pure), (r·ε)²/8 (ρ)
     or pure_to_gdp(r·ε): the same growths. Distinct-unit counts and partition selection move
     by at most one per unit whatever its rows: flat.

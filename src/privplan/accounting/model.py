@@ -11,8 +11,8 @@ partition selection), so the solver only decides which mechanisms (and how many 
 neighbouring pair affects. A ``"linear"`` or ``"square"`` cost is calibrated to *one row*: a unit
 with r rows in a group's input changes it by at most r times one row's sensitivity, and the
 privacy loss of additive noise at sensitivity r·Δ is r times (pure ε, the ε of Laplace under
-(ε, δ)) or r² times (ρ of zCDP; μ² of μ-GDP for Laplace noise, whose μ(ε) is concave) the loss at
-Δ. The solver then charges a unit Σ_g cost·φ(r_g) over the groups it meets (issue: user-level
+(ε, δ)) or r² times (ρ of zCDP; μ² of μ-GDP: exactly for Gaussian noise, at most for Laplace
+noise, whose μ(ε) is concave) the loss at Δ. The solver then charges a unit Σ_g cost·φ(r_g) over the groups it meets (issue: user-level
 GROUP BY). With one row per unit every growth is the same.
 """
 
