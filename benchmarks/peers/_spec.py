@@ -88,7 +88,8 @@ def run_all(
     job: Job,
     systems: dict[str, Callable[[Workload], Release]],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run every workload ``job['repeat']`` times with each system's ``run(workload)``.
+    """Run every workload ``job['repeat']`` times (or its own ``repeat``) with each system's
+    ``run(workload)``.
 
     ``run`` returns one repetition's release. It raises :class:`NotExpressible` when the
     system cannot express the workload (n/a, with the reason); any other exception marks the
@@ -100,7 +101,7 @@ def run_all(
         for w in job["workloads"]:
             reps = []
             try:
-                for _ in range(job["repeat"]):
+                for _ in range(w.get("repeat", job["repeat"])):
                     reps.append(run(w))
             except NotExpressible as e:
                 na[name][w["id"]] = str(e)
