@@ -23,8 +23,14 @@ Generated databases are cached in ``benchmarks/.data/`` (``visits_<rows>.duckdb`
 git) and reused when the row count matches; generating 10M rows takes ~10 s.
 
 Run: ``python benchmarks/overhead.py [--rows 1000000 10000000] [--repeat 5] [--quick]
-[--out PATH] [--data-dir DIR]``. Prints a table and writes ``benchmarks/results/overhead.json``.
+[--in-list-sizes N ...] [--out PATH] [--data-dir DIR]``. Prints a table and writes
+``benchmarks/results/overhead.json``.
 Never asserts on wall time; the target (reported only) is a ratio <= 1.5 at 10M rows.
+
+Long IN lists (``--in-list-sizes``, default 1k, 10k and 100k values; ``--quick`` 1k and 10k):
+explain and answer time of ``SELECT COUNT(*) FROM visits WHERE age IN (<ints>)`` and of the same
+with strings on ``hospital``, on the first database, in the JSON's ``in_lists``; target
+(reported only) under 1 s at 100k values.
 """
 
 from __future__ import annotations
@@ -265,6 +271,57 @@ def measure(
     }
 
 
+# -- long IN lists -------------------------------------------------------------------------------
+IN_LIST_SIZES = [1_000, 10_000, 100_000]
+QUICK_IN_LIST_SIZES = [1_000, 10_000]
+
+
+def in_list_sql(kind: str, n: int) -> str:
+    """COUNT(*) over ``n`` distinct values: integers 3 apart on ``age`` (no runs to merge), or
+    strings on ``hospital`` (one of them a real hospital)."""
+    if kind == "int":
+        return f"SELECT COUNT(*) FROM visits WHERE age IN ({', '.join(str(3 * i) for i in range(n))})"
+    values = ", ".join(["'A'"] + [f"'v{i}'" for i in range(n - 1)])
+    return f"SELECT COUNT(*) FROM visits WHERE hospital IN ({values})"
+
+
+def measure_in_lists(db: Path, sizes: list[int], repeat: int) -> list[dict[str, Any]]:
+    """Explain and answer time of a query with one long IN list (planning dominates), each in
+    a fresh session whose table types are cached (as in a long-lived session)."""
+    out = []
+    for kind in ("int", "str"):
+        for n in sizes:
+            sql = in_list_sql(kind, n)
+            runs = [_in_list_once(db, sql) for _ in range(repeat)]
+            explain_times, answer_times = [r[0] for r in runs], [r[1] for r in runs]
+            out.append({"kind": kind, "values": n, "repeat": repeat,
+                        "explain_median_s": statistics.median(explain_times),
+                        "answer_median_s": statistics.median(answer_times)})
+            print(f"  IN list {kind} x {n:,}: explain {ms(out[-1]['explain_median_s'])} ms, "
+                  f"answer {ms(out[-1]['answer_median_s'])} ms", flush=True)
+    return out
+
+
+def _in_list_once(db: Path, sql: str) -> tuple[float, float]:
+    sess = _session(db)
+    try:
+        sess.explain("SELECT COUNT(*) FROM visits", epsilon=EPSILON)  # (caches column types)
+        explain_s, _ = timed(lambda: sess.explain(sql, epsilon=EPSILON))
+        answer_s, _ = timed(lambda: sess.sql(sql, epsilon=EPSILON))
+        return explain_s, answer_s
+    finally:
+        sess.close()
+
+
+def print_in_lists(results: list[dict[str, Any]]) -> None:
+    print(f"\n{'IN list':>8}  {'values':>8}  {'explain ms':>10}  {'answer ms':>10}")
+    for r in results:
+        print(f"{r['kind']:>8}  {r['values']:>8,}  {ms(r['explain_median_s']):>10}  "
+              f"{ms(r['answer_median_s']):>10}")
+    print("COUNT(*) with one IN list (ints on age, strings on hospital), medians; target "
+          "(reported, not asserted): under 1 s at 100,000 values.")
+
+
 # -- reporting ------------------------------------------------------------------------------------
 def print_table(results: list[dict[str, Any]]) -> None:
     width = max(len(r["workload"]) for r in results)
@@ -310,6 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="100k rows only")
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions (default 5)")
     parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=None)
+    parser.add_argument("--in-list-sizes", type=int, nargs="*", default=None,
+                        help="IN list lengths timed on the first database (default 1000 10000 "
+                        "100000; --quick: 1000 10000; none: skip)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
     parser.add_argument(
         "--data-dir",
@@ -340,8 +400,15 @@ def main(argv: list[str] | None = None) -> None:
                 )
         finally:
             plain.close()
+    in_sizes = args.in_list_sizes
+    if in_sizes is None:
+        in_sizes = QUICK_IN_LIST_SIZES if args.quick else IN_LIST_SIZES
+    db, _ = cached_database(sizes[0], args.data_dir)
+    in_lists = measure_in_lists(db, in_sizes, args.repeat) if in_sizes else []
     print()
     print_table(results)
+    if in_lists:
+        print_in_lists(in_lists)
 
     out = {
         "benchmark": "overhead",
@@ -353,6 +420,7 @@ def main(argv: list[str] | None = None) -> None:
         "phases": list(PHASES),
         "generation_s": generated,
         "results": results,
+        "in_lists": in_lists,
         "machine": machine_info(),
         "argv": sys.argv[1:] if argv is None else argv,
     }

@@ -77,5 +77,10 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
             assert set(breakdown) == set(data["phases"])
             assert all(v >= 0 for v in breakdown.values())
 
+    # long IN lists: explain and answer times per kind and length (--quick: 1k and 10k)
+    assert {(r["kind"], r["values"]) for r in data["in_lists"]} == {
+        (k, n) for k in ("int", "str") for n in (1_000, 10_000)}
+    assert all(r["explain_median_s"] > 0 and r["answer_median_s"] > 0 for r in data["in_lists"])
+
     # the cache is kept out of git
     assert (tmp_path / "data" / ".gitignore").read_text().strip().endswith("*")

@@ -59,7 +59,7 @@ from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
 from privplan.sql.joins import private_name
 from privplan.sql.nesting import split_outer
-from privplan.sql.parse import parse_statement
+from privplan.sql.parse import parse_statement, with_list_fallback
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
@@ -363,6 +363,7 @@ class Session(Generic[B]):
         self.accountant  # noqa: B018 - built first: building resets the models
         return dict(self._tables)
 
+    @with_list_fallback
     def plan(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
         """Plan one DP query with every check :meth:`sql` runs before its charge, and the
         engine statements that would answer it. Spends nothing and reads no row: the one

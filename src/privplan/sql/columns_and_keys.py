@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from privplan.analysis.literal_lists import literal_list
 from privplan.errors import UnsupportedQueryError
 from privplan.sql.joins import conjuncts, join_index, public_columns_of
 from privplan.sql.locate import with_location
@@ -172,7 +173,9 @@ class ColumnsAndKeys:
         target = strip_qualifiers(key.copy()).sql(dialect="duckdb")
         for conjunct in conjuncts(where.this):
             if isinstance(conjunct, exp.In) and not conjunct.args.get("query"):
-                values = [literal_value(v) for v in conjunct.expressions]
+                listed = literal_list(conjunct)
+                values = (list(listed.values) if listed is not None
+                          else [literal_value(v) for v in conjunct.expressions])
                 if (values and all(v is not NOT_LITERAL and v is not None for v in values)
                         and strip_qualifiers(conjunct.this.copy()).sql(dialect="duckdb")
                         == target):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import cast
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar, cast
 
 import sqlglot
 from sqlglot import exp
@@ -10,12 +12,16 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
+from privplan.analysis.literal_lists import ListFallback, literal_lists_off
 from privplan.errors import ParseError, UnsupportedQueryError
 from privplan.sql.grouping_sets import expand_grouping_sets
 from privplan.sql.locate import with_location
+from privplan.sql.long_lists import ScannedLists, attach_lists, scan_lists
 from privplan.sql.validate import check_depth
 
 DEFAULT_DIALECT = "duckdb"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
@@ -28,6 +34,11 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
         raise ParseError(
             f"the SQL is not valid Unicode at character {err.start + 1} (an unpaired surrogate "
             f"{sql[err.start]!r}): pass text that encodes as UTF-8.") from None
+    scanned = scan_lists(sql) if dialect == DEFAULT_DIALECT else None
+    if scanned is not None:
+        tree = _parse_scanned(sql, scanned, dialect)
+        if tree is not None:
+            return tree
     sql, top = _top(sql, dialect)
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]
@@ -63,13 +74,46 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
                 statements[1],
             )
         )
-    check_depth(sql, statements[0])
-    tree = cast(exp.Expression, statements[0])  # (a statement: a concrete node)
+    return _finish(sql, cast(exp.Expression, statements[0]), top)  # (a statement: a node)
+
+
+def with_list_fallback(method: Callable[P, R]) -> Callable[P, R]:
+    """Run ``method`` (planning) with long literal lists read as a whole, and again with them
+    as literal nodes if a part of planning cannot handle one exactly (:class:`ListFallback`)."""
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except ListFallback:
+            with literal_lists_off():
+                return method(*args, **kwargs)
+    return run
+
+
+def _finish(sql: str, tree: exp.Expression, top: int | None) -> exp.Expression:
+    check_depth(sql, tree)
     if top is not None:
         _apply_top(sql, tree, top)
     _smartnoise_spellings(tree)
     _one_argument_counts(sql, tree)
     return expand_grouping_sets(tree)
+
+
+def _parse_scanned(sql: str, scanned: ScannedLists, dialect: str) -> exp.Expression | None:
+    """The statement parsed with its long literal lists read as a whole
+    (:mod:`privplan.sql.long_lists`), or None: then parse it as written (which also gives
+    every error its exact position)."""
+    text, top = _top(scanned.text, dialect)
+    try:
+        statements = [s for s in sqlglot.parse(text, dialect=dialect) if s is not None]
+    except (SqlglotParseError, TokenError, RecursionError):
+        return None
+    if len(statements) != 1:
+        return None
+    tree = cast(exp.Expression, statements[0])
+    if not attach_lists(tree, scanned, sql):
+        return None
+    return _finish(sql, tree, top)
 
 
 def _one_argument_counts(sql: str, tree: exp.Expr) -> None:

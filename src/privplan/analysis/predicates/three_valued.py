@@ -15,6 +15,7 @@ from typing import Literal, get_args
 
 from sqlglot import exp
 
+from privplan.analysis.literal_lists import LiteralList, literal_list
 from privplan.analysis.predicates.canonical import _canon_set
 from privplan.analysis.predicates.literals import (
     _NULL,
@@ -23,6 +24,7 @@ from privplan.analysis.predicates.literals import (
     _NotAnalysed,
     _widen_group,
 )
+from privplan.analysis.predicates.point_lists import exact_point_sets
 from privplan.analysis.predicates.positions import _COMPARISONS, _FLIP, _bounds, _Op, _op_sets
 from privplan.analysis.predicates.region_algebra import _RegionAlgebra
 from privplan.analysis.predicates.truth import (
@@ -217,6 +219,9 @@ class _Analyser(_RegionAlgebra):
 
     def in_list(self, e: exp.In) -> TruthRegions:
         """``x IN (a, b, ...)`` is ``x = a OR x = b OR ...``: a NULL item makes it never FALSE."""
+        values = literal_list(e)
+        if values is not None:
+            return self.in_literal_list(e, values)
         items = e.expressions
         if not items or any(e.args.get(k) for k in ("query", "unnest", "field")):
             return _unsupported("IN with a subquery or a non-list is not analysed", e)
@@ -232,13 +237,34 @@ class _Analyser(_RegionAlgebra):
         except _NotAnalysed as err:
             return _unsupported(str(err), e)
 
+    def in_literal_list(self, e: exp.In, values: LiteralList) -> TruthRegions:
+        """A list read as a whole: the same sets as its literal items would give (plain
+        integers or plain strings, one kind: nothing to widen, no NULL)."""
+        col = self.operand(e.this)
+        if not isinstance(col, _ColumnRef):
+            why = col if isinstance(col, str) else "IN other than column IN (constants) is not analysed"
+            return _unsupported(why, e)
+        try:
+            return self.in_constants(col, [_Const(values.kind, v) for v in values.values])
+        except _NotAnalysed as err:
+            return _unsupported(str(err), e)
+
     def in_constants(self, col: _ColumnRef, consts: list[_Const]) -> TruthRegions:
         """``column IN (constants)`` in one step, so long lists stay fast.
 
         Same sets as the OR of ``=``: T is the union of the items' TRUE-sets; F is the
         intersection of their FALSE-sets, i.e. every non-NULL value except the exactly known
         items (a widened item's FALSE-set is all non-NULL values), and empty with a NULL item.
+        Items that are all exact points of the column take a direct way to the same sets.
         """
+        points = None if _NULL in consts else exact_point_sets(col.ctype, consts)
+        if points is not None:
+            return TruthRegions(Region.column(col.name, points[0]),
+                                Region.column(col.name, points[1]))
+        return self.in_constants_general(col, consts)
+
+    def in_constants_general(self, col: _ColumnRef, consts: list[_Const]) -> TruthRegions:
+        """:meth:`in_constants` for any constants (interval by interval)."""
         hulls = [_bounds(c, col.ctype, col.name) for c in consts if c != _NULL]
         true = ColumnSet.of(Interval(lo, hi) for lo, hi in hulls)
         if _NULL in consts:

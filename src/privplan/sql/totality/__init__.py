@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from privplan.analysis.literal_lists import literal_list
 from privplan.sql.totality.checker import _Checker
 from privplan.sql.totality.engine_types import Family, family
 from privplan.sql.totality.interface import ExpressionJudge, JudgeError, TotalExpression
@@ -51,7 +52,8 @@ def make_total(expr: exp.Expression, column_types: dict[str, str], judge: Expres
     column types) is answered from a cache."""
     used = {c.name.lower() for c in expr.find_all(exp.Column)}
     key = (expr.sql(dialect="duckdb"), tuple(sorted((c, t) for c, t in column_types.items()
-                                                    if c in used)), clause, condition, id(judge))
+                                                    if c in used)), clause, condition, id(judge),
+           any(literal_list(n) is not None for n in expr.find_all(exp.In)))
     done = _DONE.get(key)
     if done is None:
         done = _Checker(column_types, judge, sql, clause).run(expr, condition)

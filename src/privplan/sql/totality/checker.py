@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from privplan.analysis.literal_lists import ListFallback, LiteralList, literal_list
 from privplan.errors import UnsupportedQueryError
 from privplan.sql.locate import snippet as _snippet
 from privplan.sql.locate import with_location
+from privplan.sql.long_lists import engine_list_sql
 from privplan.sql.totality.allow_list import (
     _ANONYMOUS,
     _ARITH,
@@ -58,6 +60,7 @@ class _Checker:
         self.wrap: set[int] = set()
         self.casts: dict[int, str] = {}
         self.constant_checks: list[tuple[str, exp.Expr, str]] = []
+        self.compact: dict[int, str] = {}  # IN nodes -> their list as the engine reads it
 
     # -- the pipeline ------------------------------------------------------------------------
     def run(self, expr: exp.Expression, condition: bool) -> TotalExpression:
@@ -75,6 +78,9 @@ class _Checker:
                 continue
             self.check(node)
         self._check_constants(expr)
+        for node in expr.find_all(exp.In):
+            if id(node) in self.compact:
+                node.args["field"].set("this", self.compact[id(node)])
         total = self._wrapped(expr)
         assert isinstance(total, exp.Expression)  # expr itself, or a TRY / TRY_CAST around it
         return TotalExpression(total, top)
@@ -166,7 +172,11 @@ class _Checker:
         elif isinstance(node, exp.Between):
             self.compared(node, [node.this, node.args["low"], node.args["high"]])
         elif isinstance(node, exp.In):
-            self.compared(node, [node.this, *node.expressions])
+            listed = literal_list(node)
+            if listed is None:
+                self.compared(node, [node.this, *node.expressions])
+            else:
+                self.literal_list(node, listed)
         elif isinstance(node, exp.Is):
             pass
         elif isinstance(node, (*_PATTERN, exp.Escape)):
@@ -252,6 +262,20 @@ class _Checker:
                 what = (f"the engine converts {_snippet(x)} to {as_type} to compare it with "
                         f"`{_snippet(typed[0])}`")
                 self.constant_checks.append((f"CAST(({_plain(x)}) AS {as_type})", x, what))
+
+    def literal_list(self, node: exp.In, values: LiteralList) -> None:
+        """A list read as a whole (plain integers, or plain strings): :meth:`compared` needs
+        no conversion for integers against a number, nor for strings against a string; any
+        other subject is checked item by item (the query is planned again with the list as
+        literal nodes). In WHERE, the engine reads a list it can compare exactly as one
+        constant (see :func:`engine_list_sql`)."""
+        allowed = ("int", "float", "null") if values.kind == "int" else ("str", "null")
+        if self.fam(node.this) not in allowed:
+            raise ListFallback
+        if self.clause == "WHERE":
+            compact = engine_list_sql(values, self.type_of(node.this))
+            if compact is not None:
+                self.compact[id(node)] = compact
 
     def _common_type(self, node: exp.Expr, typed: list[exp.Expr],
                      fams: set[Family]) -> str | None:
