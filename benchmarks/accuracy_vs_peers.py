@@ -23,6 +23,9 @@ patients with 11-50). Workloads, each at a total ε = 1 (see ``workloads``):
    query texts alone): ε ≈ 0.419 for each age count and 0.29 for the two others (with equal
    shares each would get ε/3); the session's ``spent()`` is checked never to exceed ε and
    recorded. The same objective under sequential composition gives the peers' equal split.
+   ``disjoint_session``: five COUNTs over disjoint age ranges (0-19, ..., 80+), each asked on
+   its own: the peers give each ε/5, privplan's planner gives each the whole ε (no neighbouring
+   pair meets two of them).
    ``session_rewritten``: the same numbers with the three counts asked as one
    ``GROUP BY age_band`` (parallel composition in every system): 3 queries at ε/3 each;
 6. user level (privacy unit patient_id, at most 10 rows per patient): grouped COUNT and SUM.
@@ -152,6 +155,10 @@ def workloads() -> list[Workload]:
         _q("sum_cardiology", "sum", where=[["department", "=", "cardiology"]]),
         _q("count_all", "count"),
     ]
+    cuts = [0, 20, 40, 60, 80, None]
+    disjoint = [_q(f"count_{lo}_{hi or 'up'}", "count",
+                   where=[["age", ">=", lo]] + ([["age", "<", hi]] if hi else []))
+                for lo, hi in zip(cuts, cuts[1:], strict=False)]
     rewritten = [_q("count_by_age_band", "count", group_by="age_band"),
                  _q("sum_cardiology", "sum", where=[["department", "=", "cardiology"]]),
                  _q("count_all", "count")]
@@ -171,6 +178,10 @@ def workloads() -> list[Workload]:
         {**_workload("session",
                      "5. session of 5 queries (3 disjoint age counts + 2 overlapping)",
                      session, session_metrics, privplan_split=3), "privplan_planned": True},
+        {**_workload("disjoint_session",
+                     "5d. session of 5 COUNTs over disjoint age ranges (a dashboard's tiles)",
+                     disjoint, [("age-range COUNTs", [q["name"] for q in disjoint])]),
+         "privplan_planned": True},
         _workload("session_rewritten", "5r. same session, the 3 counts as one GROUP BY age_band",
                   rewritten, [("age-band COUNTs", ["count_by_age_band"])] + session_metrics[1:]),
         _workload("user_count", "6a. user level: COUNT(*) GROUP BY hospital",
