@@ -51,6 +51,7 @@ how far the cap moves the answer is reported beside it (``cap_effect_mean_abs``)
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -158,7 +159,7 @@ def workloads() -> list[Workload]:
     cuts = [0, 20, 40, 60, 80, None]
     disjoint = [_q(f"count_{lo}_{hi or 'up'}", "count",
                    where=[["age", ">=", lo]] + ([["age", "<", hi]] if hi else []))
-                for lo, hi in zip(cuts, cuts[1:], strict=False)]
+                for lo, hi in itertools.pairwise(cuts)]
     rewritten = [_q("count_by_age_band", "count", group_by="age_band"),
                  _q("sum_cardiology", "sum", where=[["department", "=", "cardiology"]]),
                  _q("count_all", "count")]
