@@ -28,7 +28,7 @@ from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
-from privplan.assemble import assemble, check_outer_query, noisy_frame
+from privplan.assemble import NoisyColumns, assemble, check_outer_query, noisy_columns
 from privplan.boundary import log, privplan_errors
 from privplan.engine_semantics import (
     check_one_row_per_key,
@@ -559,15 +559,17 @@ class Session(Generic[B]):
         for row level only in a prepared session (the rows with their SUM grids)."""
         return core.unit is not None or self.prepare
 
-    def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
+    def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str
+                  ) -> NoisyColumns:
         if self._copies(core) and not core.prebounded:
             # the copy (bounded rows, SUM grids) is a deterministic function of the data and the
             # policy, so it is kept for the session and later queries read it directly
             bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
-        exact = check_one_row_per_key(core, self.engine.run(stmt))
-        return noisy_frame(core, planned, exact)
+        exact = self.engine.run(stmt)
+        check_one_row_per_key(core, exact)  # (before any noise is drawn)
+        return noisy_columns(core, planned, exact)
 
 
 def _bounded_select(core: CorePlan) -> str:
