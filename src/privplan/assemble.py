@@ -312,8 +312,9 @@ def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | 
             accuracy[name] = acc
             # a later UNION ALL branch may have put text in this column: no interval there
             values = pd.to_numeric(column(i), errors="coerce")
-            bounds[f"{name}_low"] = values - acc.halfwidth
-            bounds[f"{name}_high"] = values + acc.halfwidth
+            with np.errstate(all="ignore"):  # (numpy arrays, as pandas does: inf - inf is NaN)
+                bounds[f"{name}_low"] = values - acc.halfwidth
+                bounds[f"{name}_high"] = values + acc.halfwidth
         else:
             accuracy[name] = ColumnAccuracy(
                 column=name, std=None, halfwidth=None,

@@ -38,6 +38,7 @@ Why this is safe (the privacy argument):
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
@@ -90,6 +91,7 @@ class PlanCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._max = max_entries
+        self._lock = threading.Lock()  # (a session may be shared by threads)
 
     @staticmethod
     def key(sql: str, budget: Mapping[str, Any], *, policy: Any, kind: type, prepare: bool,
@@ -103,23 +105,26 @@ class PlanCache:
     def get(self, key: Hashable | None, policy: Any) -> tuple[PlannedQuery, list[str]] | None:
         if key is None:
             return None
-        entry = self._entries.get(key)
-        if entry is None or entry.policy is not policy:
-            return None
-        self._entries.move_to_end(key)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.policy is not policy:
+                return None
+            self._entries.move_to_end(key)
         return entry.planned, list(entry.statements)
 
     def put(self, key: Hashable | None, policy: Any, planned: PlannedQuery,
             statements: list[str]) -> None:
         if key is None or not cacheable(planned):
             return
-        self._entries[key] = _Entry(policy, planned, tuple(statements))
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = _Entry(policy, planned, tuple(statements))
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -134,7 +139,9 @@ def cacheable(planned: PlannedQuery) -> bool:
 
 def with_query_id(planned: PlannedQuery, query_id: str) -> PlannedQuery:
     """``planned`` with its mechanisms named after ``query_id`` (the ledger's next query), as
-    planning it afresh now would name them. The plan and the noise are shared (read only)."""
+    planning it afresh now would name them. The plan and the noise are shared (read only).
+    The query's own composition is kept: only its cost and rule are read (answers, explain,
+    reports), which do not name mechanisms."""
     if planned.query_id == query_id:
         return planned
     cut = len(planned.query_id)

@@ -370,7 +370,8 @@ class Session(Generic[B]):
         """Plan one DP query with every check :meth:`sql` runs before its charge, and the
         engine statements that would answer it. Spends nothing and reads no row: the one
         planning entry point of ``explain``, ``sql`` and reports. A query over a per-unit
-        pre-aggregation is planned over its derived table (see :meth:`_per_unit`)."""
+        pre-aggregation is planned over its derived table (see :meth:`_per_unit`). A query
+        planned before in the same state is reused (:mod:`privplan.plan_cache`)."""
         self._require_open()
         if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
             return reuse(self, *cached)
