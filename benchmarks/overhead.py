@@ -9,8 +9,10 @@ DP/plain.
 
 Every DP repetition uses a fresh session (``PureDP(1e9)`` budget, nothing is refused) opened
 outside the timed region, so the accountant never composes against a ledger that grows with
-the repetition count; one untimed ``session.explain`` first fills the per-session cache of the
-table's column types (as in a long-lived session). Then ``session.explain`` is timed (plan +
+the repetition count; one untimed ``session.explain`` first fills the per-session caches of the
+table's column types and of the query's plan (as in a long-lived session: the timed explain and
+sql reuse the plan, so ``plan`` and ``sqlgen`` are near zero: planning a new query text, a few
+milliseconds, is in neither table). Then ``session.explain`` is timed (plan reuse +
 accounting preview + explanation, spends nothing) and ``session.sql``. The DP time is split
 into phases by wrapping the session's own objects (no change to ``src/``): planning
 (``_plan``: parse, validate, plan, cost split), accounting (``preview`` + ``admit``), sqlgen
@@ -19,11 +21,19 @@ DuckDB -> pandas), noise (the rest of each core's run) and post (the remainder: 
 ledger, post-processing SQL, accuracy). If privplan's internals change the split is reported
 as missing; the totals still work.
 
+Then the *fixed cost* per query (issue #19): at 1,000 rows, in one long-lived prepared session
+(its copy made and the query planned before, as in a notebook or dashboard), ``--fixed-repeat``
+DP answers interleaved with plain ones, per workload: DP time, plain time, and what privplan
+adds around the engine (DP - engine time) split into plan (or the reuse of a cached plan), bind,
+accounting, engine, noise and post (ledger, explanation, post-processing, accuracy). Printed as a
+second table and written under ``fixed_cost`` in the results.
+
 Generated databases are cached in ``benchmarks/.data/`` (``visits_<rows>.duckdb``, ignored by
 git) and reused when the row count matches; generating 10M rows takes ~10 s.
 
 Run: ``python benchmarks/overhead.py [--rows 1000000 10000000] [--repeat 5] [--quick]
-[--in-list-sizes N ...] [--out PATH] [--data-dir DIR]``. Prints a table and writes
+[--in-list-sizes N ...] [--fixed-repeat N] [--out PATH] [--data-dir DIR]``. Prints the
+tables and writes
 ``benchmarks/results/overhead.json``.
 Never asserts on wall time; the target (reported only) is a ratio <= 1.5 at 10M rows.
 
@@ -72,6 +82,23 @@ WORKLOADS: dict[str, str] = {
 }
 
 PHASES = ("planning", "accounting", "sqlgen", "binding", "engine", "noise", "post")
+
+# fixed cost per query: a long-lived prepared session over a small table, where the engine's
+# work is about a millisecond and what privplan adds around it is what remains
+FIXED_ROWS = 1_000
+FIXED_REPEAT = 40
+FIXED_WORKLOADS: dict[str, str] = {
+    "grouped_count_sum_avg": (
+        "SELECT hospital, COUNT(*) AS n, SUM(cost) AS s, AVG(cost) AS c FROM visits "
+        "GROUP BY hospital"
+    ),
+    "filtered_sum": WORKLOADS["filtered_sum"],
+    "case_band_grouped": WORKLOADS["case_band_grouped"],
+    "ordered_top3": (
+        "SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital ORDER BY n DESC LIMIT 3"
+    ),
+}
+FIXED_PHASES = ("plan", "bind", "accounting", "engine", "noise", "post")
 LABELS = ("plan", "acct", "sqlgen", "bind", "engine", "noise", "post")  # table headers
 
 
@@ -320,6 +347,86 @@ def print_in_lists(results: list[dict[str, Any]]) -> None:
               f"{ms(r['answer_median_s']):>10}")
     print("COUNT(*) with one IN list (ints on age, strings on hospital), medians; target "
           "(reported, not asserted): under 1 s at 100,000 values.")
+# -- fixed cost per query --------------------------------------------------------------------------
+def fixed_cost(db: Path, name: str, sql: str, repeat: int,
+               plain: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """DP time and plain time of ``sql`` in one long-lived prepared session (the steady state
+    of a notebook or dashboard: the session copy made, the query planned before), interleaved
+    DP, plain, DP, ...; the DP time split into phases. ``overhead`` = DP time - engine time:
+    what privplan adds around the engine (plan or its reuse, bind, accounting, noise, ledger,
+    explanation, post-processing, accuracy)."""
+    sess = _session(db, prepare=True)
+    try:
+        for _ in range(3):  # the copy, then the plan over it, then the steady state
+            sess.sql(sql, epsilon=EPSILON)
+        timer = PhaseTimer()
+        for obj, attr, key in ((sess, "plan", "plan"), (sess.engine, "bind", "bind"),
+                               (sess.accountant, "preview", "preview"),
+                               (sess.accountant, "admit", "admit"),
+                               (sess.engine, "run", "run"), (sess, "_run_core", "run_core")):
+            timer.wrap(obj, attr, key)
+        dp: list[float] = []
+        plain_times: list[float] = []
+        runs: list[dict[str, float]] = []
+        for i in range(repeat):
+            for which in (("dp", "plain") if i % 2 == 0 else ("plain", "dp")):
+                if which == "plain":
+                    plain_times.append(timed(lambda: plain.execute(sql).df())[0])
+                    continue
+                timer.t.clear()
+                seconds, _ = timed(lambda: sess.sql(sql, epsilon=EPSILON))
+                dp.append(seconds)
+                runs.append(fixed_phases(seconds, dict(timer.t)))
+    finally:
+        sess.close()
+    phases = {k: statistics.median(r[k] for r in runs) for k in FIXED_PHASES}
+    return {
+        "rows": FIXED_ROWS, "workload": name, "sql": sql, "repeat": repeat,
+        "dp_median_s": statistics.median(dp), "plain_median_s": statistics.median(plain_times),
+        "overhead_median_s": statistics.median(r["overhead"] for r in runs),
+        "phases_median_s": phases, "dp_times_s": dp, "plain_times_s": plain_times,
+    }
+
+
+def fixed_phases(total: float, t: dict[str, float]) -> dict[str, float]:
+    run, bind = t.get("run", 0.0), t.get("bind", 0.0)
+    phases = {
+        "plan": max(t.get("plan", 0.0) - bind, 0.0),
+        "bind": bind,
+        "accounting": t.get("preview", 0.0) + t.get("admit", 0.0),
+        "engine": run,
+        "noise": max(t.get("run_core", 0.0) - run, 0.0),
+    }
+    phases["post"] = max(total - sum(phases.values()), 0.0)
+    phases["overhead"] = total - run
+    return phases
+
+
+def run_fixed_cost(data_dir: Path, repeat: int) -> list[dict[str, Any]]:
+    db, _ = cached_database(FIXED_ROWS, data_dir)
+    plain = duckdb.connect(str(db), read_only=True)
+    try:
+        return [fixed_cost(db, name, sql, repeat, plain) for name, sql in FIXED_WORKLOADS.items()]
+    finally:
+        plain.close()
+
+
+def print_fixed_cost(results: list[dict[str, Any]]) -> None:
+    width = max(len(r["workload"]) for r in results)
+    head = (f"{'workload':<{width}}  {'DP ms':>6}  {'plain':>6}  {'fixed':>6}  "
+            + "  ".join(f"{p[:6]:>6}" for p in FIXED_PHASES))
+    print(f"\nfixed cost per query at {FIXED_ROWS:,} rows (prepared session, steady state)")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        ph = r["phases_median_s"]
+        print(f"{r['workload']:<{width}}  {ms(r['dp_median_s']):>6}  "
+              f"{ms(r['plain_median_s']):>6}  {ms(r['overhead_median_s']):>6}  "
+              + "  ".join(f"{ms(ph[p]):>6}" for p in FIXED_PHASES))
+    print("fixed = DP - engine (median of per-query differences): privplan's own time per "
+          "query. plan = planning or the reuse of a cached plan, bind = binding the engine "
+          "statement before the charge, accounting = composing the charge, engine = the "
+          "statement (-> pandas), noise, post = ledger, explanation, post-processing, accuracy.")
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -370,6 +477,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--in-list-sizes", type=int, nargs="*", default=None,
                         help="IN list lengths timed on the first database (default 1000 10000 "
                         "100000; --quick: 1000 10000; none: skip)")
+    parser.add_argument("--fixed-repeat", type=int, default=None,
+                        help=f"queries per workload for the fixed cost at {FIXED_ROWS:,} rows "
+                             f"(default {FIXED_REPEAT}, 10 with --quick; 0 skips it)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
     parser.add_argument(
         "--data-dir",
@@ -409,6 +519,11 @@ def main(argv: list[str] | None = None) -> None:
     print_table(results)
     if in_lists:
         print_in_lists(in_lists)
+    fixed_repeat = args.fixed_repeat if args.fixed_repeat is not None else (
+        10 if args.quick else FIXED_REPEAT)
+    fixed = run_fixed_cost(args.data_dir, fixed_repeat) if fixed_repeat > 0 else []
+    if fixed:
+        print_fixed_cost(fixed)
 
     out = {
         "benchmark": "overhead",
@@ -421,6 +536,8 @@ def main(argv: list[str] | None = None) -> None:
         "generation_s": generated,
         "results": results,
         "in_lists": in_lists,
+        "fixed_cost_phases": list(FIXED_PHASES),
+        "fixed_cost": fixed,
         "machine": machine_info(),
         "argv": sys.argv[1:] if argv is None else argv,
     }

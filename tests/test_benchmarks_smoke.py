@@ -1,6 +1,6 @@
 """Smoke test for ``benchmarks/overhead.py``: it runs end to end and writes the expected JSON.
 
-Runs ``--quick --repeat 1`` (100k rows) in a subprocess, with the database cache and the results
+Runs ``--quick --repeat 1`` (100k rows, then the fixed cost at 1k rows) in a subprocess, with the database cache and the results
 file in a temporary directory. No assertions on time — only on the shape of the output.
 """
 
@@ -30,6 +30,7 @@ RESULT_KEYS = {
     "plain_output_rows",
 }
 WORKLOADS = {"grouped_count_sum_avg", "filtered_sum", "case_band_grouped", "filter_pair"}
+FIXED_WORKLOADS = {"grouped_count_sum_avg", "filtered_sum", "case_band_grouped", "ordered_top3"}
 
 
 def test_overhead_quick_writes_json(tmp_path: Path) -> None:
@@ -81,6 +82,15 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
     assert {(r["kind"], r["values"]) for r in data["in_lists"]} == {
         (k, n) for k in ("int", "str") for n in (1_000, 10_000)}
     assert all(r["explain_median_s"] > 0 and r["answer_median_s"] > 0 for r in data["in_lists"])
+    # the fixed cost per query at 1k rows: every workload, every phase, non-negative
+    fixed = data["fixed_cost"]
+    assert {r["workload"] for r in fixed} == FIXED_WORKLOADS
+    for r in fixed:
+        assert r["rows"] == 1_000 and r["dp_median_s"] > 0 and r["plain_median_s"] > 0
+        assert set(r["phases_median_s"]) == set(data["fixed_cost_phases"])
+        assert all(v >= 0 for v in r["phases_median_s"].values())
+        assert len(r["dp_times_s"]) == len(r["plain_times_s"]) == r["repeat"]
+    assert "fixed cost per query" in proc.stdout
 
     # the cache is kept out of git
     assert (tmp_path / "data" / ".gitignore").read_text().strip().endswith("*")

@@ -25,6 +25,7 @@ from test_sql_examples import fmt  # the example-file format shared with the run
 
 import privplan as pp
 import privplan.assemble as assemble_module
+import privplan.session as session_module
 from privplan.demo.data import write_demo_database
 from privplan.rewrite.engine_sql import measure_id_column
 from privplan.rewrite.postprocess import derived_values
@@ -47,6 +48,28 @@ def test_flat_output_equals_duckdb_post_processing(path: Path, demo_db: Path,
     for q, a, b in zip([q for q in example.queries if not q.expects_error], flat, duck):
         where = f"{path.name} query {q.index}"
         pd.testing.assert_frame_equal(a.df, b.df, check_exact=True, obj=where)
+        pd.testing.assert_frame_equal(a.intervals, b.intervals, check_exact=True, obj=where)
+        assert a.accuracy == b.accuracy, where
+
+
+@pytest.mark.parametrize("path", fmt.example_files(), ids=lambda p: p.name)
+def test_flat_columns_equal_the_frame_path(path: Path, demo_db: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's answers straight from the noisy columns (``_assemble_flat``) against the
+    same answers through noisy DataFrames (``flat_output`` over ``with_derived``, then the
+    hidden columns dropped): identical frames, dtypes and names, intervals and accuracy."""
+    example = fmt.parse_file(path)
+    columns, _ = answer_examples(example, demo_db)
+    real = session_module.assemble
+    monkeypatch.setattr(session_module, "assemble", lambda planned, frames: real(
+        planned, [f.frame() if isinstance(f, assemble_module.NoisyColumns) else f
+                  for f in frames]))
+    frames, _ = answer_examples(example, demo_db)
+    assert len(columns) == len(frames)
+    for q, a, b in zip([q for q in example.queries if not q.expects_error], columns, frames):
+        where = f"{path.name} query {q.index}"
+        pd.testing.assert_frame_equal(a.df, b.df, check_exact=True, obj=where)
+        assert list(a.df.columns) == list(b.df.columns), where
         pd.testing.assert_frame_equal(a.intervals, b.intervals, check_exact=True, obj=where)
         assert a.accuracy == b.accuracy, where
 

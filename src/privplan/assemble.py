@@ -8,15 +8,17 @@ so the order of rows cannot reveal anything about the data.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from privplan.engines.duckdb_engine import PostProcessor, post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
+from privplan.explain import halfwidth_95
 from privplan.mechanisms.accuracy import (
-    interval_halfwidth,
     joint_halfwidths,
     ratio_interval,
     stddev_interval,
@@ -25,13 +27,14 @@ from privplan.mechanisms.accuracy import (
 from privplan.mechanisms.exponential import quantile_utilities
 from privplan.planner import PlannedMeasure, PlannedQuery, count_or_sum_noise
 from privplan.result import ColumnAccuracy
-from privplan.rewrite.engine_sql import key_column, measure_column
+from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
 from privplan.rewrite.postprocess import (
-    flat_columns,
+    derived_column,
+    derived_values,
     flat_output,
     hidden_column,
-    output_items,
-    post_select,
+    layout,
+    post_sql,
     with_derived,
 )
 from privplan.sql.plan import AggregateUse, CorePlan
@@ -40,13 +43,39 @@ MAX_INTERVAL_ROWS = 200_000  # per-row derived intervals are computed in Python
 FLAT_OUTPUT = True  # tests switch it off to check the flat path against DuckDB's
 
 
+class NoisyColumns:
+    """A core's noisy answer as columns (numpy or pandas arrays, one per key and measure, in
+    key order) and the rows partition selection keeps (None: every row). :meth:`frame` is the
+    noisy table as a DataFrame; the flat output path (:func:`assemble`) reads the columns
+    without building it."""
+
+    __slots__ = ("columns", "keep")
+
+    def __init__(self, columns: dict[str, Any], keep: np.ndarray | None) -> None:
+        self.columns, self.keep = columns, keep
+
+    def frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self.columns)
+        if self.keep is not None:
+            frame = frame[self.keep].reset_index(drop=True)
+        return frame
+
+
 def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFrame, *,
                 draw: bool = True) -> pd.DataFrame:
-    """Noise every measure; drop groups that fail partition selection; sort by key.
+    """Noise every measure; drop groups that fail partition selection; sort by key (see
+    :func:`noisy_columns`), as a DataFrame."""
+    return noisy_columns(core, planned, exact, draw=draw).frame()
+
+
+def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFrame, *,
+                  draw: bool = True) -> NoisyColumns:
+    """Noise every measure; mark the groups that fail partition selection; sort by key.
 
     The exact rows are sorted by key *before* noise is drawn, so the engine's (thread-dependent)
     row order never decides which group gets which draw: with seeded noise (tests) answers are
-    reproducible, and released rows are in key order whatever the data.
+    reproducible, and released rows are in key order whatever the data. Columns of ``exact``
+    other than keys and measures (the engine's per-key row count) are not read.
 
     ``draw=False`` (stand-in answers only, see :func:`check_outer_query`): no noise, no
     selection.
@@ -81,10 +110,7 @@ def noisy_frame(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataFra
             with np.errstate(over="ignore"):
                 noised = noised * float(scale)
         noisy[col] = noised
-    frame = pd.DataFrame(noisy)
-    if not keep.all():
-        frame = frame[keep].reset_index(drop=True)
-    return frame
+    return NoisyColumns(noisy, None if keep.all() else keep)
 
 
 def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np.ndarray:
@@ -126,7 +152,7 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
     text already checked with the same statement types is not run again.
     """
     plan = planned.plan
-    if len(plan.cores) == 1 and flat_columns(plan.cores[0], output_items(plan.cores[0])):
+    if len(plan.cores) == 1 and layout(plan.cores[0])[1]:
         return
     key = (plan.sql, tuple(tuple(s) for s in schemas),
            tuple((p.measure.id, p.measure.scale) for p in planned.measures))
@@ -181,32 +207,91 @@ def outer_query(planned: PlannedQuery, frames: list[pd.DataFrame]) -> pd.DataFra
     outs = []
     for i, (core, frame) in enumerate(zip(plan.cores, frames)):
         frame = with_derived(core, frame)
-        items = output_items(core)
+        items = layout(core)[0]
         flat = flat_output(core, items, frame, hidden=single) if FLAT_OUTPUT else None
         if flat is None:
-            post = post_select(core, f"__noisy{i}", hidden=single)
-            flat = post_process(post.sql(dialect="duckdb"), {f"__noisy{i}": frame})
+            flat = post_process(post_sql(core, f"__noisy{i}", hidden=single),
+                                {f"__noisy{i}": frame})
         outs.append(flat)
     if single:
         return outs[0]
     return post_process(_union_sql(plan, len(outs)), {f"__b{i}": o for i, o in enumerate(outs)})
 
 
-def assemble(
-    planned: PlannedQuery, frames: list[pd.DataFrame]
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, ColumnAccuracy]]:
-    plan = planned.plan
-    by_id = {p.measure.id: p for p in planned.measures}
-    single = len(plan.cores) == 1
-    items = [output_items(core) for core in plan.cores]
-    df = outer_query(planned, frames)
+Answer: TypeAlias = pd.DataFrame | NoisyColumns
+"""A core's noisy answer: a DataFrame (stand-ins, subqueries) or its columns (the session)."""
 
+
+def assemble(
+    planned: PlannedQuery, frames: Sequence[Answer]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, ColumnAccuracy]]:
+    """The released frame, its per-row 95% intervals and per-column accuracy, from the noisy
+    answer of each core (post-processing of DP outputs only)."""
+    plan = planned.plan
+    single = len(plan.cores) == 1
+    if FLAT_OUTPUT and single and isinstance(frames[0], NoisyColumns):
+        items, flat = layout(plan.cores[0])
+        if flat is not None:
+            return _assemble_flat(planned, frames[0], items, flat)
+    frames = [f.frame() if isinstance(f, NoisyColumns) else f for f in frames]
+    df = outer_query(planned, frames)
+    accuracy, bounds = _accuracy(
+        planned, layout(plan.cores[0])[0], lambda i: df.iloc[:, i],
+        lambda i, part: df[hidden_column(i, part)].to_numpy(dtype=float),
+        len(df) if single else None, df.shape[1])
+    intervals = pd.DataFrame(bounds, index=df.index)
+    if single:
+        df = df.drop(columns=[c for c in df.columns if c.startswith("__hidden")])
+    return df, intervals, accuracy
+
+
+def _assemble_flat(planned: PlannedQuery, noisy: NoisyColumns,
+                   items: list[tuple[int, str, AggregateUse | None]],
+                   flat: list[tuple[str, str]]) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                         dict[str, ColumnAccuracy]]:
+    """:func:`assemble` of one core whose outer query is only keys and aggregates (see
+    :func:`~privplan.rewrite.postprocess.flat_columns`), straight from the noisy columns: the
+    same frame (values, dtypes, names) as the DataFrame path (:func:`outer_query` with
+    :func:`~privplan.rewrite.postprocess.flat_output`, then the hidden columns dropped),
+    without building the intermediate frames. Derived aggregates are row by row, so computing
+    them before partition selection's filter gives the values computed after it."""
+    core = planned.plan.cores[0]
+    columns = dict(noisy.columns)
+    for j, use in enumerate(core.aggregates.values()):
+        columns[derived_column(j)] = derived_values(use, columns)
+    keep = noisy.keep
+
+    def kept(values: Any) -> Any:
+        return values if keep is None else values[keep]
+
+    df = pd.DataFrame({name: columns[column] for name, column in flat})
+    if keep is not None:
+        df = df[keep].reset_index(drop=True)
+    accuracy, bounds = _accuracy(
+        planned, items, lambda i: kept(columns[flat[i][1]]),
+        lambda i, part: kept(np.asarray(columns[measure_id_column(_part(items[i][2], part))],
+                                        dtype=float)),
+        len(df), len(flat))
+    return df, pd.DataFrame(bounds, index=df.index), accuracy
+
+
+def _part(use: AggregateUse | None, part: str) -> str | None:
+    assert use is not None
+    return {"c": use.count, "s": use.sum, "q": use.sum_sq}[part]
+
+
+def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | None]],
+              column: Callable[[int], Any], hidden: Callable[[int, str], np.ndarray],
+              rows: int | None, width: int) -> tuple[dict[str, ColumnAccuracy], dict[str, Any]]:
+    """Each aggregate output's accuracy and its interval columns. ``column(i)``: output ``i``'s
+    values; ``hidden(i, part)``: the noisy measure ``part`` behind a derived output ``i``;
+    ``rows``: the number of rows when per-row intervals are derived (one core), else None."""
+    by_id = {p.measure.id: p for p in planned.measures}
     accuracy: dict[str, ColumnAccuracy] = {}
     bounds: dict[str, Any] = {}  # interval columns, made into one frame at the end
-    for i, name, use in items[0]:
-        if use is None or i >= df.shape[1]:
+    for i, name, use in items:
+        if use is None or i >= width:
             continue
-        column = df.iloc[:, i]  # by position: two outputs may share a name
         if use.func == "quantile":
             p = by_id[use.quantile]  # type: ignore[index]
             m = p.measure
@@ -223,37 +308,35 @@ def assemble(
             p, scale = count_or_sum_noise(use, by_id)
             acc = ColumnAccuracy(column=name, method=p.noise.describe(),
                                  std=p.noise.std() * scale,
-                                 halfwidth=interval_halfwidth(p.noise) * scale)
+                                 halfwidth=halfwidth_95(p.noise) * scale)
             accuracy[name] = acc
             # a later UNION ALL branch may have put text in this column: no interval there
-            values = pd.to_numeric(column, errors="coerce")
-            bounds[f"{name}_low"] = values - acc.halfwidth
-            bounds[f"{name}_high"] = values + acc.halfwidth
+            values = pd.to_numeric(column(i), errors="coerce")
+            with np.errstate(all="ignore"):  # (numpy arrays, as pandas does: inf - inf is NaN)
+                bounds[f"{name}_low"] = values - acc.halfwidth
+                bounds[f"{name}_high"] = values + acc.halfwidth
         else:
             accuracy[name] = ColumnAccuracy(
                 column=name, std=None, halfwidth=None,
                 method=f"{use.func.upper()} from noisy SUM/COUNT; per-row 95% interval by "
                        "interval arithmetic, each part at 95%/k (union bound)")
-            if single and len(df) <= MAX_INTERVAL_ROWS:
-                lo, hi = _derived_intervals(df, i, use, by_id)
+            if rows is not None and rows <= MAX_INTERVAL_ROWS:
+                lo, hi = _derived_intervals(rows, functools.partial(hidden, i), use, by_id)
                 bounds[f"{name}_low"], bounds[f"{name}_high"] = lo, hi
-    intervals = pd.DataFrame(bounds, index=df.index)
-    if single:
-        df = df.drop(columns=[c for c in df.columns if c.startswith("__hidden")])
-    return df, intervals, accuracy
+    return accuracy, bounds
 
 
-def _derived_intervals(df: pd.DataFrame, item: int, use: AggregateUse,
+def _derived_intervals(rows: int, hidden: Callable[[str], np.ndarray], use: AggregateUse,
                        by_id: dict[str, PlannedMeasure]) -> tuple[list[float], list[float]]:
     parts = [("c", use.count), ("s", use.sum)] + ([("q", use.sum_sq)] if use.sum_sq else [])
     noises = [by_id[mid].noise for _, mid in parts]  # type: ignore[index]
     halves = joint_halfwidths(noises)
     scaled = [h * float(by_id[mid].measure.scale) for h, (_, mid) in zip(halves, parts)]  # type: ignore[index]
-    cols = {part: df[hidden_column(item, part)].to_numpy(dtype=float) for part, _ in parts}
+    cols = {part: hidden(part) for part, _ in parts}
     centre = float(use.centre)  # the parts are sums of (value - centre)
     bounds = (float(use.lower) - centre, float(use.upper) - centre)
     lows, highs = [], []
-    for r in range(len(df)):
+    for r in range(rows):
         c, s = cols["c"][r], cols["s"][r]
         if use.func == "avg":
             lo, hi = ratio_interval(s, scaled[1], c, scaled[0], bounds=bounds)

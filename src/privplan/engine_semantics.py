@@ -171,17 +171,16 @@ def typed_literal(value: Any) -> str:
     raise InternalError(f"cannot write a literal for {type(value).__name__} {value!r}")
 
 
-def check_one_row_per_key(core: CorePlan, frame: Any) -> Any:
+def check_one_row_per_key(core: CorePlan, frame: Any) -> None:
     """The engine statement must return at most one row per released key (checked, not
     assumed): two rows with one key would release one group's aggregate twice, each with
     fresh noise. The statement counts, with the engine's own equality, the rows sharing each
     key (:func:`~privplan.rewrite.engine_sql.with_key_check`); this runs on the exact rows before
     any noise is drawn and raises :class:`InternalError` (nothing is released) if a count is not
-    1. Returns the frame without the count."""
+    1. The count column stays in the frame (noise reads only key and measure columns)."""
     if DUPLICATES not in frame.columns:
-        return frame
+        return
     if len(frame) and int(frame[DUPLICATES].max()) > 1:
         raise InternalError(
             "the engine returned two rows for one group key; nothing was released. This is a "
             "bug in privplan's key typing: please report it with the query.")
-    return frame.drop(columns=[DUPLICATES])

@@ -15,6 +15,7 @@ from typing import Any
 from privplan.accounting.solver import Composition
 from privplan.analysis.region_sql import region_to_sql
 from privplan.mechanisms.accuracy import interval_halfwidth
+from privplan.memo import derived
 from privplan.planner import PlannedQuery
 from privplan.sql.joins import display
 
@@ -220,6 +221,17 @@ def _readable_witness(text: str, labels: dict[str, str]) -> str:
     return out
 
 
+def region_text(measure: Any) -> str:
+    """A measure's region as SQL text (:func:`region_to_sql`), once per measure object."""
+    return derived(measure, "region_sql", lambda: region_to_sql(measure.region))
+
+
+def halfwidth_95(noise: Any) -> int:
+    """:func:`~privplan.mechanisms.accuracy.interval_halfwidth` at 95%, once per noise object
+    (a pure function of its calibration)."""
+    return derived(noise, "halfwidth_95", lambda: interval_halfwidth(noise))
+
+
 def explain_planned(
     planned: PlannedQuery, preview: Composition, before: Composition, budget: Any,
     history: dict[str, list[Any]] | None = None,
@@ -237,11 +249,11 @@ def explain_planned(
         quantile = m.kind == "quantile"
         mechs.append(MechanismExplanation(
             id=p.spec.id, label=m.label, table=p.spec.table,
-            region=show(region_to_sql(m.region)),
+            region=show(region_text(m)),
             partition=show(", ".join(p.spec.partition.keys)) if p.spec.partition else None,
             sensitivity=m.sensitivity, noise=p.noise.describe(),
             noise_std=None if quantile else p.noise.std() * scale,
-            halfwidth_95=None if quantile else interval_halfwidth(p.noise) * scale,
+            halfwidth_95=None if quantile else halfwidth_95(p.noise) * scale,
             cost=p.spec.cost, threshold=p.threshold,
             notes=tuple(show(n) for n in m.region.notes),
             relations=_relations(p.spec, history or {}), step=m.scale,

@@ -28,7 +28,7 @@ from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
-from privplan.assemble import assemble, check_outer_query, noisy_frame
+from privplan.assemble import NoisyColumns, assemble, check_outer_query, noisy_columns
 from privplan.boundary import log, privplan_errors
 from privplan.engine_semantics import (
     check_one_row_per_key,
@@ -38,26 +38,28 @@ from privplan.engine_semantics import (
 )
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.engines.judge import judge
-from privplan.errors import (
-    BudgetExceededError,
-    PolicyError,
-)
+from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
+from privplan.plan_cache import PlanCache, plan_key, reuse
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
 from privplan.query_budget import query_budget, query_groups
 from privplan.result import Result
-from privplan.rewrite.engine_sql import bounded_source, core_sql, with_key_check
+from privplan.rewrite.engine_sql import (
+    bounded_source,
+    core_sql,
+    private_join_source,
+    with_key_check,
+)
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
-from privplan.sql.joins import private_name
 from privplan.sql.nesting import split_outer
 from privplan.sql.parse import parse_statement, with_list_fallback
 from privplan.sql.per_unit import MARK, split_per_unit
@@ -117,6 +119,7 @@ class Session(Generic[B]):
         self._column_types: dict[str, dict[str, str]] = {}
         self._not_null_checked: set[str] = set()
         self._public_schema: dict[str, set[str]] | None = None
+        self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
         if data_file is not None:
             self.engine.register(data_file[0], data_file[1])
 
@@ -353,8 +356,7 @@ class Session(Generic[B]):
             save(lambda: encode_states(accountant.export_state()))
 
     def _drop_accounting(self) -> None:
-        """After a failed durable write: forget the in-memory accounting (in-memory state
-        follows the file); the next use rebuilds it from the ledger."""
+        """After a failed durable write: forget the in-memory accounting (it follows the file)."""
         self._accountant = None
 
     def table_models(self) -> dict[str, TableModel]:
@@ -368,8 +370,12 @@ class Session(Generic[B]):
         """Plan one DP query with every check :meth:`sql` runs before its charge, and the
         engine statements that would answer it. Spends nothing and reads no row: the one
         planning entry point of ``explain``, ``sql`` and reports. A query over a per-unit
-        pre-aggregation is planned over its derived table (see :meth:`_per_unit`)."""
+        pre-aggregation is planned over its derived table (see :meth:`_per_unit`). A query
+        planned before in the same state is reused (:mod:`privplan.plan_cache`)."""
         self._require_open()
+        if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
+            return reuse(self, *cached)
+        generation = self.engine.generation
         # BigQuery's AVG / contribution bounds with a privacy unit: per unit and group first
         per_group = per_group_query(sql, self.policy, self.kind, budget)
         text, budget = per_group if per_group is not None else (sql, budget)
@@ -377,6 +383,8 @@ class Session(Generic[B]):
         text, policy = per_unit if per_unit is not None else (text, None)
         planned, statements = self._prepare(text, budget, policy)
         planned.plan.sql = sql  # (explain shows the query as written)
+        if per_unit is None and self.engine.generation == generation:
+            self._plans.put(key, self.policy, planned, statements)  # (see plan_cache)
         return planned, statements
 
     def _per_unit(self, sql: str) -> tuple[str, Policy] | None:
@@ -433,8 +441,10 @@ class Session(Generic[B]):
             if max_rows is not None:
                 limit_rows_per_unit(core, max_rows)
         for core in plan.cores:
-            if core.private_join is not None:
-                core.table_sql, types = self._private_join_source(core)
+            if core.private_join is not None:  # two private tables joined on their unit
+                left, right = core.private_join
+                core.table_sql, types = private_join_source(left, self._typed_table(left), right,
+                                                            self._typed_table(right))
                 self._ensure_table(core.table_policy)
             else:
                 if MARK in core.table:  # a derived per-unit table: a table of its own
@@ -521,18 +531,6 @@ class Session(Generic[B]):
             self._not_null_checked.add(table.name)
         return view
 
-    def _private_join_source(self, core: CorePlan) -> tuple[str, dict[str, str]]:
-        """Two private tables joined on their shared privacy unit (bounded afterwards)."""
-        left, right = core.private_join  # type: ignore[misc]
-        (lsql, ltypes), (rsql, rtypes) = self._typed_table(left), self._typed_table(right)
-        items = ["__l.*"] + [
-            f'__r."{c}" AS "{private_name(c)}"' for c in right.columns if c != right.privacy_unit
-        ]
-        types = {**ltypes, **{private_name(c): t for c, t in rtypes.items()
-                              if c != right.privacy_unit}}
-        return (f"(SELECT {', '.join(items)} FROM {lsql} AS __l JOIN {rsql} AS __r "
-                f'ON __l."{left.privacy_unit}" = __r."{right.privacy_unit}")'), types
-
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""
         accountant = self.accountant  # (built first: building resets the table models)
@@ -562,15 +560,17 @@ class Session(Generic[B]):
         for row level only in a prepared session (the rows with their SUM grids)."""
         return core.unit is not None or self.prepare
 
-    def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str) -> pd.DataFrame:
+    def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str
+                  ) -> NoisyColumns:
         if self._copies(core) and not core.prebounded:
             # the copy (bounded rows, SUM grids) is a deterministic function of the data and the
             # policy, so it is kept for the session and later queries read it directly
             bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
-        exact = check_one_row_per_key(core, self.engine.run(stmt))
-        return noisy_frame(core, planned, exact)
+        exact = self.engine.run(stmt)
+        check_one_row_per_key(core, exact)  # (before any noise is drawn)
+        return noisy_columns(core, planned, exact)
 
 
 def _bounded_select(core: CorePlan) -> str:

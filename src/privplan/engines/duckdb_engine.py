@@ -85,6 +85,9 @@ class DuckDBEngine:
         self._registered: dict[str, Any] = {}
         self._materialized: set[str] = set()
         self._work_db: str | None = None
+        # moves with every change to what the engine exposes (a table registered, a view
+        # defined, a session copy made or dropped): a session's plans are cached under it
+        self.generation = 0
 
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -134,6 +137,7 @@ class DuckDBEngine:
                 f"register('{name}', ...) takes a pandas or Polars DataFrame, an Arrow table, "
                 f"or a path to a CSV/Parquet file, got {type(data).__name__}")
         self._registered[name.lower()] = data
+        self.generation += 1
         self._drop_materialized()  # the table changed: bounded copies are stale
 
     def create_view(self, name: str, select_sql: str) -> None:
@@ -141,6 +145,7 @@ class DuckDBEngine:
         privplan built (a per-unit pre-aggregation). Binding reads no row, so its errors are
         about names and types only and are shown."""
         quoted = name.replace('"', '""')
+        self.generation += 1
         try:
             self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{quoted}" AS {select_sql}')
         except duckdb.Error as err:
@@ -259,6 +264,7 @@ class DuckDBEngine:
                     f"({type(err).__name__}); "
                     "its message is withheld because it could quote private values.") from None
             self._materialized.add(name)
+            self.generation += 1
             logging.getLogger("privplan").info(
                 "made the session's copy of the table (%s) in %.2f s", name,
                 time.perf_counter() - started)
@@ -278,6 +284,7 @@ class DuckDBEngine:
         return self._work_db
 
     def _drop_materialized(self) -> None:
+        self.generation += 1
         if self._work_db is not None:
             for name in self._materialized:
                 self.con.execute(f"DROP TABLE IF EXISTS {self._work_db}.{name}")

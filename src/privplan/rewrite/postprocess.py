@@ -9,12 +9,14 @@ query that is only keys and aggregates needs no DuckDB round trip (:func:`flat_o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from privplan.memo import derived
 from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
 from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
@@ -25,8 +27,9 @@ def derived_column(j: int) -> str:
     return f"__a{j}"
 
 
-def derived_values(use: AggregateUse, frame: pd.DataFrame) -> np.ndarray:
-    """The aggregate's value from the noisy measures in ``frame`` (real units already applied).
+def derived_values(use: AggregateUse, frame: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
+    """The aggregate's value from the noisy measures in ``frame`` (real units already applied;
+    a DataFrame or a mapping of column names to numeric arrays).
 
     Post-processing of DP outputs only (free of privacy cost). AVG/VAR/STDDEV are clamped into
     what the declared bounds allow, and are NULL (NaN) when the noisy count is below 1 (2 for
@@ -34,20 +37,20 @@ def derived_values(use: AggregateUse, frame: pd.DataFrame) -> np.ndarray:
     the SQL of the outer query only ever refers to columns.
     """
     if use.func == "count" or (use.func == "sum" and use.sum is None):
-        c = frame[measure_id_column(use.count)].to_numpy()
+        c = np.asarray(frame[measure_id_column(use.count)])
         return c if use.multiplier == 1 else c * use.multiplier
     if use.func == "sum":
-        return frame[measure_id_column(use.sum)].to_numpy()
+        return np.asarray(frame[measure_id_column(use.sum)])
     if use.func == "quantile":  # the exponential mechanism's pick, already in column units
-        return frame[measure_id_column(use.quantile)].to_numpy()
-    c = frame[measure_id_column(use.count)].to_numpy(dtype=np.float64)
-    s = frame[measure_id_column(use.sum)].to_numpy(dtype=np.float64)
+        return np.asarray(frame[measure_id_column(use.quantile)])
+    c = np.asarray(frame[measure_id_column(use.count)], dtype=np.float64)
+    s = np.asarray(frame[measure_id_column(use.sum)], dtype=np.float64)
     lo, hi = float(use.lower), float(use.upper)
     mean = s / np.maximum(c, 1.0)  # of (value - centre): the variance below needs no centre
     if use.func == "avg":
         centre = float(use.centre)
         return _null_below(c, 1, np.minimum(np.maximum(mean + centre, lo), hi))
-    q = frame[measure_id_column(use.sum_sq)].to_numpy(dtype=np.float64)
+    q = np.asarray(frame[measure_id_column(use.sum_sq)], dtype=np.float64)
     var = q / np.maximum(c, 1.0) - mean * mean
     var = np.minimum(np.maximum(var, 0.0), ((hi - lo) / 2) ** 2)
     minimum = 1
@@ -88,6 +91,24 @@ def key_of(core: CorePlan, node: exp.Expression) -> str | None:
         if k.sql == text:
             return key_column(i)
     return None
+
+
+def layout(core: CorePlan) -> tuple[list[tuple[int, str, AggregateUse | None]],
+                                    list[tuple[str, str]] | None]:
+    """:func:`output_items` and :func:`flat_columns` of a planned core, computed once per core
+    object (they read only its SELECT, keys and aggregates, which planning settles; a session
+    reuses its planned cores, see :mod:`privplan.plan_cache`)."""
+    def compute() -> tuple[Any, Any]:
+        items = output_items(core)
+        return items, flat_columns(core, items)
+
+    return derived(core, "layout", compute)
+
+
+def post_sql(core: CorePlan, table: str, *, hidden: bool) -> str:
+    """:func:`post_select` as DuckDB SQL, generated once per core object (see :func:`layout`)."""
+    return derived(core, ("post_sql", table, hidden),
+                   lambda: post_select(core, table, hidden=hidden).sql(dialect="duckdb"))
 
 
 def output_items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:

@@ -460,9 +460,17 @@ Cell2 = tuple[tuple[int, int], ...]  # a box of atom-index ranges, one (lo, hi) 
 
 
 def _disjoint(rows: Iterable[Cell2]) -> list[Cell2]:
-    """Disjoint boxes with the same union."""
+    """Disjoint boxes with the same union.
+
+    A box equal to an earlier one is skipped: the pieces kept so far cover it, so subtracting
+    them would leave nothing (the result is the same list, without the quadratic work; the
+    boxes of one GROUP BY's COUNT, SUM and AVG over the same groups repeat)."""
     out: list[Cell2] = []
+    seen: set[Cell2] = set()
     for b in rows:
+        if b in seen:
+            continue
+        seen.add(b)
         pieces = [b]
         for r in out:
             pieces = [q for p in pieces for q in _subtract(p, r)]

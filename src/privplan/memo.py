@@ -1,0 +1,33 @@
+"""Values derived once per planning object: the memo a session's reused plans read.
+
+A session reuses its planned queries (:mod:`privplan.plan_cache`), so what the answer path
+derives from a plan's objects alone (a core's output layout and post-processing SQL, a
+measure's region as text) can be derived once per object instead of once per answer. Only
+objects that do not change once planned are used as keys, and only pure functions of them are
+memoised: a memo changes nothing but time, and never holds anything derived from data. An entry
+lives as long as its object (it is keyed by identity and dropped when the object dies).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_MEMO: dict[int, tuple[weakref.ref[Any], dict[Hashable, Any]]] = {}
+
+
+def derived(obj: Any, key: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()`` — a pure function of ``obj`` (and of ``key``, which names it) — once per
+    live ``obj``."""
+    ident = id(obj)
+    found = _MEMO.get(ident)
+    if found is None or found[0]() is not obj:
+        found = (weakref.ref(obj, lambda _: _MEMO.pop(ident, None)), {})
+        _MEMO[ident] = found
+    values = found[1]
+    if key not in values:
+        values[key] = compute()
+    return values[key]

@@ -1,0 +1,32 @@
+"""``privplan.memo.derived``: once per live object and key, dropped with the object."""
+
+from __future__ import annotations
+
+import gc
+
+import privplan.memo as memo
+
+
+class _Planned:
+    pass
+
+
+def test_computed_once_per_object_and_key_and_dropped_with_the_object() -> None:
+    calls: list[str] = []
+    a, b = _Planned(), _Planned()
+
+    def compute(name: str) -> str:
+        calls.append(name)
+        return name
+
+    assert memo.derived(a, "k", lambda: compute("a")) == "a"
+    assert memo.derived(a, "k", lambda: compute("again")) == "a"
+    assert memo.derived(a, "other", lambda: compute("a2")) == "a2"
+    assert memo.derived(b, "k", lambda: compute("b")) == "b"
+    assert calls == ["a", "a2", "b"]
+    ident = id(a)
+    del a
+    gc.collect()
+    assert ident not in memo._MEMO  # (a new object at the same address starts afresh)
+    c = _Planned()
+    assert memo.derived(c, "k", lambda: compute("c")) == "c"
