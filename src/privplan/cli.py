@@ -125,6 +125,19 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
     return path
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Make the durable bounded copies of a database's user-level tables."""
+    from privplan.engines.durable_copies import copies_path, prepare_copies
+
+    made = prepare_copies(args.database, args.policy)
+    if not made:
+        print("no user-level table in the policy: nothing to prepare")
+        return 0
+    print(f"made the bounded copies of {', '.join(made)} in {copies_path(Path(args.database))}; "
+          "sessions on this database file read them until it changes (then run this again)")
+    return 0
+
+
 def cmd_budget(args: argparse.Namespace) -> int:
     """Spent, remaining and the per-query table of a durable ledger."""
     from privplan.ledger import SQLiteLedger
@@ -245,6 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also draw the budget over the queries (.png/.svg/.pdf; needs "
                              "matplotlib): composed vs sequential total, free queries marked")
     budget.set_defaults(func=cmd_budget)
+
+    prepare = sub.add_parser(
+        "prepare", help="make the bounded copies of user-level tables once, beside the "
+        "database, so fresh sessions answer user-level queries without making them")
+    prepare.add_argument("database", help="DuckDB file")
+    prepare.add_argument("--policy", required=True, help="policy YAML file")
+    prepare.set_defaults(func=cmd_prepare)
 
     ledger = sub.add_parser("ledger", help="durable ledger tools")
     ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)

@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.errors import (
     ExecutionError,
     PolicyError,
@@ -82,6 +83,11 @@ class DuckDBEngine:
                     "file, a CSV or Parquet file (for a policy with one private table), "
                     "':memory:', or an open duckdb connection.") from None
         _secure(self.con)
+        # the database file's durable copies, if made for the file as it is now (see
+        # durable_copies): attached before anything else is read
+        self.durable: tuple[str, set[str]] | None = None
+        if self._owned and str(database) != ":memory:":
+            self.durable = open_copies(self.con, Path(str(database)))
         self._registered: dict[str, Any] = {}
         self._materialized: set[str] = set()
         self._work_db: str | None = None
@@ -232,7 +238,18 @@ class DuckDBEngine:
     def materialized(self, select_sql: str) -> str | None:
         """The table :meth:`materialize` made for ``select_sql``, or None if not made yet."""
         name = _materialized_name(select_sql)
-        return f"{self._work_db}.{name}" if name in self._materialized else None
+        if name in self._materialized:
+            return f"{self._work_db}.{name}"
+        return self._durable_copy(select_sql)
+
+    def _durable_copy(self, select_sql: str) -> str | None:
+        """The durable copy made by ``select_sql`` (:mod:`.durable_copies`), while the session
+        has registered no table of its own (one could shadow a table of the file)."""
+        if self.durable is None or self._registered:
+            return None
+        alias, names = self.durable
+        name = copy_name(select_sql)
+        return f"{alias}.{name}" if name in names else None
 
     def materialize(self, select_sql: str) -> str:
         """A table holding ``select_sql``'s rows, created once per distinct statement.
@@ -249,6 +266,10 @@ class DuckDBEngine:
         """
         from privplan.progress import execute_with_progress
 
+        durable = None if _materialized_name(select_sql) in self._materialized else (
+            self._durable_copy(select_sql))
+        if durable is not None:
+            return durable
         name = _materialized_name(select_sql)
         qualified = f"{self._work_database()}.{name}"
         if name not in self._materialized:

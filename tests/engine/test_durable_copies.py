@@ -1,0 +1,138 @@
+"""Durable copies (`privplan prepare`): a fresh session reads the bounded rows made once.
+
+Oracles: the same query in a session without the copies (same answers with seeded noise, same
+charges, same explanation), plain DuckDB over the changed file (a stale copy is ignored), and
+the engine's own record of which tables it made.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import privplan as pp
+from privplan.cli import main as cli_main
+from privplan.demo.data import write_demo_database
+from privplan.engines.durable_copies import copies_path, prepare_copies
+from privplan.testing import noise_disabled, seeded_noise
+
+POLICY = Path(pp.__file__).parent / "demo" / "policy_patients.yaml"
+QUERIES = [
+    "SELECT hospital, COUNT(*) AS n, SUM(cost) AS s FROM visits GROUP BY hospital",
+    "SELECT AVG(length_of_stay) AS a FROM visits WHERE age >= 65",
+    "SELECT COUNT(DISTINCT patient_id) AS p FROM visits WHERE insured",
+]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("durable") / "visits.duckdb"
+    write_demo_database(db, rows=5_000)
+    return db
+
+
+@pytest.fixture()
+def db(source: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "visits.duckdb"
+    shutil.copy(source, copy)
+    return copy
+
+
+def _answers(db: Path, seed: int) -> tuple[list, list, list[str]]:
+    frames, costs, noises = [], [], []
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        for i, sql in enumerate(QUERIES):
+            with seeded_noise(seed + i):
+                res = sess.sql(sql, epsilon=1)
+            frames.append(res.df.to_dict("list"))
+            costs.append(res.cost)
+            noises.append([m.noise for m in res.explanation.mechanisms])
+        made_own = bool(sess.engine._materialized)
+    return frames, costs, noises + [["made its own copy" if made_own else "read durable"]]
+
+
+def test_a_fresh_session_reads_the_copies_and_answers_the_same(db: Path) -> None:
+    without = _answers(db, 7)
+    assert without[2][-1] == ["made its own copy"]
+    assert prepare_copies(db, POLICY) == ["visits"]
+    assert copies_path(db).exists()
+    with_copies = _answers(db, 7)
+    assert with_copies[2][-1] == ["read durable"]
+    assert with_copies[:2] == without[:2]
+    assert with_copies[2][:-1] == without[2][:-1]
+
+
+def test_noise_free_answers_match_the_bounding_done_in_session(db: Path) -> None:
+    with noise_disabled(), pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        expected = [sess.sql(q, epsilon=1).df.to_dict("list") for q in QUERIES]
+    prepare_copies(db, POLICY)
+    with noise_disabled(), pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        got = [sess.sql(q, epsilon=1).df.to_dict("list") for q in QUERIES]
+        assert sess.engine.durable is not None and not sess.engine._materialized
+    assert got == expected
+
+
+def test_a_changed_database_makes_the_copies_stale(db: Path) -> None:
+    prepare_copies(db, POLICY)
+    con = duckdb.connect(str(db))
+    con.execute("DELETE FROM visits WHERE hospital = 'A'")
+    con.close()
+    with noise_disabled(), pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        assert sess.engine.durable is None  # ignored: the file changed since prepare
+        res = sess.sql("SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital",
+                       epsilon=1)
+        assert sess.engine._materialized  # bounded afresh, from the data as it is now
+    counts = dict(zip(res.df["hospital"], res.df["n"], strict=True))
+    assert counts.get("A", 0) == 0
+    prepare_copies(db, POLICY)  # made again: used again
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        assert sess.engine.durable is not None
+
+
+def test_another_policy_does_not_read_copies_made_for_this_one(db: Path, tmp_path: Path) -> None:
+    prepare_copies(db, POLICY)
+    other = tmp_path / "policy.yaml"
+    other.write_text(POLICY.read_text().replace("max_rows_per_unit: 10", "max_rows_per_unit: 3"))
+    assert other.read_text() != POLICY.read_text()
+    with pp.connect(db, policy=other, budget=pp.PureDP(100)) as sess:
+        sess.sql(QUERIES[0], epsilon=1)
+        assert sess.engine._materialized  # its statement differs: its own copy
+
+
+def test_a_registered_table_turns_the_copies_off(db: Path) -> None:
+    prepare_copies(db, POLICY)
+    con = duckdb.connect(str(db), read_only=True)
+    frame = con.execute("SELECT * FROM visits WHERE age < 40").df()
+    con.close()
+    with noise_disabled(), pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        sess.register("visits", frame)  # shadows the file's table
+        res = sess.sql("SELECT COUNT(*) AS n FROM visits WHERE age >= 40", epsilon=1)
+    assert int(res.df["n"].iloc[0]) == 0
+
+
+def test_copies_are_not_a_table_analysts_can_query(db: Path) -> None:
+    prepare_copies(db, POLICY)
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        alias = sess.engine.durable[0]
+        name = next(iter(sess.engine.durable[1]))
+        with pytest.raises(pp.PrivplanError):
+            sess.sql(f"SELECT COUNT(*) FROM {alias}.{name}", epsilon=1)
+        assert sess.spent() == pp.PureDP(0)
+
+
+def test_a_corrupt_copies_file_is_ignored(db: Path) -> None:
+    copies_path(db).write_bytes(b"not a database")
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        assert sess.engine.durable is None
+        sess.sql(QUERIES[0], epsilon=1)
+
+
+def test_cli_prepare(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["prepare", str(db), "--policy", str(POLICY)]) == 0
+    assert "made the bounded copies of visits" in capsys.readouterr().out
+    row_level = Path(pp.__file__).parent / "demo" / "policy.yaml"
+    assert cli_main(["prepare", str(db), "--policy", str(row_level)]) == 0
+    assert "nothing to prepare" in capsys.readouterr().out
