@@ -25,7 +25,11 @@ and makes its copy as before. So whether the faster path is taken depends on fil
 on whether the owner changed the file since ``prepare`` — never on a row's value. (A changed
 file's timing differs: that tells an analyst the file was written, which the owner controls.)
 
-The copies file holds private rows, like the database: keep it where the database is kept.
+The copies file holds private rows, like the database: keep it where the database is kept. On a
+file system that keeps modification times to the second, a write in the same second as
+``prepare`` that leaves the size unchanged would go unnoticed: the copies would be stale (the
+answers those of the data when they were made, privacy unaffected) — run ``prepare`` again after
+writing.
 """
 
 from __future__ import annotations
