@@ -220,12 +220,26 @@ def _readable_witness(text: str, labels: dict[str, str]) -> str:
     return out
 
 
+def _region_texts(regions: Sequence[Any]) -> list[str]:
+    """Each region as SQL, rendered once per region object (the measures of one core usually
+    share one region, which may list a large public domain). Regions are immutable, so one
+    object always renders to one text."""
+    rendered: dict[int, str] = {}
+    out = []
+    for region in regions:  # (the list holds every region, so no id is reused meanwhile)
+        if id(region) not in rendered:
+            rendered[id(region)] = region_to_sql(region)
+        out.append(rendered[id(region)])
+    return out
+
+
 def explain_planned(
     planned: PlannedQuery, preview: Composition, before: Composition, budget: Any,
     history: dict[str, list[Any]] | None = None,
 ) -> Explanation:
     mechs = []
-    for p in planned.measures:
+    regions = _region_texts([p.measure.region for p in planned.measures])
+    for p, region in zip(planned.measures, regions):
         scale = float(p.measure.scale)
         core = planned.plan.cores[p.core]
         right = core.private_join[1].name if core.private_join else None
@@ -237,7 +251,7 @@ def explain_planned(
         quantile = m.kind == "quantile"
         mechs.append(MechanismExplanation(
             id=p.spec.id, label=m.label, table=p.spec.table,
-            region=show(region_to_sql(m.region)),
+            region=show(region),
             partition=show(", ".join(p.spec.partition.keys)) if p.spec.partition else None,
             sensitivity=m.sensitivity, noise=p.noise.describe(),
             noise_std=None if quantile else p.noise.std() * scale,
