@@ -177,3 +177,18 @@ def test_disjoint_pieces_as_before(rows: list[Any]) -> None:
 
     assert _disjoint(rows) == _old_disjoint(rows)
     assert _disjoint(rows[:5]) == _old_disjoint(rows[:5])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.tuples(st.just("int"), st.lists(st.integers(-50, 50), max_size=40)),
+                 st.tuples(st.just("str"), st.lists(TEXT, max_size=40))),
+       st.sampled_from(["int", "str", "float"]))
+def test_list_sets_are_the_point_sets(listed: tuple[str, list[Any]], ctype: str) -> None:
+    """A list read as a whole gives the sets its items as constants give."""
+    from privplan.analysis.predicates.literals import _Const
+    from privplan.analysis.predicates.point_lists import exact_list_sets, exact_point_sets
+
+    kind, values = listed
+    got = exact_list_sets(ctype, kind, values)
+    want = exact_point_sets(ctype, [_Const(kind, v) for v in values])  # type: ignore[arg-type]
+    assert got == want or (got is None and kind != ctype)
