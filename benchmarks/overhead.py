@@ -27,6 +27,11 @@ Run: ``python benchmarks/overhead.py [--rows 1000000 10000000] [--repeat 5] [--q
 ``benchmarks/results/overhead.json``.
 Never asserts on wall time; the target (reported only) is a ratio <= 1.5 at 10M rows.
 
+Many public group keys (``--many-keys``, default 10k and 100k keys over 1M rows; ``--quick`` 1k
+and 10k over 100k rows): connect, explain and answer time and memory of a GROUP BY over a text
+key with that many public values, each in a fresh process (:mod:`many_keys`), in the JSON's
+``many_keys``; target (reported only) under 1 s and 300 MB of privplan's own at 100k keys.
+
 Long IN lists (``--in-list-sizes``, default 1k, 10k and 100k values; ``--quick`` 1k and 10k):
 explain and answer time of ``SELECT COUNT(*) FROM visits WHERE age IN (<ints>)`` and of the same
 with strings on ``hospital``, on the first database, in the JSON's ``in_lists``; target
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import many_keys
 from _common import machine_info, ms, timed, write_json
 
 import privplan as pp
@@ -370,6 +376,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--in-list-sizes", type=int, nargs="*", default=None,
                         help="IN list lengths timed on the first database (default 1000 10000 "
                         "100000; --quick: 1000 10000; none: skip)")
+    parser.add_argument("--many-keys", type=int, nargs="*", default=None,
+                        help="public key counts of the many-keys case (default 10000 100000; "
+                        "--quick: 1000 10000 over 100k rows; none: skip)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
     parser.add_argument(
         "--data-dir",
@@ -405,10 +414,17 @@ def main(argv: list[str] | None = None) -> None:
         in_sizes = QUICK_IN_LIST_SIZES if args.quick else IN_LIST_SIZES
     db, _ = cached_database(sizes[0], args.data_dir)
     in_lists = measure_in_lists(db, in_sizes, args.repeat) if in_sizes else []
+    keys = args.many_keys
+    if keys is None:
+        keys = many_keys.QUICK_KEYS if args.quick else many_keys.KEYS
+    key_rows = many_keys.QUICK_ROWS if args.quick else many_keys.ROWS
+    many = many_keys.measure(keys, key_rows) if keys else []
     print()
     print_table(results)
     if in_lists:
         print_in_lists(in_lists)
+    if many:
+        many_keys.print_table(many)
 
     out = {
         "benchmark": "overhead",
@@ -421,6 +437,7 @@ def main(argv: list[str] | None = None) -> None:
         "generation_s": generated,
         "results": results,
         "in_lists": in_lists,
+        "many_keys": many,
         "machine": machine_info(),
         "argv": sys.argv[1:] if argv is None else argv,
     }

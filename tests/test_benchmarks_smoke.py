@@ -82,5 +82,12 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
         (k, n) for k in ("int", "str") for n in (1_000, 10_000)}
     assert all(r["explain_median_s"] > 0 and r["answer_median_s"] > 0 for r in data["in_lists"])
 
+    # many public keys: time and memory per key count (--quick: 1k and 10k over 100k rows)
+    assert [(r["keys"], r["rows"]) for r in data["many_keys"]] == [(1_000, 100_000),
+                                                                    (10_000, 100_000)]
+    for r in data["many_keys"]:
+        assert r["released_rows"] == r["keys"]  # every declared key, zero-filled
+        assert r["explain_s"] > 0 and r["answer_s"] > 0 and r["peak_mb"] > 0
+
     # the cache is kept out of git
     assert (tmp_path / "data" / ".gitignore").read_text().strip().endswith("*")
