@@ -92,5 +92,12 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
         assert len(r["dp_times_s"]) == len(r["plain_times_s"]) == r["repeat"]
     assert "fixed cost per query" in proc.stdout
 
+    # many public keys: time and memory per key count (--quick: 1k and 10k over 100k rows)
+    assert [(r["keys"], r["rows"]) for r in data["many_keys"]] == [(1_000, 100_000),
+                                                                    (10_000, 100_000)]
+    for r in data["many_keys"]:
+        assert r["released_rows"] == r["keys"]  # every declared key, zero-filled
+        assert r["explain_s"] > 0 and r["answer_s"] > 0 and r["peak_mb"] > 0
+
     # the cache is kept out of git
     assert (tmp_path / "data" / ".gitignore").read_text().strip().endswith("*")

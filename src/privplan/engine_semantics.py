@@ -29,7 +29,7 @@ from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
 from privplan.rewrite.engine_sql import DUPLICATES, released_key
 from privplan.sql.joins import public_name
 from privplan.sql.locate import with_location
-from privplan.sql.plan import CorePlan
+from privplan.sql.plan import CorePlan, GroupKey
 from privplan.sql.totality import family, make_total
 
 
@@ -79,7 +79,14 @@ def make_core_total(core: CorePlan, column_types: dict[str, str], judge: Judge,
     core.keys = tuple(keys)
 
 
-def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
+DOMAIN_TABLE_MIN = 1_000
+"""A public domain of at least this many plain values (strings, or integers within BIGINT) is
+read by the engine statement from a relation the engine makes once per session
+(:meth:`~privplan.engines.duckdb_engine.DuckDBEngine.domain_table`) instead of being written
+into the statement's text: the same values, cast by the same expression."""
+
+
+def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = None) -> None:
     """Each public key domain as the engine types and compares its values.
 
     The candidate values (CASE results as written, declared ``public_values``, a public table's
@@ -87,7 +94,8 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
     collation for strings); one representative per group is kept. The engine statement's
     GROUP BY uses the same equality, so each released key matches at most one group (and the
     statement is checked to return one row per key after it runs). All of this reads only the
-    query text, the policy and public tables."""
+    query text, the policy and public tables. ``engine``: where a long domain of plain values
+    is kept as a relation (see :data:`DOMAIN_TABLE_MIN`); None writes every domain inline."""
     keys = []
     for key in core.keys:
         if key.public_domain is None or key.engine_type is None:
@@ -97,37 +105,46 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str) -> None:
         if family(target) == "null":
             keys.append(replace(key, public_domain=(None,), domain_sql=("NULL",)))
             continue
-        uniform = None if key.domain_literals else _uniform_kind(key.public_domain)
-        candidates = list(key.domain_literals or
-                          [typed_literal(v) for v in key.public_domain])
-        cast = released_key(f"CAST(x AS {target})", target)
-        typed = [released_key(f"CAST({c} AS {target})", target) for c in candidates]
         try:
-            if uniform is not None:
-                # one kind of Python value (str, or int within BIGINT): passed as one list,
-                # cast once per value by the same expression, as the engine statement will
-                kept = judge.fetch_over(
-                    f"SELECT MIN(i), v FROM (SELECT i, {cast} AS v FROM (SELECT unnest($1) AS "
-                    "x, generate_subscripts($1, 1) - 1 AS i)) GROUP BY v ORDER BY MIN(i)",
-                    list(key.public_domain))
+            if not key.domain_literals and _uniform_kind(key.public_domain) is not None:
+                keys.append(_typed_uniform(key, target, judge, engine))
             else:
-                rows = ", ".join(f"({i}, {t})" for i, t in enumerate(typed))
-                kept = judge.fetch(f"SELECT MIN(i), v FROM (VALUES {rows}) AS d(i, v) "
-                                   f"GROUP BY v ORDER BY MIN(i)")
+                keys.append(_typed_values(key, target, judge))
         except JudgeError as err:
             raise PolicyError(with_location(
                 f"GROUP BY {key.sql}: a value of its public domain does not convert to the "
                 f"key's type {target} ({err.message}). Make every value of the domain (CASE "
                 "results or public_values) a value of that type.", sql, key.expr)) from None
-        kept_at = [(typing.cast(int, i), v) for i, v in kept]  # (MIN(i): an index)
-        if uniform is not None:
-            keys.append(replace(key, public_domain=tuple(v for _, v in kept_at),
-                                domain_sql=tuple(candidates[i] for i, _ in kept_at),
-                                domain_cast=cast))
-        else:
-            keys.append(replace(key, public_domain=tuple(v for _, v in kept_at),
-                                domain_sql=tuple(typed[i] for i, _ in kept_at)))
     core.keys = tuple(keys)
+
+
+def _typed_uniform(key: GroupKey, target: str, judge: Judge, engine: Any) -> GroupKey:
+    """One kind of Python value (str, or int within BIGINT): passed as one list, cast once per
+    value by the same expression, as the engine statement will."""
+    cast = released_key(f"CAST(x AS {target})", target)
+    values = list(key.public_domain or ())
+    kept = judge.fetch_over(
+        f"SELECT MIN(i), v FROM (SELECT i, {cast} AS v FROM (SELECT unnest($1) AS "
+        "x, generate_subscripts($1, 1) - 1 AS i)) GROUP BY v ORDER BY MIN(i)", values)
+    at = [typing.cast(int, i) for i, _ in kept]  # (MIN(i): an index)
+    table = None
+    if engine is not None and len(at) >= DOMAIN_TABLE_MIN and hasattr(engine, "domain_table"):
+        table = engine.domain_table([values[i] for i in at])
+    domain_sql = None if table is not None else tuple(typed_literal(values[i]) for i in at)
+    return replace(key, public_domain=tuple(v for _, v in kept), domain_sql=domain_sql,
+                   domain_cast=cast, domain_table=table)
+
+
+def _typed_values(key: GroupKey, target: str, judge: Judge) -> GroupKey:
+    """Any other domain: each value cast on its own, as one VALUES row."""
+    candidates = list(key.domain_literals or [typed_literal(v) for v in key.public_domain or ()])
+    typed = [released_key(f"CAST({c} AS {target})", target) for c in candidates]
+    rows = ", ".join(f"({i}, {t})" for i, t in enumerate(typed))
+    kept = judge.fetch(f"SELECT MIN(i), v FROM (VALUES {rows}) AS d(i, v) "
+                       f"GROUP BY v ORDER BY MIN(i)")
+    kept_at = [(typing.cast(int, i), v) for i, v in kept]
+    return replace(key, public_domain=tuple(v for _, v in kept_at),
+                   domain_sql=tuple(typed[i] for i, _ in kept_at))
 
 
 _BIGINT = (-(2**63), 2**63 - 1)

@@ -456,7 +456,7 @@ class Session(Generic[B]):
             make_core_total(core, types, judge(), sql)
             if core.joins:
                 resolve_public_joins(core, self.engine)
-            type_public_domains(core, judge(), sql)
+            type_public_domains(core, judge(), sql, self.engine)
             if self._copies(core):
                 # the session's bounded copy, once made, is read directly (a cheap bind)
                 made = self.engine.materialized(_bounded_select(core))

@@ -1,6 +1,7 @@
 """A long public domain of one kind (strings, or integers within BIGINT) is passed to the judge
-as one list and written into the engine statement as one list literal, cast once per value:
-it must mean exactly what the value-by-value form means. Oracles: the engine itself (the plain
+as one list and written into the engine statement as one list literal (a very long one is kept
+in an engine table instead), cast once per value: it must mean exactly what the value-by-value
+form means. Oracles: the engine itself (the plain
 GROUP BY with noise off, zero-filled over the domain) and the value-by-value form."""
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def _database(path: Path, column_type: str, values: list[Any]) -> None:
 
 
 def _answer(path: Path, policy_type: str, values: list[Any], uniform: bool,
-            monkeypatch: pytest.MonkeyPatch) -> dict[Any, int]:
+            monkeypatch: pytest.MonkeyPatch, table: bool = False) -> dict[Any, int]:
     if not uniform:
         monkeypatch.setattr(engine_semantics, "_uniform_kind", lambda values: None)
+    monkeypatch.setattr(engine_semantics, "DOMAIN_TABLE_MIN", 1 if table else 10**9)
     policy = {"tables": {"t": {"columns": {"id": {"type": "int"},
                                            "key": {"type": policy_type,
                                                    "public_values": values}}}}}
@@ -58,6 +60,8 @@ def test_a_list_domain_means_what_the_values_one_by_one_mean(
     listed = _answer(path, policy_type, values, True, monkeypatch)
     one_by_one = _answer(path, policy_type, values, False, monkeypatch)
     assert listed == one_by_one
+    # the same list kept in an engine table (as a long domain is) means the same again
+    assert _answer(path, policy_type, values, True, monkeypatch, table=True) == listed
     # the engine as judge: the exact counts in binary collation, every domain value present
     con = duckdb.connect(str(path), read_only=True)
     key = 'key COLLATE "binary"' if policy_type == "str" else "key"
@@ -86,3 +90,60 @@ def test_judge_keeps_answers_by_value_and_type() -> None:
     assert j.fetch_over(sql, [True]) == [("BOOLEAN",)]
     assert j.fetch_over(sql, [1.0]) == [("DOUBLE",)]
     assert j.fetch_over(sql, [1]) == [("INTEGER",)]  # kept, and still right
+
+
+def _keys_database(path: Path, keys: list[Any], column_type: str) -> None:
+    con = duckdb.connect(str(path))
+    con.execute(f"CREATE TABLE t (k {column_type}, x BIGINT)")
+    # every third key absent, some keys not in the domain, a few NULLs
+    rows = [(keys[i % len(keys)], i % 7) for i in range(0, 4 * len(keys), 3)]
+    rows += [(keys[0] + keys[0] if isinstance(keys[0], str) else -1, 1), (None, 2)]
+    con.execute("INSERT INTO t SELECT unnest($1), unnest($2)",
+                [[k for k, _ in rows], [x for _, x in rows]])
+    con.close()
+
+
+@pytest.mark.parametrize(("policy_type", "column_type", "keys"), [
+    ("str", "VARCHAR", [f"k'{i:05d}" for i in range(2500)] + ["é", "e\u0301", ""]),
+    ("int", "BIGINT", [3 * i - 2**40 for i in range(2500)] + [2**63 - 1]),
+])
+def test_many_public_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy_type: str,
+                          column_type: str, keys: list[Any]) -> None:
+    """A domain of thousands of keys (kept in an engine table): the noise-off answer is the
+    plain GROUP BY zero-filled over exactly the declared keys, and the explanation, the
+    charges and the answer are those of the domain written inline in the statement. The table
+    is made once per session, the statement does not list the keys, and closing the session
+    leaves nothing on the caller's connection."""
+    path = tmp_path / "k.duckdb"
+    _keys_database(path, keys, column_type)
+    policy = {"tables": {"t": {"privacy_unit": "row", "columns": {
+        "k": {"type": policy_type, "public_values": keys},
+        "x": {"type": "int", "lower": 0, "upper": 10}}}}}
+    sql = "SELECT k, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY k"
+    runs = []
+    for table_min in (engine_semantics.DOMAIN_TABLE_MIN, 10**9):
+        monkeypatch.setattr(engine_semantics, "DOMAIN_TABLE_MIN", table_min)
+        con = duckdb.connect(str(path))
+        with pp.connect(con, policy=policy, budget=pp.PureDP(100)) as s, noise_disabled():
+            text = str(s.explain(sql, epsilon=1))
+            _, statements = s.plan(sql, {"epsilon": 1})
+            df = s.sql(sql, epsilon=1).df
+            s.sql(sql, epsilon=1)
+            spent = s.spent()
+        tables = con.execute("SELECT table_name FROM duckdb_tables() "
+                             "WHERE table_name LIKE '__privplan_domain%'").fetchall()
+        con.close()
+        assert tables == []
+        runs.append((text, str(spent), df, statements))
+    (text, spent, df, statements), (text_inline, spent_inline, df_inline, inline) = runs
+    assert text == text_inline and spent == spent_inline
+    assert df.equals(df_inline)
+    assert len(statements[0]) < 2000 < len(inline[0])
+    assert list(df["k"]) == sorted(df["k"]) and df["k"].is_unique
+    con = duckdb.connect(str(path), read_only=True)
+    key = 'k COLLATE "binary"' if policy_type == "str" else "k"
+    plain = {k: (n, s) for k, n, s in con.execute(
+        f"SELECT {key}, COUNT(*), SUM(x) FROM t GROUP BY 1").fetchall()}
+    con.close()
+    got = {k: (int(n), int(s)) for k, n, s in zip(df["k"], df["n"], df["s"])}
+    assert got == {k: plain.get(k, (0, 0)) for k in keys}

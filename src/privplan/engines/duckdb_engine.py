@@ -94,6 +94,7 @@ class DuckDBEngine:
         # moves with every change to what the engine exposes (a table registered, a view
         # defined, a session copy made or dropped): a session's plans are cached under it
         self.generation = 0
+        self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
 
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -290,6 +291,22 @@ class DuckDBEngine:
                 "made the session's copy of the table (%s) in %.2f s", name,
                 time.perf_counter() - started)
         return qualified
+
+    def domain_table(self, values: list[Any]) -> str:
+        """A table (one column ``x``) holding ``values``: a long public group-key domain of
+        plain values (all strings, or all integers within BIGINT), made once per engine and
+        distinct list in its work database. The values go in by the very conversion the judge
+        typed them with (``unnest($1)`` of the Python list), and the statement casts them by
+        the same expression as inline literals, so the released keys are the same. Public
+        values only: no row is read, and making it takes time that depends on the policy."""
+        key = (tuple(map(type, values)), tuple(values))  # (1 and True are equal keys)
+        name = self._domains.get(key)
+        if name is None:
+            name = f"{self._work_database()}.__privplan_domain_{len(self._domains)}"
+            self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT unnest($1) AS x",
+                             [values])
+            self._domains[key] = name
+        return name
 
     def _work_database(self) -> str:
         """This engine's own compressed in-memory database (attached on first use). Its name is

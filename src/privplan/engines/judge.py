@@ -100,7 +100,7 @@ class Judge:
         are kept, keyed by the values *and their Python types* (1, 1.0 and True are equal
         keys but type differently in the engine)."""
         try:
-            key = (sql, tuple((type(v), v) for v in values))
+            key = (sql, tuple(map(type, values)), tuple(values))
             hash(key)
         except TypeError:
             key = None

@@ -376,12 +376,13 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
 
 def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> str:
     domains = [k.domain_sql if k.domain_sql is not None
+               else () if k.domain_table is not None  # (read from the engine's relation)
                else tuple(_literal(v) for v in k.public_domain or ()) for k in core.keys]
     joint = {i: (n, entry) for entry in core.joint_domains for n, i in enumerate(entry[0])}
     size = 1
-    for i, d in enumerate(domains):
+    for i, (k, d) in enumerate(zip(core.keys, domains)):
         if i not in joint:
-            size *= max(len(d), 1)
+            size *= max(len(k.public_domain or ()) if k.domain_table is not None else len(d), 1)
     for _, _, count in core.joint_domains:
         size *= max(count, 1)
     if size > MAX_PUBLIC_GROUPS:
@@ -395,6 +396,12 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
         parts.append(f"({select}) AS __dj{n}({names})")
     for i, (key, dom) in enumerate(zip(core.keys, domains)):
         if i in joint:
+            continue
+        if key.domain_cast is not None and key.domain_table is not None:
+            # the same values in an engine relation, made once per session: the statement's
+            # text stays short (binding 100,000 literals takes about a second)
+            parts.append(f"(SELECT {key.domain_cast} AS {key_column(i)} FROM "
+                         f"{key.domain_table} AS __u{i}(x)) AS __d{i}")
             continue
         if key.domain_cast is not None and key.domain_sql is not None:
             # plain literals of one kind in one list, made keys by one expression: binds in

@@ -43,6 +43,8 @@ class GroupKey:
     # one per distinct value as the engine compares them (filled in by the session)
     domain_cast: str | None = None  # when set, ``domain_sql`` holds plain literals of one
     # kind (strings, or integers) and this SQL over ``x`` makes each the engine-typed key
+    domain_table: str | None = None  # when set (a long domain with ``domain_cast``): an engine
+    # relation whose one column ``x`` holds those values, read in place of ``domain_sql``
 
 
 @dataclass(frozen=True)

@@ -351,6 +351,10 @@ def _boundary_values(
                     if col in poisoned:
                         continue
                     vals = new_values.setdefault(col, [])
+                    points = cs.finite_values() if len(cs.intervals) >= 64 else None
+                    if points is not None:  # (a long IN list or public domain)
+                        vals.extend(points)
+                        continue
                     for iv in cs.intervals:
                         if iv.lo is not None:
                             vals.append(iv.lo)

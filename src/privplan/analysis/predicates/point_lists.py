@@ -18,7 +18,7 @@ from typing import cast
 from privplan.analysis.predicates.literals import _Const
 from privplan.analysis.sets import ColumnSet, Interval
 
-__all__ = ["exact_point_sets"]
+__all__ = ["exact_list_sets", "exact_point_sets"]
 
 
 def exact_point_sets(ctype: str, consts: Sequence[_Const]) -> tuple[ColumnSet, ColumnSet] | None:
@@ -31,6 +31,18 @@ def exact_point_sets(ctype: str, consts: Sequence[_Const]) -> tuple[ColumnSet, C
     if ctype == "str" and all(c.kind == "str" for c in consts):
         return _str_sets(sorted({cast(str, c.value) for c in consts}))
     return None
+
+
+def exact_list_sets(ctype: str, kind: str, values: Sequence[object]
+                    ) -> tuple[ColumnSet, ColumnSet] | None:
+    """:func:`exact_point_sets` of a list read as a whole (plain items of one ``kind``, "int"
+    or "str", none widened, no NULL), without a constant per item; None when the kind is not
+    the column's (then the general path applies)."""
+    if not values or kind != ctype or kind not in ("int", "str"):
+        return None
+    if kind == "int":
+        return _int_sets(sorted({cast(int, v) for v in values}))
+    return _str_sets(sorted({cast(str, v) for v in values}))
 
 
 def _int_sets(values: list[int]) -> tuple[ColumnSet, ColumnSet]:

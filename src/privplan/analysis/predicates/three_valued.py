@@ -24,7 +24,7 @@ from privplan.analysis.predicates.literals import (
     _NotAnalysed,
     _widen_group,
 )
-from privplan.analysis.predicates.point_lists import exact_point_sets
+from privplan.analysis.predicates.point_lists import exact_list_sets, exact_point_sets
 from privplan.analysis.predicates.positions import _COMPARISONS, _FLIP, _bounds, _Op, _op_sets
 from privplan.analysis.predicates.region_algebra import _RegionAlgebra
 from privplan.analysis.predicates.truth import (
@@ -244,6 +244,10 @@ class _Analyser(_RegionAlgebra):
         if not isinstance(col, _ColumnRef):
             why = col if isinstance(col, str) else "IN other than column IN (constants) is not analysed"
             return _unsupported(why, e)
+        points = exact_list_sets(col.ctype, values.kind, values.values)
+        if points is not None:  # (the sets in_constants gives, without a _Const per item)
+            return TruthRegions(Region.column(col.name, points[0]),
+                                Region.column(col.name, points[1]))
         try:
             return self.in_constants(col, [_Const(values.kind, v) for v in values.values])
         except _NotAnalysed as err:
