@@ -127,7 +127,8 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Make the durable bounded copies of a database's user-level tables."""
-    from privplan.engines.durable_copies import copies_path, prepare_copies
+    from privplan.engines.durable_copies import copies_path
+    from privplan.prepare import prepare_copies
 
     made = prepare_copies(args.database, args.policy)
     if not made:

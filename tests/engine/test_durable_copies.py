@@ -16,7 +16,8 @@ import pytest
 import privplan as pp
 from privplan.cli import main as cli_main
 from privplan.demo.data import write_demo_database
-from privplan.engines.durable_copies import copies_path, prepare_copies
+from privplan.engines.durable_copies import copies_path
+from privplan.prepare import prepare_copies
 from privplan.testing import noise_disabled, seeded_noise
 
 POLICY = Path(pp.__file__).parent / "demo" / "policy_patients.yaml"

@@ -243,6 +243,12 @@ class DuckDBEngine:
             return f"{self._work_db}.{name}"
         return self._durable_copy(select_sql)
 
+    def forget_durable(self) -> None:
+        """Stop reading the durable copies (``privplan prepare`` plans from the table itself)."""
+        if self.durable is not None:
+            self.con.execute(f"DETACH {self.durable[0]}")
+            self.durable = None
+
     def _durable_copy(self, select_sql: str) -> str | None:
         """The durable copy made by ``select_sql`` (:mod:`.durable_copies`), while the session
         has registered no table of its own (one could shadow a table of the file)."""

@@ -7,9 +7,10 @@ bounded_source`). A session makes it on its first user-level query and keeps it,
 that first answer cost a window pass over every row (tens of times the plain query). The CLI, a
 DB-API connection per request and every script open a fresh session, so they pay it each time.
 
-``privplan prepare DB --policy P`` (:func:`prepare_copies`) makes those copies once, into a
-file beside the database, ``<DB>.privplan-copies``; a session opened on the DuckDB file ``DB``
-later reads them instead of making its own (:func:`open_copies`).
+``privplan prepare DB --policy P`` (:func:`privplan.prepare.prepare_copies`) makes those copies
+once, into a file beside the database, ``<DB>.privplan-copies`` (:func:`write_copies`); a
+session opened on the DuckDB file ``DB`` later reads them instead of making its own
+(:func:`open_copies`).
 
 Why the answers and charges are unchanged: a copy is stored under the hash of the exact SELECT
 that makes it (:func:`copy_name`), which spells out the table, the policy's column types, bounds,
@@ -40,13 +41,12 @@ import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
 from privplan.errors import PolicyError
 
-__all__ = ["SUFFIX", "copies_path", "copy_name", "open_copies", "prepare_copies"]
+__all__ = ["SUFFIX", "copies_path", "copy_name", "file_stamp", "open_copies", "write_copies"]
 
 SUFFIX = ".privplan-copies"
 _META = "__privplan_copies"  # the table listing the copies and the stamp they were made under
@@ -109,59 +109,30 @@ def _detach(con: duckdb.DuckDBPyConnection, alias: str) -> None:
         pass
 
 
-def prepare_copies(database: str | Path, policy: Any) -> list[str]:
-    """Make the durable copies of every user-level table of ``policy`` in ``database`` (a
-    DuckDB file), replacing earlier ones; returns the tables copied. Spends no budget and
-    releases nothing: the copies are private rows, written beside the database.
-
-    The file's stamp is read before and after; if the database changed meanwhile, nothing is
-    kept and :class:`PolicyError` says to run it again."""
-    from privplan.accounting.definitions import PureDP
-    from privplan.session import connect
-
-    db = Path(database)
-    if not db.is_file():
-        raise PolicyError(f"privplan prepare needs a DuckDB file; '{db}' is not one")
-    stamp = file_stamp(db)
-    target = copies_path(db)
+def write_copies(con: duckdb.DuckDBPyConnection, database: Path, stamp: str,
+                 selects: Sequence[tuple[str, str]]) -> None:
+    """Write the copies made by ``selects`` ((table, SELECT) pairs, run on ``con``) into
+    ``database``'s copies file, replacing it whole (written aside, then renamed), under
+    ``stamp`` (the database file's :func:`file_stamp` before anything was read)."""
+    target = copies_path(database)
     tmp = target.with_name(target.name + f".tmp-{uuid.uuid4().hex[:8]}")
-    made: list[str] = []
-    with connect(db, policy=policy, budget=PureDP(1)) as sess:
-        if sess.engine.durable is not None:  # (read its own statements, not old copies)
-            _detach(sess.engine.con, sess.engine.durable[0])
-            sess.engine.durable = None
-        selects = _user_level_selects(sess, [t.name for t in sess.policy.private_tables()])
-        if not selects:
-            return []
-        con = sess.engine.con
-        quoted = str(tmp).replace("'", "''")
-        con.execute(f"ATTACH '{quoted}' AS __privplan_prepare (READ_WRITE)")
-        try:
-            con.execute(f"CREATE TABLE __privplan_prepare.{_META} (name VARCHAR, stamp VARCHAR, "
-                        "source_table VARCHAR)")
-            for table, select in selects:
-                name = copy_name(select)
-                con.execute(f"CREATE TABLE __privplan_prepare.{name} AS {select}")
-                con.execute(f"INSERT INTO __privplan_prepare.{_META} VALUES (?, ?, ?)",
-                            [name, stamp, table])
-                made.append(table)
-        finally:
-            con.execute("DETACH __privplan_prepare")
-    if file_stamp(db) != stamp:
+    quoted = str(tmp).replace("'", "''")
+    con.execute(f"ATTACH '{quoted}' AS __privplan_prepare (READ_WRITE)")
+    try:
+        con.execute(f"CREATE TABLE __privplan_prepare.{_META} (name VARCHAR, stamp VARCHAR, "
+                    "source_table VARCHAR)")
+        for table, select in selects:
+            name = copy_name(select)
+            con.execute(f"CREATE TABLE __privplan_prepare.{name} AS {select}")
+            con.execute(f"INSERT INTO __privplan_prepare.{_META} VALUES (?, ?, ?)",
+                        [name, stamp, table])
+    except BaseException:
+        _detach(con, "__privplan_prepare")
         tmp.unlink(missing_ok=True)
-        raise PolicyError(f"'{db}' changed while its copies were made; run privplan prepare again")
+        raise
+    con.execute("DETACH __privplan_prepare")
+    if file_stamp(database) != stamp:
+        tmp.unlink(missing_ok=True)
+        raise PolicyError(f"'{database}' changed while its copies were made; run privplan "
+                          "prepare again")
     os.replace(tmp, target)
-    return made
-
-
-def _user_level_selects(sess: Any, tables: Sequence[str]) -> list[tuple[str, str]]:
-    """The statement that makes each user-level table's bounded copy, as a session plans it."""
-    from privplan.session import _bounded_select
-
-    out = []
-    for table in tables:
-        planned, _ = sess.plan(f'SELECT COUNT(*) FROM "{table}"', {"epsilon": 1})
-        for core in planned.plan.cores:
-            if core.unit is not None:
-                out.append((table, _bounded_select(core)))
-    return out

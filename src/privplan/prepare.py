@@ -1,0 +1,47 @@
+"""``privplan prepare``: make a database's durable copies (see
+:mod:`privplan.engines.durable_copies`), the bounded rows of its user-level tables, once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from privplan.accounting.definitions import PureDP
+from privplan.engines.durable_copies import file_stamp, write_copies
+from privplan.errors import PolicyError
+from privplan.session import _bounded_select, connect
+
+__all__ = ["prepare_copies"]
+
+
+def prepare_copies(database: str | Path, policy: Any) -> list[str]:
+    """Make the durable copies of every user-level table of ``policy`` in ``database`` (a
+    DuckDB file), replacing earlier ones; returns the tables copied. Spends no budget and
+    releases nothing: the copies are private rows, written beside the database.
+
+    Each copy is made by the very statement a session would run (planned here as a session
+    plans a query over the table), and the file's stamp is read before anything is read and
+    checked after; if the database changed meanwhile, nothing is kept and
+    :class:`~privplan.errors.PolicyError` says to run it again."""
+    db = Path(database)
+    if not db.is_file():
+        raise PolicyError(f"privplan prepare needs a DuckDB file; '{db}' is not one")
+    stamp = file_stamp(db)
+    with connect(db, policy=policy, budget=PureDP(1)) as sess:
+        sess.engine.forget_durable()  # (plan from the table itself, not from older copies)
+        selects = _user_level_selects(sess, [t.name for t in sess.policy.private_tables()])
+        if selects:
+            write_copies(sess.engine.con, db, stamp, selects)
+    return [table for table, _ in selects]
+
+
+def _user_level_selects(sess: Any, tables: Sequence[str]) -> list[tuple[str, str]]:
+    """The statement that makes each user-level table's bounded copy, as a session plans it."""
+    out = []
+    for table in tables:
+        planned, _ = sess.plan(f'SELECT COUNT(*) FROM "{table}"', {"epsilon": 1})
+        for core in planned.plan.cores:
+            if core.unit is not None:
+                out.append((table, _bounded_select(core)))
+    return out
