@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "accuracy_vs_peers.py"
 
 WORKLOADS = {"grouped_count", "grouped_sum", "grouped_avg", "filtered_count", "filtered_sum",
-             "session", "session_rewritten", "user_count", "user_sum"}
+             "session", "disjoint_session", "session_rewritten", "user_count", "user_sum"}
 PRIVPLAN = ("privplan", "privplan (ε,δ)")
 
 
