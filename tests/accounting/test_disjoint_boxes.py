@@ -4,6 +4,10 @@ subtraction returns (the same pieces, in the same order)."""
 from __future__ import annotations
 
 import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from privplan.accounting.solver.atoms import Cell2, _disjoint, _subtract
 
@@ -43,3 +47,15 @@ def test_a_group_by_s_boxes_repeated_per_aggregate() -> None:
     narrowed = [((g, g), (1, 9)) for g in range(5)]
     rows = groups + narrowed + groups  # COUNT, SUM over non-NULL, and AVG's count again
     assert _disjoint(rows) == _plain(rows) == groups
+
+
+BOX = st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4)).map(lambda t: (t[0], t[0] + t[1])),
+               min_size=2, max_size=2).map(tuple)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(BOX, min_size=65, max_size=150))
+def test_disjoint_pieces_as_before_with_many_boxes(rows: list[Any]) -> None:
+    """The same pieces, in the same order, whether many boxes (the overlap index) or few."""
+    assert _disjoint(rows) == _plain(rows)
+    assert _disjoint(rows[:5]) == _plain(rows[:5])

@@ -151,34 +151,6 @@ def test_sorted_atom_values_as_before(values: list[Any]) -> None:
     assert [type(v) for v in got] == [type(v) for v in old]
 
 
-def _old_disjoint(rows: list[Any]) -> list[Any]:
-    from privplan.accounting.solver.atoms import _subtract
-
-    out: list[Any] = []
-    for b in rows:
-        pieces = [b]
-        for r in out:
-            pieces = [q for p in pieces for q in _subtract(p, r)]
-            if not pieces:
-                break
-        out.extend(pieces)
-    return out
-
-
-BOX = st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4)).map(lambda t: (t[0], t[0] + t[1])),
-               min_size=2, max_size=2).map(tuple)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(BOX, min_size=65, max_size=150))
-def test_disjoint_pieces_as_before(rows: list[Any]) -> None:
-    """The same pieces, in the same order, whether many boxes or few."""
-    from privplan.accounting.solver.atoms import _disjoint
-
-    assert _disjoint(rows) == _old_disjoint(rows)
-    assert _disjoint(rows[:5]) == _old_disjoint(rows[:5])
-
-
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(st.tuples(st.just("int"), st.lists(st.integers(-50, 50), max_size=40)),
                  st.tuples(st.just("str"), st.lists(TEXT, max_size=40))),
