@@ -72,6 +72,16 @@ def _answer(df: pd.DataFrame, policy: pp.Policy, sql: str) -> tuple[np.ndarray, 
     return res.df["v"].to_numpy(dtype=float), sens
 
 
+def _explained(policy: pp.Policy, df: pd.DataFrame, sql: str, budget: Any, **kw: Any
+               ) -> tuple[Any, Any]:
+    """The explanation of a one-mechanism query, and its mechanism."""
+    with pp.connect(":memory:", policy=policy, budget=budget) as sess:
+        sess.register("t", df)
+        plan = sess.explain(sql, **kw)
+    (mech,) = plan.mechanisms
+    return plan, mech
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("c", [None, 2])
 @pytest.mark.parametrize("m", [None, 1, 2])
@@ -82,12 +92,8 @@ def test_every_neighbour_loses_at_most_what_the_query_was_charged(
     up the privacy loss of the actual shifts — Σ_g |Δ_g|·ε/Δ for Laplace noise calibrated to
     sensitivity Δ at cost ε. It never exceeds the query's composed cost, whatever the
     accountant's model of how a unit's rows spread (the engine is the judge)."""
-    policy = _policy(k=3, m=m, c=c)
-    df = _data()
-    sess = pp.connect(":memory:", policy=policy, budget=pp.PureDP(100))
-    sess.register("t", df)
-    plan = sess.explain(sql, epsilon=1)
-    (mech,) = plan.mechanisms
+    policy, df = _policy(k=3, m=m, c=c), _data()
+    plan, mech = _explained(policy, df, sql, pp.PureDP(100), epsilon=1)
     per_unit = Fraction(mech.cost.epsilon) / Fraction(mech.sensitivity_in_units)
     full, _ = _answer(df, policy, sql)
     worst = Fraction(0)
@@ -107,12 +113,8 @@ def test_every_neighbour_loses_at_most_the_charged_mu(sql: str, m: int | None,
     """The same oracle under μ-GDP, where counts and sums get rounded Gaussian noise: a shift
     of |Δ_g| in group g costs μ_g = |Δ_g|·μ/Δ, and independent Gaussian releases compose as
     sqrt(Σ μ_g²) (Dong–Roth–Su Cor. 3.3). That never exceeds the query's composed μ."""
-    policy = _policy(k=3, m=m, c=c)
-    df = _data()
-    sess = pp.connect(":memory:", policy=policy, budget=pp.GDP(100))
-    sess.register("t", df)
-    plan = sess.explain(sql, mu=1)
-    (mech,) = plan.mechanisms
+    policy, df = _policy(k=3, m=m, c=c), _data()
+    plan, mech = _explained(policy, df, sql, pp.GDP(100), mu=1)
     assert mech.noise.startswith("rounded Gaussian"), mech.noise
     per_unit = float(mech.cost.mu) / float(mech.sensitivity_in_units)
     full, _ = _answer(df, policy, sql)
