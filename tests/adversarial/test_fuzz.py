@@ -1395,6 +1395,7 @@ REGRESSIONS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
     ("mu", [
         ("SELECT COUNT(*) FROM t", {"mu": 1e155}),
         ("SELECT SUM(i) FROM t", {"mu": 1e300}),
+        ("SELECT COUNT() FROM visits", {"mu": 1e-300}),  # Laplace's variance at scale 1e300
     ]),
 ]
 """Fixed inputs of the first batches (the batch's session takes the kind they need)."""

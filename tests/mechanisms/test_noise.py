@@ -169,6 +169,21 @@ def test_calibration_rounds_long_fractions_up() -> None:
     assert mech.cost(1, PureDP).exact_epsilon <= eps
 
 
+@pytest.mark.parametrize("budget", [PureDP(1e-300), GDP(1e-300), GDP(1e-160), ZCDP(1e-300)])
+def test_a_vanishing_budget_is_refused_as_too_small(budget) -> None:
+    # (the GDP calibration compares the Laplace alternative's std: its closed form must not
+    # divide by an underflowed (1 - e^{-1/t})² at scale 1e300 — a fuzz find)
+    with pytest.raises(UnsupportedQueryError, match="too small"):
+        calibrate(1, budget)
+
+
+def test_laplace_variance_far_beyond_float_precision() -> None:
+    assert DiscreteLaplace(Fraction(10**100)).variance() == pytest.approx(2e200)
+    assert DiscreteLaplace(Fraction(10**300)).variance() == math.inf
+    assert DiscreteLaplace(Fraction(10**6)).variance() == pytest.approx(2e12, rel=1e-9)
+    assert RoundedGaussian(Fraction(10**400)).variance() == math.inf
+
+
 @pytest.mark.parametrize("budget", [PureDP(0), ApproxDP(0, 1e-5), ZCDP(0), GDP(0)])
 def test_zero_budget_is_refused(budget) -> None:
     with pytest.raises(UnsupportedQueryError, match="zero privacy budget"):

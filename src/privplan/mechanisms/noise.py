@@ -128,12 +128,16 @@ class DiscreteLaplace:
         raise TypeError(f"unknown privacy definition {kind!r}: use PureDP, ApproxDP, ZCDP or GDP")
 
     def variance(self) -> float:
-        """2 e^{-1/t} / (1 - e^{-1/t})², the variance of the discrete Laplace."""
+        """2 e^{-1/t} / (1 - e^{-1/t})², the variance of the discrete Laplace (2t² - 1/6 +
+        O(1/t²) for large t, which is what is returned once (1 - e^{-1/t})² underflows)."""
         inv = 1 / self.scale
         if inv > 745:  # e^{-1/t} underflows: the noise is 0 with probability ~1
             return 0.0
         q = math.exp(-float(inv))
-        return 2 * q / math.expm1(-float(inv)) ** 2
+        gap = math.expm1(-float(inv)) ** 2
+        if gap == 0.0:  # t above ~1e154: the closed form's denominator underflows
+            return 2 * float(self.scale) ** 2 if self.scale < 1e154 else math.inf
+        return 2 * q / gap
 
     def std(self) -> float:
         """Standard deviation of the noise."""
@@ -271,6 +275,8 @@ class RoundedGaussian:
     def variance(self) -> float:
         """Σ n² P(n): σ² + 1/12 for σ >= 4 (Sheppard's correction; by Poisson summation the
         error is ~ e^{-2π²σ²} < 1e-130), else summed over |n| <= 40σ + 2."""
+        if self.sigma > 10**154:  # σ² is no float (and no such noise is ever calibrated)
+            return math.inf
         s = float(self.sigma)
         if s >= 4:
             return s * s + 1 / 12
