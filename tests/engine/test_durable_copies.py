@@ -131,6 +131,17 @@ def test_a_corrupt_copies_file_is_ignored(db: Path) -> None:
         sess.sql(QUERIES[0], epsilon=1)
 
 
+def test_a_failed_write_is_a_clear_error_and_leaves_nothing(db: Path) -> None:
+    copies_path(db).mkdir()  # the copies' place is taken: the final rename fails
+    with pytest.raises(pp.PrivplanError, match="cannot put the copies"):
+        prepare_copies(db, POLICY)
+    assert sorted(p.name for p in db.parent.iterdir()) == sorted(
+        [db.name, copies_path(db).name])  # no temporary file left behind
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+        assert sess.engine.durable is None  # (a folder is no copies file)
+        sess.sql(QUERIES[0], epsilon=1)
+
+
 def test_cli_prepare(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["prepare", str(db), "--policy", str(POLICY)]) == 0
     assert "made the bounded copies of visits" in capsys.readouterr().out

@@ -117,7 +117,12 @@ def write_copies(con: duckdb.DuckDBPyConnection, database: Path, stamp: str,
     target = copies_path(database)
     tmp = target.with_name(target.name + f".tmp-{uuid.uuid4().hex[:8]}")
     quoted = str(tmp).replace("'", "''")
-    con.execute(f"ATTACH '{quoted}' AS __privplan_prepare (READ_WRITE)")
+    try:
+        con.execute(f"ATTACH '{quoted}' AS __privplan_prepare (READ_WRITE)")
+    except duckdb.Error as err:  # (about the path only: no private value in it)
+        raise PolicyError(f"cannot write the copies beside '{database}': "
+                          f"{str(err).splitlines()[0]}. Run privplan prepare where the "
+                          "database's folder is writable.") from None
     try:
         con.execute(f"CREATE TABLE __privplan_prepare.{_META} (name VARCHAR, stamp VARCHAR, "
                     "source_table VARCHAR)")
@@ -126,13 +131,18 @@ def write_copies(con: duckdb.DuckDBPyConnection, database: Path, stamp: str,
             con.execute(f"CREATE TABLE __privplan_prepare.{name} AS {select}")
             con.execute(f"INSERT INTO __privplan_prepare.{_META} VALUES (?, ?, ?)",
                         [name, stamp, table])
-    except BaseException:
+        con.execute("DETACH __privplan_prepare")
+        if file_stamp(database) != stamp:
+            raise PolicyError(f"'{database}' changed while its copies were made; run privplan "
+                              "prepare again")
+        os.replace(tmp, target)
+    except duckdb.Error as err:  # (its message could quote private values: withheld)
+        raise PolicyError(f"making the copies of '{database}' failed ({type(err).__name__}); "
+                          "nothing was written") from None
+    except OSError as err:
+        raise PolicyError(f"cannot put the copies at '{target}': {err.strerror}; nothing was "
+                          "written") from None
+    finally:
         _detach(con, "__privplan_prepare")
         tmp.unlink(missing_ok=True)
-        raise
-    con.execute("DETACH __privplan_prepare")
-    if file_stamp(database) != stamp:
-        tmp.unlink(missing_ok=True)
-        raise PolicyError(f"'{database}' changed while its copies were made; run privplan "
-                          "prepare again")
-    os.replace(tmp, target)
+        tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
