@@ -73,7 +73,6 @@ from typing import Any, Self
 
 import pandas as pd
 
-from privplan.query_budget import query_budget
 from privplan.result import Result
 from privplan.session import Session
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
@@ -348,7 +347,7 @@ def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
     """The budget value for ``kwargs`` in the session's privacy definition."""
     try:
         with _Translating():
-            return query_budget(session.kind, **kwargs)
+            return session.query_value(kwargs)
     except (ValueError, TypeError) as err:
         raise ProgrammingError(f"invalid budget: {err}") from err
 
