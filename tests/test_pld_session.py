@@ -7,6 +7,7 @@ queries a neighbouring record affects.
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -165,3 +166,37 @@ def test_a_durable_ledger_keeps_the_pld_total(con: duckdb.DuckDBPyConnection,
     with pytest.raises(pp.LedgerError):
         pp.connect(con, policy=POLICY, budget=pp.ApproxDP(1, Fraction(1, 10**6)),
                    ledger=ledger)
+
+
+def test_command_line_and_dbapi_take_pld_accounting(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    from privplan import dbapi
+    from privplan.cli import EXIT_USAGE, main
+    from privplan.demo.data import demo_policy_path, write_demo_database
+
+    db = write_demo_database(tmp_path / "d.duckdb", rows=2_000)
+    ledger = tmp_path / "l.sqlite"
+    base = ["--database", str(db), "--policy", str(demo_policy_path()), "--ledger", str(ledger),
+            "--total", "1", "--total-delta", "1e-6", "--composition", "pld"]
+    assert main(["query", "SELECT COUNT(*) AS n FROM visits", *base, "--mu", "0.05",
+                 "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["spent"] == "μ=0.05" and payload["spent_approx"].endswith("δ=1e-06")
+    assert main(["query", "SELECT COUNT(*) AS n FROM visits", *base, "--epsilon", "0.2",
+                 "--delta", "1e-8"]) == 0
+    assert "PLD accounting: spent μ = " in capsys.readouterr().out
+    # a pure-ε query is refused with what to pass instead, and spends nothing
+    assert main(["query", "SELECT COUNT(*) AS n FROM visits", *base, "--epsilon", "0.2"]
+                ) == EXIT_USAGE
+    assert "delta > 0" in capsys.readouterr().err
+    # --composition pld without the session's (ε, δ)
+    assert main(["query", "SELECT COUNT(*) AS n FROM visits", "--database", str(db),
+                 "--policy", str(demo_policy_path()), "--ledger", str(ledger),
+                 "--composition", "pld", "--mu", "0.05"]) == EXIT_USAGE
+    with dbapi.connect(db, policy=demo_policy_path(), budget=pp.ApproxDP(1, 1e-6),
+                       composition="pld", mu=0.05) as con:
+        cur = con.cursor()
+        cur.execute("SELECT COUNT(*) AS n FROM visits")
+        assert cur.fetchone() is not None
+        cur.execute("SELECT COUNT(*) AS n FROM visits", epsilon=0.3, delta=1e-9)
+        assert con.session.spent().exact_mu > Fraction(1, 20)

@@ -210,6 +210,7 @@ def connect(
     rho: Any = None,
     mu: Any = None,
     intervals: bool = False,
+    composition: str = "additive",
 ) -> Connection:
     """Open a DB-API connection over a new :class:`privplan.Session`.
 
@@ -218,10 +219,12 @@ def connect(
     query (optional: without them every ``execute`` must pass one). ``intervals=True`` makes
     every answer carry each noisy column's 95% interval right after it (``<col>_low``,
     ``<col>_high``), the shape of ``Result.with_intervals()``, the CLI and report files; the
-    default is the query's own columns, which SQL tools expect.
+    default is the query's own columns, which SQL tools expect. ``composition="pld"``: PLD
+    accounting of an (ε, δ) budget, as in :func:`privplan.connect`.
     """
     with _Translating():
-        session = Session(database, policy=policy, budget=budget, ledger=ledger)
+        session = Session(database, policy=policy, budget=budget, ledger=ledger,
+                          composition=composition)
     try:
         return Connection(session, epsilon=epsilon, delta=delta, rho=rho, mu=mu,
                           intervals=intervals)

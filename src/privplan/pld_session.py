@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privplan.accounting.conversions import gdp_to_approx
-from privplan.accounting.definitions import GDP, ApproxDP
+from privplan.accounting.definitions import GDP, ApproxDP, PureDP
 from privplan.accounting.gdp_budget import approx_to_gdp, sequential_approx
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import PolicyError
@@ -53,6 +53,8 @@ class PLDAccounting:
     def query_budget(self, given: Mapping[str, Any]) -> GDP:
         """A query's keywords as the μ its noise is calibrated to (see the module docstring)."""
         budget, eps, delta = given.get("budget"), given.get("epsilon"), given.get("delta")
+        if isinstance(budget, PureDP):
+            budget = ApproxDP(budget.exact_epsilon, 0)  # (refused below, with what to pass)
         if isinstance(budget, ApproxDP):
             if len([v for v in given.values() if v is not None]) > 1:
                 raise PolicyError("pass budget= alone, or epsilon= with delta=, or mu=")
