@@ -14,6 +14,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from dp_accounting.pld import privacy_loss_distribution as dpl
 
 import privplan as pp
@@ -200,3 +202,28 @@ def test_command_line_and_dbapi_take_pld_accounting(tmp_path: Path,
         assert cur.fetchone() is not None
         cur.execute("SELECT COUNT(*) AS n FROM visits", epsilon=0.3, delta=1e-9)
         assert con.session.spent().exact_mu > Fraction(1, 20)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.05, 0.1, 0.2, 0.4]),
+                          st.sampled_from([1e-9, 1e-8, 5e-8])), min_size=1, max_size=25))
+def test_pld_never_admits_fewer_than_additive(queries: list[tuple[float, float]]) -> None:
+    """The same queries, each with its own (ε, δ), asked of an additive and a PLD session: every
+    query the additive one admits, the PLD one admits too (the Gaussian calibrated to (ε_q, δ_q)
+    is (ε_q, δ_q)-DP, so its exact composition is never above the sum). The additive session
+    admits at most 20 of these (ε_q >= 0.05), so Σ δ_q <= 20 · 5e-8 = δ: the premise of that
+    argument holds for every drawn list."""
+    c = duckdb.connect()
+    c.execute("CREATE TABLE t AS SELECT 'a' AS g, i AS age FROM range(50) r(i)")
+    budget = pp.ApproxDP(1, Fraction(1, 10**6))
+    additive = pp.connect(c, policy=POLICY, budget=budget)
+    pld = pp.connect(c, policy=POLICY, budget=budget, composition="pld")
+    for eps, delta in queries:
+        try:
+            additive.sql("SELECT COUNT(*) FROM t", budget=pp.ApproxDP(eps, delta))
+        except pp.BudgetExceededError:
+            continue
+        pld.sql("SELECT COUNT(*) FROM t", epsilon=eps, delta=delta)  # must not raise
+    assert pld.pld is not None
+    assert pld.pld.as_approx(pld.spent()).exact_epsilon <= additive.spent().exact_epsilon
