@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dp_accounting.pld import common as dpa_common
+from dp_accounting.pld import privacy_loss_distribution as dpa
 
 from privplan.audit import verify_audit
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import PolicyError
 from privplan.report import ReportSpec, plan_report, run_report
-
-dpa = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-dpa_common = pytest.importorskip("dp_accounting.pld.common")
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +94,22 @@ def test_bad_composition_values_are_clear_errors(ws: Path, composition: str, bud
                                                  message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         _spec(ws, composition, OVERLAPPING[:2], budget)
+
+
+def test_cli_plans_runs_and_verifies_a_pld_report(ws: Path, capsys: pytest.CaptureFixture
+                                                 ) -> None:
+    from privplan.cli import main
+
+    fixture = Path(__file__).parent / "fixtures" / "reports" / "demo_pld.yaml"
+    spec = ws / "demo_pld.yaml"
+    shutil.copy(fixture, spec)
+    assert main(["report", "plan", str(spec), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["composition"] == "pld"
+    out = ws / "pld_out"
+    assert main(["report", "run", str(spec), "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["composition"]["method"] == "pld"
+    assert main(["audit", "verify", str(out / "audit.json")]) == 0
+    assert "VERIFIED" in capsys.readouterr().out

@@ -15,13 +15,12 @@ from fractions import Fraction
 
 import mpmath
 import pytest
+from dp_accounting.pld import common as dpa_common
+from dp_accounting.pld import privacy_loss_distribution as dpa
 
 from privplan.accounting import pld
 from privplan.accounting.conversions import gdp_delta, gdp_to_approx
 from privplan.accounting.definitions import GDP
-
-dpa = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-dpa_common = pytest.importorskip("dp_accounting.pld.common")
 
 H = 1e-4
 DELTAS = (1e-3, 1e-6, 1e-9)
