@@ -49,7 +49,8 @@ from _common import machine_info, write_json
 
 import privplan as pp
 from privplan.accounting.accountant import Accountant
-from privplan.accounting.definitions import PureDP
+from privplan.accounting.definitions import GDP, PureDP
+from privplan.accounting.gdp_budget import approx_to_gdp
 from privplan.accounting.model import MechanismSpec, Partition
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
@@ -63,9 +64,25 @@ DATA = Path(__file__).parent / ".data"
 HOSPITALS = "ABCD"
 DEPARTMENTS = ["cardiology", "emergency", "oncology", "orthopedics", "pediatrics"]
 EPS = PureDP(0.00001)
+MU = GDP(0.00001)
 
 
-def workload(n: int, seed: int = 7) -> list[tuple[str, list[MechanismSpec]]]:
+class Mode:
+    """The session's accounting: additive ε (PureDP) or PLD (an (ε, δ) budget held as μ-GDP,
+    ``composition="pld"``: the ledger then records μ per mechanism)."""
+
+    def __init__(self, composition: str) -> None:
+        self.pld = composition == "pld"
+        self.cost: Any = MU if self.pld else EPS
+        self.kind: Any = GDP if self.pld else PureDP
+        self.session_budget: Any = pp.ApproxDP(1000, 1e-6) if self.pld else PureDP(1000)
+        self.ledger_budget: Any = (approx_to_gdp(1000, 1e-6) if self.pld
+                                   else self.session_budget)
+        self.query: dict[str, Any] = {"mu": 0.001} if self.pld else {"epsilon": 0.001}
+        self.connect: dict[str, Any] = {"composition": composition}
+
+
+def workload(n: int, cost: Any = EPS, seed: int = 7) -> list[tuple[str, list[MechanismSpec]]]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -75,7 +92,7 @@ def workload(n: int, seed: int = 7) -> list[tuple[str, list[MechanismSpec]]]:
             h, a = rng.choice(HOSPITALS), rng.randrange(100)
             sql = f"SELECT COUNT(*) FROM visits WHERE hospital = '{h}' AND age = {a}"
             region = Region.box(hospital=ColumnSet.points([h]), age=ColumnSet.points([a]))
-            mechs = [MechanismSpec(f"{qid}.c0_m0", "visits", region, EPS, None, "COUNT(*)")]
+            mechs = [MechanismSpec(f"{qid}.c0_m0", "visits", region, cost, None, "COUNT(*)")]
         elif k < 0.8:
             lo = rng.randrange(90)
             sql = (f"SELECT department, COUNT(*) FROM visits WHERE age BETWEEN {lo} AND "
@@ -83,31 +100,32 @@ def workload(n: int, seed: int = 7) -> list[tuple[str, list[MechanismSpec]]]:
             region = Region.box(age=ColumnSet.interval(lo, lo + 10),
                                 department=ColumnSet.points(DEPARTMENTS))
             part = Partition(("department",), ("department",))
-            mechs = [MechanismSpec(f"{qid}.c0_m0", "visits", region, EPS, part, "COUNT(*)")]
+            mechs = [MechanismSpec(f"{qid}.c0_m0", "visits", region, cost, part, "COUNT(*)")]
         else:
             lo = rng.randrange(90)
             sql = f"SELECT SUM(cost) FROM visits WHERE age >= {lo}"
             region = Region.box(age=ColumnSet.interval(lo, 100),
                                 cost=ColumnSet.interval(0, 20000))
-            mechs = [MechanismSpec(f"{qid}.c0_m0", "visits", region, EPS, None, "SUM(cost)")]
+            mechs = [MechanismSpec(f"{qid}.c0_m0", "visits", region, cost, None, "SUM(cost)")]
         out.append((sql, mechs))
     return out
 
 
-def build(path: Path, n: int, policy: pp.Policy, budget: PureDP) -> None:
+def build(path: Path, n: int, policy: pp.Policy, mode: Mode) -> None:
     """Write a ledger of ``n`` entries with a valid chain, in one transaction."""
-    entries = workload(n)
-    total = Accountant({"visits": policy.table("visits").table_model()}, PureDP).admit(
+    entries = workload(n, mode.cost)
+    total = Accountant({"visits": policy.table("visits").table_model()}, mode.kind).admit(
         [m for _, ms in entries for m in ms]).cost
     tmp = path.with_suffix(".tmp")
     tmp.unlink(missing_ok=True)
-    with pp.connect(":memory:", policy=policy, budget=budget, ledger=tmp):
+    with pp.connect(":memory:", policy=policy, budget=mode.session_budget, ledger=tmp,
+                    **mode.connect):
         pass  # creates the file and records budget, policy and root
     con = sqlite3.connect(tmp)
-    budget_json = json.dumps(encode_cost(budget))
+    budget_json = json.dumps(encode_cost(mode.ledger_budget))
     head = ChainHead(0, root_hash(FORMAT, budget_json, policy_fingerprint(policy)))
     total_json = json.dumps(encode_cost(total))
-    zero_json = json.dumps(encode_cost(PureDP(0)))
+    zero_json = json.dumps(encode_cost(mode.kind(0)))
     rows = []
     for i, (sql, mechs) in enumerate(entries, start=1):
         fields = (i, f"q{i}", sql, float(i), total_json if i == 1 else zero_json, total_json,
@@ -124,36 +142,39 @@ def build(path: Path, n: int, policy: pp.Policy, budget: PureDP) -> None:
     tmp.rename(path)
 
 
-def measure(n: int, repeat: int, db: Path, policy: pp.Policy) -> dict[str, object]:
-    budget = PureDP(1000)
-    path = DATA / f"ledger_{n}.sqlite"
+def measure(n: int, repeat: int, db: Path, policy: pp.Policy,
+            mode: Mode | None = None) -> dict[str, object]:
+    mode = mode or Mode("additive")
+    budget, q, kw = mode.session_budget, mode.query, mode.connect
+    tag = "_pld" if mode.pld else ""
+    path = DATA / f"ledger{tag}_{n}.sqlite"
     if not path.exists():
         t0 = time.perf_counter()
-        build(path, n, policy, budget)
+        build(path, n, policy, mode)
         print(f"  built {n:,} entries in {time.perf_counter() - t0:.1f} s", flush=True)
-    work = DATA / f"ledger_{n}.run.sqlite"
+    work = DATA / f"ledger{tag}_{n}.run.sqlite"
     _clear(work)
     work.write_bytes(path.read_bytes())
     t0 = time.perf_counter()
-    with pp.connect(db, policy=policy, budget=budget, ledger=work) as sess:
-        sess.sql("SELECT COUNT(*) FROM visits WHERE age = 150", epsilon=0.001)  # checkpoints
+    with pp.connect(db, policy=policy, budget=budget, ledger=work, **kw) as sess:
+        sess.sql("SELECT COUNT(*) FROM visits WHERE age = 150", **q)  # checkpoints
     cold = time.perf_counter() - t0
-    ckpt = DATA / f"ledger_{n}.ckpt.sqlite"
+    ckpt = DATA / f"ledger{tag}_{n}.ckpt.sqlite"
     _clear(ckpt)
     ckpt.write_bytes(work.read_bytes())
     # the worst case: the checkpoint as stale as it gets (CHECKPOINT_EVERY - 1 entries behind)
-    with pp.connect(db, policy=policy, budget=budget, ledger=work) as sess:
+    with pp.connect(db, policy=policy, budget=budget, ledger=work, **kw) as sess:
         sess.ledger.checkpoint_every = 10**9
         for i in range(CHECKPOINT_EVERY - 1):
-            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {400 + i}", epsilon=0.001)
+            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {400 + i}", **q)
     stale = []
     for r in range(repeat):
-        with pp.connect(db, policy=policy, budget=budget, ledger=work) as sess:
+        with pp.connect(db, policy=policy, budget=budget, ledger=work, **kw) as sess:
             sess.ledger.checkpoint_every = 10**9
             sess.spent()
             acc = _accounting_timer(sess)
             t0 = time.perf_counter()
-            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {900 + r}", epsilon=0.001)
+            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {900 + r}", **q)
             stale.append((time.perf_counter() - t0, acc()))
     _clear(work)
     times: dict[str, list[float]] = {k: [] for k in ("open", "first", "first_acc", "next",
@@ -161,13 +182,13 @@ def measure(n: int, repeat: int, db: Path, policy: pp.Policy) -> dict[str, objec
     for r in range(repeat):
         work.write_bytes(ckpt.read_bytes())  # each repetition charges its own copy
         t0 = time.perf_counter()
-        sess = pp.connect(db, policy=policy, budget=budget, ledger=work)
+        sess = pp.connect(db, policy=policy, budget=budget, ledger=work, **kw)
         sess.spent()
         times["open"].append(time.perf_counter() - t0)
         for key, age in (("first", 200 + r), ("next", 300 + r)):
             acc = _accounting_timer(sess)
             t0 = time.perf_counter()
-            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {age}", epsilon=0.001)
+            sess.sql(f"SELECT COUNT(*) FROM visits WHERE age = {age}", **q)
             times[key].append(time.perf_counter() - t0)
             times[key + "_acc"].append(acc())
         sess.close()
@@ -227,8 +248,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "ledger.json"))
+    parser.add_argument("--composition", choices=("additive", "pld"), default="additive",
+                        help="pld: the ledger of an (ε, δ) session with PLD accounting")
+    parser.add_argument("--out", default=None,
+                        help="default: results/ledger.json (ledger_pld.json with --composition pld)")
     args = parser.parse_args()
+    mode = Mode(args.composition)
+    out = args.out or str(Path(__file__).parent / "results" / (
+        "ledger_pld.json" if mode.pld else "ledger.json"))
     DATA.mkdir(exist_ok=True)
     db = DATA / "ledger_demo.duckdb"
     if not db.exists():
@@ -236,7 +263,7 @@ def main() -> None:
     policy = pp.Policy.from_yaml(demo_policy_path())
     rows = []
     for n in args.sizes:
-        rows.append(measure(n, args.repeat, db, policy))
+        rows.append(measure(n, args.repeat, db, policy, mode))
         print(f"  {n:>9,} entries: {rows[-1]}", flush=True)
     cols = [("entries", "entries", "{:,}"), ("open+spent s", "open_spent_s", "{:.3f}"),
             ("1st query ms", "first_query_ms", "{:.1f}"),
@@ -250,7 +277,8 @@ def main() -> None:
     for r in rows:
         print("  ".join(f"{f.format(r[k]):>{len(h)}}" for h, k, f in cols))
     print("targets (reported, not asserted): open < 0.5 s and an admission < 50 ms at 100k")
-    write_json(Path(args.out), {"machine": machine_info(), "rows": rows})
+    write_json(Path(out), {"machine": machine_info(), "composition": args.composition,
+                           "rows": rows})
 
 
 if __name__ == "__main__":

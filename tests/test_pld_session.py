@@ -227,3 +227,32 @@ def test_pld_never_admits_fewer_than_additive(queries: list[tuple[float, float]]
         pld.sql("SELECT COUNT(*) FROM t", epsilon=eps, delta=delta)  # must not raise
     assert pld.pld is not None
     assert pld.pld.as_approx(pld.spent()).exact_epsilon <= additive.spent().exact_epsilon
+
+
+def test_a_reopened_ledger_with_a_checkpoint_answers_and_explains(
+        con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    """Regression: the PLD note once read every earlier mechanism inside the charge's ledger
+    transaction; restored from a checkpoint, those are read from the file, which the charge was
+    holding: the query hung. sql() now notes the PLD total only; explain() (outside any
+    transaction) adds the additive comparison."""
+    import threading
+
+    ledger = tmp_path / "ledger.sqlite"
+    with _session(con, ledger=ledger) as sess:
+        sess.ledger.checkpoint_every = 3
+        for _ in range(7):
+            sess.sql(COUNT, mu=0.02)
+    outcome: dict[str, object] = {}
+
+    def again() -> None:
+        with _session(con, ledger=ledger) as s2:
+            assert s2.ledger.checkpoint() is not None  # (restored from it: specs read lazily)
+            outcome["answer"] = s2.sql(COUNT, mu=0.02).explanation.notes[-1]
+            outcome["explain"] = s2.explain(COUNT, mu=0.02).notes[-1]
+
+    worker = threading.Thread(target=again, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "the reopened PLD session hung"
+    assert str(outcome["answer"]).startswith("PLD accounting: composed μ = 0.05657")
+    assert "additive" in str(outcome["explain"])

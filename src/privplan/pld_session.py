@@ -81,15 +81,19 @@ class PLDAccounting:
         approx = self.as_approx(total)
         return f"μ = {float(total.exact_mu):.4g} ≈ (ε = {approx.epsilon:.4g}, δ = {approx.delta:.3g})"
 
-    def note(self, projected: GDP, mechanisms: Sequence[MechanismSpec]) -> str:
-        """The explanation's line: the PLD total and what additive accounting would charge for
-        the same noise (every admitted release at its own (ε_i, δ/n), summed, no structure)."""
-        additive = sequential_approx([m.cost.exact_mu for m in mechanisms
+    def note(self, projected: GDP, worst: Sequence[MechanismSpec] | None = None) -> str:
+        """The explanation's line: the PLD total, and with ``worst`` (the mechanisms the worst
+        neighbouring pair affects) what additive accounting would charge for the same noise —
+        each of them at its own (ε_i, δ/n), summed; at least that, as a pair paying several
+        groups of one mechanism counts it once here."""
+        text = (f"PLD accounting: composed {self.describe(projected)} of the budget "
+                f"(ε = {self.target.epsilon:g}, δ = {self.target.delta:g})")
+        if worst is None:
+            return text + "."
+        additive = sequential_approx([m.cost.exact_mu for m in worst
                                       if isinstance(m.cost, GDP)], self.delta)
-        return (f"PLD accounting: composed {self.describe(projected)} of the budget "
-                f"(ε = {self.target.epsilon:g}, δ = {self.target.delta:g}); additive (ε, δ) "
-                f"accounting of the same releases (each at δ/n, summed) would be ε = "
-                f"{additive.epsilon:.4g}.")
+        return (f"{text}; additive (ε, δ) accounting of the releases the worst pair affects "
+                f"(each at δ/n, summed) would charge at least ε = {additive.epsilon:.4g}.")
 
 
 def pld_accounting(budget: Any, composition: str) -> PLDAccounting | None:

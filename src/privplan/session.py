@@ -341,12 +341,18 @@ class Session(SessionViews, Generic[B]):
 
     def _explanation(self, planned: PlannedQuery, preview: Any, before: Any,
                      history: dict[str, list[Any]] | None = None) -> Explanation:
+        """``history`` is given by ``explain`` only (outside any ledger transaction): then a
+        PLD session's note also reads the earlier mechanisms, for the additive comparison."""
         shown: Explanation = explain_planned(planned, preview, before, self.budget,
                                              history=history)
         if self.pld is None:
             return shown
-        mechanisms = [*self.accountant.mechanisms(), *(m.spec for m in planned.measures)]
-        return replace(shown, notes=(*shown.notes, self.pld.note(preview.cost, mechanisms)))
+        worst = None
+        if history is not None:
+            by_id = {m.id: m for m in (*self.accountant.mechanisms(),
+                                       *(p.spec for p in planned.measures))}
+            worst = [by_id[i] for i in preview.witness if i in by_id]
+        return replace(shown, notes=(*shown.notes, self.pld.note(preview.cost, worst)))
 
     def _drop_accounting(self) -> None:
         """After a failed durable write: forget the in-memory accounting (it follows the file)."""
