@@ -256,3 +256,24 @@ def test_a_reopened_ledger_with_a_checkpoint_answers_and_explains(
     assert not worker.is_alive(), "the reopened PLD session hung"
     assert str(outcome["answer"]).startswith("PLD accounting: composed μ = 0.05657")
     assert "additive" in str(outcome["explain"])
+
+
+def test_the_rest_of_the_budget_buys_the_least_noise_the_pld_allows(
+        con: duckdb.DuckDBPyConnection) -> None:
+    """After some queries, remaining() is the μ a last query may still add (sqrt(μ_B² − μ²)):
+    spending it lands the (ε, δ) reading on the budget, with less noise than the additive
+    split of what is left would give."""
+    sess = _session(con)
+    for _ in range(3):
+        sess.sql(COUNT, mu=0.03)
+    rest = sess.remaining()
+    (sigma,) = _sigmas(sess, "SELECT COUNT(*) FROM t", budget=rest)
+    sess.sql("SELECT COUNT(*) FROM t", budget=rest)
+    assert sess.spent() <= sess.budget
+    assert float(sess.pld.as_approx(sess.spent()).exact_epsilon) == pytest.approx(1, abs=1e-4)
+    # additive: 3 releases of μ = 0.03 at δ/4 each leave ε_left for a Gaussian at (ε_left, δ/4)
+    used = sum(float(gdp_to_approx(GDP(Fraction(3, 100)), 1e-6 / 4).exact_epsilon)
+               for _ in range(3))
+    left = 1 - used
+    assert left > 0.3
+    assert float(sigma) < 0.7 / float(approx_to_gdp(left, 1e-6 / 4).exact_mu)  # 4.33 vs 6.82
