@@ -405,3 +405,23 @@ def test_intervals_in_the_url(demo_db: Path, ledger: Path) -> None:
     assert len(entries(ledger)) == 1
     with pytest.raises(sa.exc.ArgumentError, match="intervals=yes.*true or false"):
         sa.create_engine(url(demo_db, ledger, intervals="yes"))
+
+
+def test_composition_pld_in_the_url(demo_db: Path, ledger: Path) -> None:
+    """composition=pld: an (ε, δ) total composed by exact Gaussian PLDs; the per-query default
+    is checked the PLD way (mu=, or epsilon with delta > 0) before anything is opened."""
+    e = sa.create_engine(url(demo_db, ledger, budget_epsilon=1, budget_delta=1e-6,
+                             epsilon=None, mu=0.05, composition="pld"))
+    try:
+        with e.connect() as c:
+            c.exec_driver_sql("SELECT COUNT(*) FROM visits").all()
+            sess = c.connection.dbapi_connection.session
+            assert sess.pld is not None and sess.spent() == pp.GDP(0.05)
+    finally:
+        e.dispose()
+    for bad in ({"composition": "PLD"}, {"composition": "pld"}):  # PureDP total / no delta
+        with pytest.raises(sa.exc.ArgumentError, match="composition"):
+            sa.create_engine(url(demo_db, ledger, **bad)).connect()
+    with pytest.raises(sa.exc.ArgumentError, match="delta > 0"):
+        sa.create_engine(url(demo_db, ledger, budget_epsilon=1, budget_delta=1e-6, epsilon=0.5,
+                             composition="pld")).connect()

@@ -82,7 +82,8 @@ __all__ = ["PrivplanDialect"]
 
 _TOTALS = ("budget_epsilon", "budget_rho", "budget_mu")
 _DEFAULTS = ("epsilon", "delta", "rho", "mu")
-_PARAMETERS = ("policy", "ledger", *_TOTALS, "budget_delta", *_DEFAULTS, "intervals")
+_PARAMETERS = ("policy", "ledger", *_TOTALS, "budget_delta", *_DEFAULTS, "intervals",
+               "composition")
 _EXAMPLE = ("privplan:///data.duckdb?policy=policy.yaml&ledger=ledger.sqlite"
             "&budget_epsilon=3&epsilon=0.5")
 _AUTOCOMMIT: IsolationLevel = "AUTOCOMMIT"
@@ -149,6 +150,7 @@ def connect_arguments(url: URL) -> dict[str, Any]:
     checked (see the module docstring). Reads the policy file; opens nothing else."""
     from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
     from privplan.errors import PrivplanError
+    from privplan.pld_session import pld_accounting
     from privplan.policy import Policy
     from privplan.query_budget import query_budget
 
@@ -192,10 +194,20 @@ def connect_arguments(url: URL) -> dict[str, Any]:
         budget = ApproxDP(value, _number("budget_delta", query["budget_delta"]))
     else:
         budget = {"budget_epsilon": PureDP, "budget_rho": ZCDP, "budget_mu": GDP}[total](value)
+    composition = query.get("composition", "additive")
+    try:
+        pld = pld_accounting(budget, composition)
+    except PrivplanError as err:
+        raise _bad(f"composition={composition}", str(err),
+                   "write composition=pld with budget_epsilon and budget_delta, or leave it "
+                   "out") from None
     defaults = {k: _number(k, query[k]) for k in _DEFAULTS if k in query}
     if defaults:
         try:
-            query_budget(type(budget), **defaults)
+            if pld is not None:
+                pld.query_budget(defaults)
+            else:
+                query_budget(type(budget), **defaults)
         except PrivplanError as err:
             given = "&".join(f"{k}={query[k]}" for k in defaults)
             raise _bad(given, f"not a per-query budget for a {type(budget).__name__} session "
@@ -208,7 +220,8 @@ def connect_arguments(url: URL) -> dict[str, Any]:
                    "leave it out")
     database = url.database or ":memory:"
     return {"database": database, "policy": policy, "budget": budget,
-            "ledger": query["ledger"], **defaults, "intervals": intervals == "true"}
+            "ledger": query["ledger"], **defaults, "intervals": intervals == "true",
+            "composition": composition}
 
 
 class PrivplanDialect(DefaultDialect):
