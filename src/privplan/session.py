@@ -327,18 +327,6 @@ class Session(SessionViews, Generic[B]):
         with contextlib.suppress(Exception):
             save(lambda: encode_states(accountant.export_state()))
 
-    def _exceeded(self, before: Any, after: Any) -> str:
-        marginal = after - before
-        text = (f"budget exceeded: the session has spent {before.describe()} of "
-                f"{self.budget.describe()}; this query would add {marginal.describe()} "
-                f"(composed total {after.describe()}). Nothing was spent. Use a smaller budget "
-                "for the query, or a query disjoint from earlier ones.")
-        if self.pld is not None:
-            text += (f" (PLD accounting of the (ε, δ) budget ({self.pld.target.epsilon:g}, "
-                     f"{self.pld.target.delta:g}): spent {self.pld.describe(before)}, with "
-                     f"this query {self.pld.describe(after)}.)")
-        return text
-
     def _explanation(self, planned: PlannedQuery, preview: Any, before: Any,
                      history: dict[str, list[Any]] | None = None) -> Explanation:
         """``history`` is given by ``explain`` only (outside any ledger transaction): then a

@@ -10,11 +10,15 @@ import pandas as pd
 from privplan.boundary import privplan_errors
 
 if TYPE_CHECKING:
+    from privplan.pld_session import PLDAccounting
     from privplan.session import Session
 
 
 class SessionViews:
     """Read-only views of a :class:`~privplan.session.Session` (its base class)."""
+
+    budget: Any  # (set by Session.__init__)
+    pld: PLDAccounting | None
 
     @privplan_errors
     def budget_history(self) -> pd.DataFrame:
@@ -32,6 +36,20 @@ class SessionViews:
         from privplan.plot import plot_budget
 
         return plot_budget(cast("Session[Any]", self), ax=ax, title=title)
+
+    def _exceeded(self, before: Any, after: Any) -> str:
+        """What a refused charge says: spent, budget, the query's part, what to do."""
+        budget, pld = self.budget, self.pld
+        marginal = after - before
+        text = (f"budget exceeded: the session has spent {before.describe()} of "
+                f"{budget.describe()}; this query would add {marginal.describe()} "
+                f"(composed total {after.describe()}). Nothing was spent. Use a smaller budget "
+                "for the query, or a query disjoint from earlier ones.")
+        if pld is not None:
+            text += (f" (PLD accounting of the (ε, δ) budget ({pld.target.epsilon:g}, "
+                     f"{pld.target.delta:g}): spent {pld.describe(before)}, with "
+                     f"this query {pld.describe(after)}.)")
+        return text
 
     def __repr__(self) -> str:
         """One line: the budget, the tables and where the ledger lives. It reads nothing (a
