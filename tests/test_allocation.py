@@ -289,3 +289,37 @@ def test_round_down() -> None:
     assert round_down(0.1234567891234, digits=9) == Fraction("0.123456789")
     assert round_down(Fraction(2, 3)) <= Fraction(2, 3)
     assert round_down(0) == 0 and round_down(-1.0) == 0
+
+
+def test_advanced_total_takes_a_units_rows_in_one_group_as_one_mechanism() -> None:
+    # a unit of 100 rows, all in one group: that group's Laplace count moves by 100, which costs
+    # 100·ε = 1.0; composing 100 copies of ε = 0.01 would say 0.57 (an under-charge)
+    model = {"t": TableModel(unit=UnitModel(max_rows=100))}
+    part = Partition(("g",), ("g",), max_groups_per_unit=1, max_rows_per_group=100)
+    spec = MechanismSpec("m", "t", Region.full(), ApproxDP("0.01", 0), part, growth="linear")
+    total = advanced_total([spec], model, Fraction(1, 10**6))
+    assert total.cost.exact_epsilon == 1
+    # spread over at most 10 groups of 10 rows: ten mechanisms of 0.1 each
+    part10 = Partition(("g",), ("g",), max_groups_per_unit=10, max_rows_per_group=10)
+    spec10 = MechanismSpec("m", "t", Region.full(), ApproxDP("0.01", 0), part10,
+                           growth="linear")
+    from privplan.accounting.conversions import advanced_composition
+    expect = advanced_composition([Fraction(1, 10)] * 10, [Fraction(0)] * 10,
+                                  Fraction(1, 10**6))
+    assert advanced_total([spec10], model, Fraction(1, 10**6)).cost == expect
+    # flat growth (a distinct-unit count per group) keeps one mechanism per group
+    flat = MechanismSpec("f", "t", Region.full(), ApproxDP("0.01", 0), part10)
+    flat_expect = advanced_composition([Fraction(1, 100)] * 10, [Fraction(0)] * 10,
+                                       Fraction(1, 10**6))
+    assert advanced_total([flat], model, Fraction(1, 10**6)).cost == flat_expect
+
+
+def test_group_multipliers_sum_to_what_the_event_pays() -> None:
+    from privplan.accounting.allocation.arrangement import group_multipliers
+    model = TableModel(unit=UnitModel(max_rows=25))
+    part = Partition(("g",), ("g",), max_groups_per_unit=3, max_rows_per_group=10)
+    spec = MechanismSpec("m", "t", Region.full(), ApproxDP("0.01", 0), part, growth="linear")
+    assert group_multipliers(spec, model, 25) == [10, 10, 5]
+    assert group_multipliers(spec, model, 50) == [20, 20, 10]
+    with pytest.raises(ValueError):
+        group_multipliers(spec, model, 7)

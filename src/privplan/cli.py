@@ -36,7 +36,9 @@ def _budget(args: argparse.Namespace) -> Any:
         raise PolicyError(
             f"--{given[0]} and --{given[1]} are two privacy definitions; give one (the "
             "session's --total is read in the same definition). Nothing was spent.")
-    if given != ["epsilon"] and (args.delta is not None or args.total_delta is not None):
+    pld_total = getattr(args, "composition", "additive") == "pld" and args.total_delta is not None
+    if given != ["epsilon"] and (args.delta is not None
+                                 or (args.total_delta is not None and not pld_total)):
         raise PolicyError(f"--delta and --total-delta go with --epsilon ((ε, δ)-DP), not "
                           f"--{given[0]}. Nothing was spent.")
     with _valid_budget("query budget (--epsilon/--delta/--rho/--mu)"):
@@ -77,6 +79,12 @@ def _open(args: argparse.Namespace) -> Any:
     kind = type(_budget(args))
     total = args.total
     budget = None
+    pld = getattr(args, "composition", "additive") == "pld"
+    if pld and (total is None or args.total_delta is None):
+        raise PolicyError("--composition pld needs the session's (ε, δ): pass --total E and "
+                          "--total-delta D (also when the ledger exists). Nothing was spent.")
+    if pld:
+        kind = ApproxDP  # the session's budget is (ε, δ); each query gives --mu or --epsilon/--delta
     if total is not None:  # checked before any ledger file is opened or created
         with _valid_budget("session budget (--total/--total-delta)"):
             if kind is ApproxDP and args.total_delta is None:
@@ -101,7 +109,8 @@ def _open(args: argparse.Namespace) -> Any:
             ledger.close()
             raise PrivplanError(f"the ledger {path} records no budget yet: pass --total. "
                                 "Nothing was spent.")
-    return connect(args.database, policy=args.policy, budget=budget, ledger=ledger)
+    return connect(args.database, policy=args.policy, budget=budget, ledger=ledger,
+                   composition="pld" if pld else "additive")
 
 
 def _ledger_path(args: argparse.Namespace) -> Path | None:
@@ -215,13 +224,17 @@ def cmd_query(args: argparse.Namespace) -> int:
         if args.json:
             accuracy = {c: {"method": a.method, "std": a.std, "halfwidth_95": a.halfwidth}
                         for c, a in res.accuracy.items()}
+            pld = {"spent_approx": sess.pld.as_approx(sess.spent()).describe()} if sess.pld else {}
             print(json.dumps({"rows": json.loads(answer.to_json(orient="records")),
                               "accuracy": accuracy, "cost": res.cost.describe(),
-                              "spent": sess.spent().describe()}, indent=2))
+                              "spent": sess.spent().describe(), **pld}, indent=2))
         else:
             print(answer.to_string(index=False))
             print(f"\ncost: {res.cost.describe()}; spent: {sess.spent().describe()}; "
                   f"remaining: {sess.remaining().describe()}")
+            if sess.pld is not None:
+                print(f"PLD accounting: spent {sess.pld.describe(sess.spent())} of "
+                      f"{sess.pld.target.describe()}")
     return 0
 
 
@@ -292,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the session's total budget (same definition as the query's)")
         p.add_argument("--total-delta", type=float, default=None,
                        help="the session's total δ (with --epsilon and --delta)")
+        p.add_argument("--composition", choices=("additive", "pld"), default="additive",
+                       help="pld: compose (ε, δ) by exact Gaussian privacy-loss distributions "
+                            "(Gaussian noise; queries give --mu, or --epsilon with --delta)")
         _add_budget_args(p, "the query's ε")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)

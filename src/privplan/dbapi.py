@@ -73,7 +73,6 @@ from typing import Any, Self
 
 import pandas as pd
 
-from privplan.query_budget import query_budget
 from privplan.result import Result
 from privplan.session import Session
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
@@ -211,6 +210,7 @@ def connect(
     rho: Any = None,
     mu: Any = None,
     intervals: bool = False,
+    composition: str = "additive",
 ) -> Connection:
     """Open a DB-API connection over a new :class:`privplan.Session`.
 
@@ -219,10 +219,12 @@ def connect(
     query (optional: without them every ``execute`` must pass one). ``intervals=True`` makes
     every answer carry each noisy column's 95% interval right after it (``<col>_low``,
     ``<col>_high``), the shape of ``Result.with_intervals()``, the CLI and report files; the
-    default is the query's own columns, which SQL tools expect.
+    default is the query's own columns, which SQL tools expect. ``composition="pld"``: PLD
+    accounting of an (ε, δ) budget, as in :func:`privplan.connect`.
     """
     with _Translating():
-        session = Session(database, policy=policy, budget=budget, ledger=ledger)
+        session = Session(database, policy=policy, budget=budget, ledger=ledger,
+                          composition=composition)
     try:
         return Connection(session, epsilon=epsilon, delta=delta, rho=rho, mu=mu,
                           intervals=intervals)
@@ -348,7 +350,7 @@ def _resolve_budget(session: Session, kwargs: Mapping[str, Any]) -> Any:
     """The budget value for ``kwargs`` in the session's privacy definition."""
     try:
         with _Translating():
-            return query_budget(session.kind, **kwargs)
+            return session.query_value(kwargs)
     except (ValueError, TypeError) as err:
         raise ProgrammingError(f"invalid budget: {err}") from err
 

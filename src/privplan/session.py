@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 import duckdb
-import pandas as pd
 
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
@@ -44,6 +43,7 @@ from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
 from privplan.plan_cache import PlanCache, plan_key, reuse
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
+from privplan.pld_session import pld_accounting
 from privplan.policy import Policy
 from privplan.public_joins import resolve_public_joins
 from privplan.query_budget import query_budget, query_groups
@@ -57,6 +57,7 @@ from privplan.rewrite.engine_sql import (
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
+from privplan.session_views import SessionViews
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
@@ -77,7 +78,7 @@ Num = float | Fraction | Decimal
 Clamps = Mapping[str, tuple[float, float]]
 
 
-class Session(Generic[B]):
+class Session(SessionViews, Generic[B]):
     """A private database session. Create with :func:`privplan.connect`.
 
     Generic in its privacy definition (``Session[PureDP]`` …), so that a type checker catches a
@@ -94,6 +95,7 @@ class Session(Generic[B]):
         ledger: Any = None,
         exact_limit: int | None = None,
         prepare: bool = False,
+        composition: str = "additive",
     ) -> None:
         self.policy = _as_policy(policy)
         self.prepare = bool(prepare)
@@ -101,6 +103,11 @@ class Session(Generic[B]):
             raise PolicyError(
                 "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
                 f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
+        # composition="pld": an (ε, δ) budget held as the μ-GDP budget that implies it, so
+        # releases compose by their exact (Gaussian) privacy-loss distributions
+        self.pld = pld_accounting(budget, composition)
+        if self.pld is not None:
+            budget = self.pld.mu  # type: ignore[assignment]  # (the session is a GDP session)
         self.budget: B = budget
         self.kind: type[B] = type(budget)
         data_file = _data_file(database, self.policy)
@@ -163,8 +170,15 @@ class Session(Generic[B]):
         planned, _ = self.plan(sql, budget)
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
-        return explain_planned(planned, preview, self.accountant.total, self.budget,
-                               history=queries_of(self.accountant.mechanisms()))
+        return self._explanation(planned, preview, self.accountant.total,
+                                 history=queries_of(self.accountant.mechanisms()))
+
+    def query_value(self, budget: Mapping[str, Any]) -> Any:
+        """A query's budget keywords as a value of the session's privacy definition (in a PLD
+        session, the μ its Gaussian noise is calibrated to: see :mod:`privplan.pld_session`)."""
+        if self.pld is not None:
+            return self.pld.query_budget(budget)
+        return query_budget(self.kind, **budget)
 
     # (one signature per privacy definition: the budget keywords of the session's kind only;
     # none at all is right for a BigQuery-syntax query, which carries its own)
@@ -208,13 +222,8 @@ class Session(Generic[B]):
             before = accountant.total
             preview = accountant.preview(specs)
             if not preview.cost <= self.budget:
-                marginal = preview.cost - before.cost
-                raise BudgetExceededError(
-                    f"budget exceeded: the session has spent {before.cost.describe()} of "
-                    f"{self.budget.describe()}; this query would add {marginal.describe()} "
-                    f"(composed total {preview.cost.describe()}). Nothing was spent. Use a "
-                    "smaller budget for the query, or a query disjoint from earlier ones.")
-            explanation = explain_planned(planned, preview, before, self.budget)
+                raise BudgetExceededError(self._exceeded(before.cost, preview.cost))
+            explanation = self._explanation(planned, preview, before)
             marginal = preview.cost - before.cost
             txn.append(LedgerEntry(query_id=query_id, sql=sql, mechanisms=tuple(specs),
                                    marginal=marginal, total_after=preview.cost))
@@ -247,23 +256,6 @@ class Session(Generic[B]):
     def remaining(self) -> B:
         return self.budget - self.spent()
 
-    @privplan_errors
-    def budget_history(self) -> pd.DataFrame:
-        """One row per query in the ledger: its cost alone, what it added to the composed
-        total, the total after it, and the sequential total (see
-        :func:`privplan.plot.budget_history`)."""
-        from privplan.plot import budget_history
-
-        return budget_history(self)
-
-    @privplan_errors
-    def plot_budget(self, *, ax: Any = None, title: str | None = None) -> Any:
-        """The composed total after each query next to the sequential total, the budget as a
-        line, free (disjoint) queries marked (needs matplotlib). Returns the matplotlib Axes."""
-        from privplan.plot import plot_budget
-
-        return plot_budget(self, ax=ax, title=title)
-
     _closed = False
 
     def close(self) -> None:
@@ -281,26 +273,6 @@ class Session(Generic[B]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        """One line: the budget, the tables and where the ledger lives. It reads nothing (a
-        debugger calls it freely); ``spent()`` or the notebook view read the ledger."""
-        budget, policy = getattr(self, "budget", None), getattr(self, "policy", None)
-        if budget is None or policy is None:  # (a session whose __init__ failed)
-            return "Session(not open)"
-        tables = ", ".join(policy.tables)
-        tables = tables if len(tables) <= 60 else tables[:57] + "…"
-        path = getattr(getattr(self, "ledger", None), "path", None)
-        where = "in memory" if path is None else repr(str(path)[-60:])
-        return (f"Session({type(budget).__name__} {budget.describe()}, tables: {tables}, "
-                f"ledger: {where})")
-
-    def _repr_html_(self) -> str:
-        """The notebook view: budget, spent and remaining with a bar, queries answered, the
-        ledger (see :func:`privplan.html.session_html`)."""
-        from privplan.html import session_html
-
-        return session_html(self)
 
     # -- internals -------------------------------------------------------------------------
     @property
@@ -354,6 +326,27 @@ class Session(Generic[B]):
         # any failure loses only the cache: the charge was committed and the answer is owed
         with contextlib.suppress(Exception):
             save(lambda: encode_states(accountant.export_state()))
+
+    def _exceeded(self, before: Any, after: Any) -> str:
+        marginal = after - before
+        text = (f"budget exceeded: the session has spent {before.describe()} of "
+                f"{self.budget.describe()}; this query would add {marginal.describe()} "
+                f"(composed total {after.describe()}). Nothing was spent. Use a smaller budget "
+                "for the query, or a query disjoint from earlier ones.")
+        if self.pld is not None:
+            text += (f" (PLD accounting of the (ε, δ) budget ({self.pld.target.epsilon:g}, "
+                     f"{self.pld.target.delta:g}): spent {self.pld.describe(before)}, with "
+                     f"this query {self.pld.describe(after)}.)")
+        return text
+
+    def _explanation(self, planned: PlannedQuery, preview: Any, before: Any,
+                     history: dict[str, list[Any]] | None = None) -> Explanation:
+        shown: Explanation = explain_planned(planned, preview, before, self.budget,
+                                             history=history)
+        if self.pld is None:
+            return shown
+        mechanisms = [*self.accountant.mechanisms(), *(m.spec for m in planned.measures)]
+        return replace(shown, notes=(*shown.notes, self.pld.note(preview.cost, mechanisms)))
 
     def _drop_accounting(self) -> None:
         """After a failed durable write: forget the in-memory accounting (it follows the file)."""
@@ -429,7 +422,7 @@ class Session(Generic[B]):
         min_units = budget.pop("min_privacy_units_per_group", None)
         max_rows = budget.pop("max_rows_contributed", None)
         listed = bool(budget.pop("listed_groups", False))
-        value = query_budget(self.kind, **budget)
+        value = self.query_value(budget)
         plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
                           clamps=clamps, listed_keys_first=listed)
         if min_units is not None:
@@ -587,6 +580,7 @@ def connect(
     ledger: Any = None,
     exact_limit: int | None = None,
     prepare: bool = False,
+    composition: str = "additive",
 ) -> Session[B]:
     """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection).
 
@@ -595,6 +589,12 @@ def connect(
     already clamped to its SUM grid (user-level tables always get such a copy, of their bounded
     rows), so later queries do not clamp every row again. The copy is a snapshot: changes to
     the table after it was made are not seen by the session (``register`` makes a new one).
+
+    ``composition="pld"`` (for ``budget=ApproxDP(ε, δ)``): compose releases by their exact
+    privacy-loss distributions over the worst affected set instead of adding ε and δ — Gaussian
+    noise, each query given ``mu=`` or its own ``epsilon=``/``delta=``; ``spent()`` is then a
+    μ-GDP value and ``session.pld.as_approx(...)`` its (ε, δ) reading (see
+    :mod:`privplan.pld_session`).
     """
     return Session(database, policy=policy, budget=budget, ledger=ledger,
-                   exact_limit=exact_limit, prepare=prepare)
+                   exact_limit=exact_limit, prepare=prepare, composition=composition)

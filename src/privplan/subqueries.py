@@ -28,7 +28,6 @@ from privplan.errors import (
 )
 from privplan.explain import Explanation, explain_planned
 from privplan.planner import PlannedQuery
-from privplan.query_budget import query_budget
 from privplan.result import Result
 from privplan.sql.bigquery import QUERY_OPTIONS
 from privplan.sql.nesting import Nested, inner_name
@@ -56,8 +55,7 @@ def inner_budgets(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> list[
             "answers every subquery privately. Give every subquery a clause, or none (the "
             "statement's budget is then shared among them).")
     rest = {k: v for k, v in budget.items() if k in QUERY_OPTIONS}
-    value = query_budget(sess.kind, **{k: v for k, v in budget.items()
-                                       if k not in QUERY_OPTIONS})
+    value = sess.query_value({k: v for k, v in budget.items() if k not in QUERY_OPTIONS})
     part = value.scale(Fraction(1, len(nested.inners)))
     return [{**rest, "budget": part} for _ in nested.inners]
 

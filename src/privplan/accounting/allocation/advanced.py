@@ -18,7 +18,11 @@ from typing import cast
 
 import numpy as np
 
-from privplan.accounting.allocation.arrangement import DEFAULT_CELL_LIMIT, co_affected_sets
+from privplan.accounting.allocation.arrangement import (
+    DEFAULT_CELL_LIMIT,
+    co_affected_sets,
+    group_multipliers,
+)
 from privplan.accounting.allocation.interface import Demand
 from privplan.accounting.allocation.linear_model import _Model, _Table, _unit_weight
 from privplan.accounting.allocation.optimisation import _Infeasible, _objective, _optimise
@@ -66,8 +70,11 @@ def advanced_total(
             dls: list[Fraction] = []
             for i, v in ev.mechanisms.items():
                 cost = cast(ApproxDP, specs[i].cost)  # every cost was checked above
-                eps += [cost.exact_epsilon] * v
-                dls += [cost.exact_delta] * v
+                # one term per group changed: r rows of a unit in one group are one mechanism
+                # at r times the sensitivity, (rε, r·e^((r-1)ε)·δ) by group privacy
+                for r in group_multipliers(specs[i], tables[name], v):
+                    eps.append(r * cost.exact_epsilon)
+                    dls.append(_group_delta(cost, r))
             c = advanced_composition(eps, dls, delta_prime)
             if c.exact_epsilon > best_e:
                 best_e, best_ids = c.exact_epsilon, tuple(specs[i].id for i in ev.mechanisms)
@@ -85,9 +92,18 @@ def advanced_total(
                        "; ".join(details), all_exact, rule)
 
 
+def _group_delta(cost: ApproxDP, r: int) -> Fraction:
+    """δ of r rows in one group by group privacy, r·e^((r-1)ε)·δ, rounded up (0 when δ = 0)."""
+    if r == 1 or cost.exact_delta == 0:
+        return cost.exact_delta
+    grow = Fraction(math.exp(float((r - 1) * cost.exact_epsilon)) * (1 + 1e-12))
+    return r * grow * cost.exact_delta
+
+
 def _advanced_quads(model: _Model, arr: Sequence[_Table], demands: Sequence[Demand],
                     budget: ApproxDP, delta_prime: Fraction) -> list[tuple[np.ndarray, float]]:
-    """Per event, Σ_q s_q x_q² <= r² with s_q = Σ v_i u_i² (ε per unit budget), the advanced
+    """Per event, Σ_q s_q x_q² <= r² with s_q = Σ_i Σ_g r_g² u_i² (ε per unit budget; r_g the
+    one-row costs group g of mechanism i pays, :func:`group_multipliers`), the advanced
     branch ½EΣε² + sqrt(2 ln(1/δ') Σε²) <= E written in the fractions x (ε_i = x_q E u_i)."""
     n = len(demands)
     E = float(budget.exact_epsilon)
@@ -102,7 +118,8 @@ def _advanced_quads(model: _Model, arr: Sequence[_Table], demands: Sequence[Dema
             for i, v in ev.mechanisms.items():
                 q = t.owners[i]
                 if q is not None:
-                    s[q] += v * units[i] ** 2
+                    squares = sum(g * g for g in group_multipliers(t.specs[i], t.model, v))
+                    s[q] += squares * units[i] ** 2
             quads.append((s, r * r))
     return quads
 

@@ -207,6 +207,50 @@ def _multiplicity(spec: MechanismSpec, model: TableModel) -> int:
         max_rows_per_group=p.max_rows_per_group if p is not None else None)
 
 
+def group_multipliers(spec: MechanismSpec, model: TableModel, paid: int) -> list[int]:
+    """How an event's ``paid`` one-row costs of ``spec`` fall into *separate mechanisms*: one
+    entry per group (per released value) it changes, holding how many one-row costs that group
+    pays. The entries sum to ``paid``.
+
+    Why it matters: a composition theorem stronger than the sum (advanced, PLD) is valid for
+    *independent* mechanisms; r rows of one unit in one group are not r mechanisms but one at
+    r times the sensitivity, which costs r·ε (group privacy) and must enter the composition as
+    a single term — composing r copies of ε would under-charge (advanced composition of 100
+    copies of 0.01 is 0.57, the one mechanism at shift 100 costs 1.0).
+
+    Flat growth and one row per unit: every cost is its own group. Linear or square growth
+    with units of k > 1 rows: the arrangement behind
+    :func:`~privplan.accounting.model.unit_multiplier` — groups filled to the cap c, then the
+    remainder; the most concentrated arrangement, which is the worst for every bound used here
+    (each grows with Σ r_g² at a fixed Σ r_g). An event whose ``paid`` is twice a unit's
+    (replace: one unit removed, another added) may put both units in the same groups: their
+    entries are added pairwise, largest with largest (again the most concentrated).
+    """
+    k = model.unit.max_rows
+    if spec.growth == "flat" or k == 1:
+        return [1] * paid
+    if spec.growth != "linear":
+        raise ValueError(f"{spec.id!r}: per-group costs are split for flat and linear growth "
+                         "only (the (ε, δ) costs these bounds compose)")
+    p = spec.partition
+    if p is None:
+        one = [k]
+    else:
+        same = (p.key_columns is not None
+                and set(p.key_columns) <= set(model.unit.unit_level_columns))
+        m = 1 if same else (p.max_groups_per_unit if p.max_groups_per_unit is not None else k)
+        c = min(p.max_rows_per_group, k) if p.max_rows_per_group is not None else k
+        full = min(m, k // c)
+        rest = k - full * c if full < m else 0
+        one = [c] * full + ([rest] if rest else [])
+    total = sum(one)
+    if paid == total:
+        return one
+    if paid == 2 * total:
+        return [2 * r for r in one]
+    raise ValueError(f"an event pays {paid} one-row costs of {spec.id!r}; a unit pays {total}")
+
+
 def co_affected_sets(
     mechanisms: Sequence[MechanismSpec], model: TableModel, *, limit: int = DEFAULT_CELL_LIMIT,
 ) -> tuple[list[Event], bool]:
