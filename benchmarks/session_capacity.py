@@ -39,7 +39,9 @@ wherever a system can be asked; the rules:
   Laplace rows are n/a. It is the accounting the PLD session uses for Gaussian noise.
 * ``pld_session``: ``pp.connect(..., budget=pp.ApproxDP(1, 1e-6), composition="pld")``, asked
   ``mu=1/40`` or ``epsilon=0.05, delta=0`` until ``BudgetExceededError`` (skipped, status
-  "unavailable", when the installed privplan has no such option).
+  "unavailable", when the installed privplan has no such option). The PLD session as landed
+  takes Gaussian noise only (``delta=0`` is refused with a PolicyError): the Laplace rows are
+  then n/a with its message.
 * ``pld_batch``: a planned batch under ``composition: pld`` (``privplan.accounting.pld``); a
   hook, "unavailable" until that module exists.
 
@@ -332,8 +334,13 @@ def rule_pld_session(w: dict[str, Any], df: pd.DataFrame, cap: int) -> dict[str,
     sess.register("t", df)
     kw: dict[str, Any] = ({"mu": Fraction(1, SIGMA)} if w["noise"] == "gaussian"
                           else {"epsilon": 1 / LAPLACE_SCALE, "delta": 0})
-    out = ask_session(sess, w["disjoint"], kw, cap)
-    sess.close()
+    try:
+        out = ask_session(sess, w["disjoint"], kw, cap)
+    except pp.PrivplanError as e:  # the query is refused for another reason than the budget
+        return {"admitted": None, "status": "n/a",
+                "reason": f"{type(e).__name__}: {str(e).splitlines()[0][:400]}"}
+    finally:
+        sess.close()
     args = ", ".join(f"{k}={v}" for k, v in kw.items())
     return {**out, "method": "session asked until refusal",
             "config": f"ApproxDP(1, 1e-6) session, composition='pld', {args}"}
@@ -414,6 +421,11 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
     out["best_peer_admitted"] = peers.get(best) if best else None
     out["pld_over_best_peer"] = (n(pld_key) / peers[best]
                                  if pld_key and best and peers[best] else None)
+    mine = {r: n(r) for r in ALL_RULES if n(r) is not None}
+    top = max(mine, key=lambda r: mine[r]) if mine else None
+    out["best_privplan_rule"] = top
+    out["best_privplan_over_best_peer"] = (mine[top] / peers[best]
+                                           if top and best and peers[best] else None)
     out["gdp_session_over_best_peer"] = (n("gdp_session") / peers[best]
                                          if n("gdp_session") is not None and best and peers[best]
                                          else None)
@@ -421,7 +433,8 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_table(workloads: list[dict[str, Any]], columns: list[str]) -> None:
-    head = ["workload"] + [RULE_TITLES[c] for c in columns] + ["PLD/additive", "PLD/best peer"]
+    head = ["workload"] + [RULE_TITLES[c] for c in columns] + ["PLD/additive", "PLD/best peer",
+                                                                "best privplan/best peer"]
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for w in workloads:
@@ -429,7 +442,9 @@ def print_table(workloads: list[dict[str, Any]], columns: list[str]) -> None:
         f = (lambda x: "-" if x is None else f"{x:.2f}x")
         cells = [w["title"]] + [_cell(w["results"].get(c)) for c in columns]
         cells += [f(r["pld_over_additive"]), f(r["pld_over_best_peer"])
-                  + (f" ({r['best_peer']})" if r["best_peer"] else "")]
+                  + (f" ({r['best_peer']})" if r["best_peer"] else ""),
+                  f(r["best_privplan_over_best_peer"])
+                  + (f" ({r['best_privplan_rule']})" if r["best_privplan_rule"] else "")]
         print("| " + " | ".join(cells) + " |")
     print("(+ : reached the cap; n/a / unavailable: see the JSON's reason)")
 
@@ -448,6 +463,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--workloads", nargs="*", default=None, help="workload ids (default all)")
     ap.add_argument("--timeout", type=float, default=3600, help="per peer, seconds")
+    ap.add_argument("--peer-output", action="append", default=[], metavar="PEER=FILE",
+                    help="read a peer's adapter output (its JSON line) from FILE instead of "
+                         "running it (same job: same --rows and seed)")
     ap.add_argument("--quick", action="store_true", help="cap 300 (smoke test)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "session_capacity.json")
     return ap.parse_args()
@@ -485,9 +503,16 @@ def main() -> None:
                                  for w in ws]}
             job_path = Path(tmp) / "job.json"
             job_path.write_text(json.dumps(job))
+            saved = dict(item.split("=", 1) for item in args.peer_output)
             for peer in peers:
-                print(f"running {peer} ...", flush=True)
-                res = run_peer(peer, args.envs, job_path, args.timeout)
+                if peer in saved:
+                    lines = [ln for ln in Path(saved[peer]).read_text().splitlines()
+                             if ln.startswith("{")]
+                    res = {**json.loads(lines[-1]), "status": "ok",
+                           "reason": f"adapter output read from {saved[peer]}"}
+                else:
+                    print(f"running {peer} ...", flush=True)
+                    res = run_peer(peer, args.envs, job_path, args.timeout)
                 peer_info[peer] = {k: res.get(k) for k in ("status", "reason", "versions",
                                                            "seconds", "notes")}
                 for w in out_ws:
