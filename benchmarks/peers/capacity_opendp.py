@@ -12,7 +12,8 @@ loss. Gaussian: zero-concentrated DP with ρ_total the largest ρ that OpenDP's 
 ``ctx.query(rho=1/(2σ²))``, whose ``dp.len()`` then gets Gaussian noise of scale σ. Laplace: pure
 DP, ``privacy_loss=dp.loss_of(epsilon=1)``, each query ``epsilon=1/scale`` (Laplace noise of
 that scale). Row level, ``dp.unit_of(contributions=1)``; public keys through ``.with_keys``.
-Slices: ``.filter(pl.col("x").is_between(10k, 10k+9))``; OpenDP composes separately asked
+Slices: ``.filter((pl.col("x") >= 10k) & (pl.col("x") <= 10k+9))`` (``is_between`` is not
+supported by OpenDP 0.16); OpenDP composes separately asked
 queries sequentially (no parallel composition across them), so disjoint slices cost as much as
 whole-table queries.
 
@@ -64,7 +65,7 @@ def capacity(job: dict[str, Any], w: dict[str, Any], rho_total: float) -> dict[s
             q = ctx.query(**per_query)
             if w["disjoint"] and i % 2:
                 k = i // 2
-                q = q.filter(pl.col("x").is_between(10 * k, 10 * k + 9))
+                q = q.filter((pl.col("x") >= 10 * k) & (pl.col("x") <= 10 * k + 9))
             q = q.group_by("g").agg(dp.len()).with_keys(keys)
             if scale is None:
                 scale = float(q.summarize()["scale"][0])

@@ -118,7 +118,8 @@ def partitioned(spark_df: Any, job: dict[str, Any], w: dict[str, Any]) -> dict[s
     # whole-table queries while one query's budget remains in reserve for the partition
     while full < job["cap"] // 2:
         remaining = sess.remaining_privacy_budget.value
-        if remaining < 2 * per.value:
+        reserve = 2 * per.value.to_float(round_up=True) * (1 - 1e-9)  # float sums of budgets
+        if remaining.to_float(round_up=False) < reserve:
             break
         try:
             sess.evaluate(q, per).collect()
