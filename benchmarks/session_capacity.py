@@ -73,7 +73,6 @@ import inspect
 import json
 import math
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -280,14 +279,14 @@ def rule_advanced(w: dict[str, Any], df: pd.DataFrame, cap: int) -> dict[str, An
     for f in fractions:  # δ' = f·δ, the rest split evenly over the worst affected set
         delta_prime = f * d
 
-        def cost_for(n: int) -> ApproxDP:
+        def cost_for(n: int, delta_prime: Fraction = delta_prime) -> ApproxDP:
             if w["noise"] == "laplace":
                 return ApproxDP(Fraction(1, LAPLACE_SCALE), 0)
             # queries one row can affect: every whole-table one and one slice
             worst = ((n + 1) // 2 + (n >= 2)) if w["disjoint"] else n
             return gaussian_approx((d - delta_prime) / max(worst, 1))
 
-        n = _largest_n(lambda n: n == 0 or _batch_fits(specs, n, cost_for(n), delta_prime)[0],
+        n = _largest_n(lambda n, dp=delta_prime: n == 0 or _batch_fits(specs, n, cost_for(n), dp)[0],
                        min(cap, 2000))
         if n > best["admitted"]:
             cost = cost_for(max(n, 1))

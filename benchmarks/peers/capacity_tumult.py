@@ -72,12 +72,12 @@ def budgets(job: dict[str, Any], gaussian: bool) -> tuple[Any, Any, str]:
         rho = bun_steinke_rho(job["epsilon"], job["delta"])
         per = 1 / (2 * job["sigma"] ** 2)
         return (RhoZCDPBudget(rho), RhoZCDPBudget(per),
-                f"RhoZCDPBudget({rho:.6g}) session, RhoZCDPBudget({per:.6g}) per query, "
-                "CountMechanism.GAUSSIAN")
+                (f"RhoZCDPBudget({rho:.6g}) session, RhoZCDPBudget({per:.6g}) per query, "
+                 "CountMechanism.GAUSSIAN"))
     per = 1 / job["laplace_scale"]
     return (PureDPBudget(job["epsilon"]), PureDPBudget(per),
-            f"PureDPBudget({job['epsilon']:g}) session, PureDPBudget({per:g}) per query, "
-            "CountMechanism.LAPLACE")
+            (f"PureDPBudget({job['epsilon']:g}) session, PureDPBudget({per:g}) per query, "
+             "CountMechanism.LAPLACE"))
 
 
 def _msg(e: Exception) -> str:
