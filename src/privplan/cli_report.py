@@ -53,9 +53,9 @@ def cmd_report_run(args: argparse.Namespace) -> int:
               f"{args.out}/results/")
         print(f"Report cost (composed): {plan.report_total.cost.describe()}; sequential "
               f"composition would charge {plan.sequential.describe()}")
-        if spec.composition == "advanced":
+        if spec.composition in ("advanced", "pld"):
             print(f"Ledger {run.ledger_path}: summed total {run.total.describe()} (its budget); "
-                  f"advanced total {plan.report_total.cost.describe()} of "
+                  f"{spec.composition} total {plan.report_total.cost.describe()} of "
                   f"{spec.budget.describe()}")
         else:
             print(f"Ledger {run.ledger_path}: total {run.total.describe()} of "

@@ -122,6 +122,31 @@ def unit_multiplier(
     return full * growth_factor(growth, c) + growth_factor(growth, min(rest, c))
 
 
+def unit_group_rows(
+    growth: Growth, k: int, *, partitioned: bool, same_group: bool = False,
+    max_groups: int | None = None, max_rows_per_group: int | None = None,
+) -> tuple[int, ...]:
+    """The rows per group of the arrangement :func:`unit_multiplier` charges (the same rule):
+    Σ_g φ(r_g) over the result equals ``unit_multiplier``. Flat: one row (one one-group cost) in
+    each of min(m, k) groups; otherwise q = k // c full groups (at most m), then the remainder.
+    A composition theorem other than the sum (PLD, advanced) needs the groups, not the total:
+    r rows in one group are *one* mechanism at r times the sensitivity, not r mechanisms.
+    """
+    if k <= 0:
+        return ()
+    if not partitioned:
+        return (k,)
+    m = max_groups if max_groups is not None else k
+    c = min(max_rows_per_group, k) if max_rows_per_group is not None else k
+    if same_group:
+        m = 1
+    if growth == "flat":
+        return (1,) * min(m, k)
+    full = min(m, k // c)
+    rest = k - full * c if full < m else 0
+    return (c,) * full + ((min(rest, c),) if rest > 0 else ())
+
+
 def row_multiplier(growth: Growth, k: int, *, partitioned: bool,
                    max_rows_per_group: int | None = None) -> int:
     """The most one row of a unit adds to a mechanism's multiplier, averaged over the unit.

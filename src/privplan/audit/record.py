@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from privplan.accounting.allocation import advanced_total
+from privplan.accounting.allocation.pld import pld_total
 from privplan.accounting.model import TableModel
 from privplan.accounting.solver import compose
 from privplan.analysis.region_sql import region_to_sql
@@ -187,11 +188,16 @@ def _composition_record(spec: Any, plan: Any, report_specs: Sequence[Any],
     kind = type(spec.budget)
     report_basic = _recompose(report_specs, tables, kind)
     composition: dict[str, Any] = {"method": spec.composition}
-    if spec.composition == "advanced":
-        dp = plan.allocation.delta_prime
-        adv = advanced_total(report_specs, tables, dp)
+    if spec.composition in ("advanced", "pld"):
+        if spec.composition == "advanced":
+            dp = plan.allocation.delta_prime
+            adv = advanced_total(report_specs, tables, dp)
+        else:  # the PLD figure is at the budget's δ
+            dp = spec.budget.exact_delta
+            adv = pld_total(report_specs, tables, dp)
         composition.update({
-            "delta_prime": f"{dp.numerator}/{dp.denominator}",
+            "delta_prime" if spec.composition == "advanced" else "delta":
+                f"{dp.numerator}/{dp.denominator}",
             "total": _cost(adv.cost), "rule": adv.rule, "exact": adv.exact,
             "witness": list(adv.witness), "witness_detail": adv.witness_detail,
             "basic_total": _cost(report_basic.cost), "basic_rule": report_basic.rule,

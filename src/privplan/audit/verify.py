@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from privplan.accounting.allocation import advanced_total
+from privplan.accounting.allocation.pld import pld_total
 from privplan.accounting.definitions import ApproxDP
 from privplan.accounting.model import TableModel, UnitModel
 from privplan.accounting.solver import compose
@@ -340,15 +341,17 @@ def _check_total(doc: Mapping[str, Any], comp: Mapping[str, Any], history: list[
     method = comp.get("method", "basic")
     problems: list[str] = []
     notes: list[str] = []
-    if method == "advanced":
+    if method in ("advanced", "pld"):
         if history:
-            add("total", False, "advanced composition is only valid on a new ledger, but the "
+            add("total", False, f"{method} composition is only valid on a new ledger, but the "
                 "audit lists earlier charges")
             return
-        dp = Fraction(comp["delta_prime"])
-        adv = advanced_total(report, tables, dp)
+        if method == "advanced":
+            adv = advanced_total(report, tables, Fraction(comp["delta_prime"]))
+        else:
+            adv = pld_total(report, tables, Fraction(comp["delta"]))
         if adv.cost != claimed:
-            problems.append(f"recomposed (advanced) {adv.cost.describe()} != claimed "
+            problems.append(f"recomposed ({method}) {adv.cost.describe()} != claimed "
                             f"{claimed.describe()}")
         _agrees(_recompose(report, tables, kind), decode_cost(comp["basic_total"]["encoded"]),
                 bool(comp.get("basic_exact", True)), "total with sums", problems, notes)
@@ -368,7 +371,7 @@ def _check_total(doc: Mapping[str, Any], comp: Mapping[str, Any], history: list[
                         f"{budget.describe()}")
     if bool(comp.get("within_budget")) != bool(claimed <= budget):
         problems.append("`within_budget` is wrong")
-    how = "advanced_total" if method == "advanced" else "compose"
+    how = {"advanced": "advanced_total", "pld": "pld_total"}.get(method, "compose")
     add("total", not problems, "; ".join(problems) or
         f"recomposed offline with {how}: {total.cost.describe()} [{total.rule}] within "
         f"{budget.describe()}" + (f" ({'; '.join(notes)})" if notes else ""))

@@ -10,7 +10,7 @@ A report spec (YAML) names a database, a policy, a total budget, an objective an
     policy_format: privplan            # ... or `smartnoise` for SmartNoise SQL metadata
     budget: {epsilon: 1.0}             # or {epsilon: 1, delta: 1e-6}, {rho: 0.5}, {mu: 1}
     objective: weighted_sum            # or max  (of the queries' relative variances)
-    composition: basic                 # (ε, δ) only: `advanced` (see privplan.accounting.allocation)
+    composition: basic                 # (ε, δ) only: `advanced` or `pld` (privplan.accounting.allocation)
     delta_prime: 1e-7                  # advanced only: the δ' of advanced composition
     ledger: ledger.sqlite              # optional; default: <spec>.ledger.sqlite beside the spec
     outputs: [parquet, csv]            # result formats (default both)

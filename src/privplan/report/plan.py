@@ -149,13 +149,14 @@ class ReportPlan:
                      f"{a.equal_split.objective_value:.4g}")
         lines.append(f"Report cost (composed): {self.report_total.cost.describe()}  "
                      f"[{self.report_total.rule}]")
-        if self.spec.composition == "advanced":
+        if self.spec.composition in ("advanced", "pld"):
             lines.append(f"  by the general theorem with sums: {self.basic_total.cost.describe()}")
         lines.append(f"Sequential composition would charge: {self.sequential.describe()}")
-        if self.spec.composition == "advanced":
+        if self.spec.composition in ("advanced", "pld"):
             lines.append(f"Ledger: a new ledger whose budget is the summed figure "
                          f"{self.basic_total.cost.describe()} (its accountant adds ε and δ); the "
-                         f"audit claims the advanced total {self.report_total.cost.describe()}")
+                         f"audit claims the {self.spec.composition} total "
+                         f"{self.report_total.cost.describe()}")
         else:
             lines.append(f"Ledger: {self.total_before.describe()} -> "
                          f"{self.projected.cost.describe()} of {self.budget.describe()}")

@@ -22,6 +22,7 @@ from privplan.accounting.allocation import (
     allocate,
     noise_exponent,
 )
+from privplan.accounting.allocation.pld import pld_total
 from privplan.accounting.definitions import GDP
 from privplan.accounting.solver import compose
 from privplan.errors import BudgetExceededError, InternalError, PolicyError, PrivplanError
@@ -114,6 +115,9 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
         if spec.composition == "advanced":
             assert alloc.delta_prime is not None
             report_total = advanced_total(specs, tables, alloc.delta_prime)
+            got = report_total.cost
+        elif spec.composition == "pld":
+            report_total = pld_total(specs, tables, spec.budget.exact_delta)
             got = report_total.cost
         else:
             report_total = basic

@@ -54,11 +54,11 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
     _check_writable(out_dir)
     ledger_path = Path(ledger) if ledger is not None else spec.ledger_path(out_dir)
 
-    if spec.composition == "advanced":
+    if spec.composition in ("advanced", "pld"):
         # plan in memory; the ledger is opened with the basic (summed) total as its budget
         if ledger_path.exists():
             raise PolicyError(
-                f"composition: advanced needs a new ledger (its guarantee is for a batch planned "
+                f"composition: {spec.composition} needs a new ledger (its guarantee is for a batch planned "
                 f"in advance), but '{ledger_path}' exists. Use a new ledger path.")
         plan = plan_report(spec, ledger=None)
         sess = open_session(spec, ledger=str(ledger_path), budget=plan.basic_total.cost)

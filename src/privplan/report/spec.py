@@ -137,11 +137,12 @@ class ReportSpec:
             raise PolicyError(f"report spec: `objective` must be max or weighted_sum, got "
                               f"{objective!r}")
         composition = data.get("composition", "basic")
-        if composition not in ("basic", "advanced"):
-            raise PolicyError("report spec: `composition` must be basic or advanced")
+        if composition not in ("basic", "advanced", "pld"):
+            raise PolicyError(f"report spec: `composition` must be basic, advanced or pld, got "
+                              f"{composition!r}")
         budget = parse_budget(data["budget"])
-        if composition == "advanced" and not isinstance(budget, ApproxDP):
-            raise PolicyError("report spec: `composition: advanced` needs an (ε, δ) budget "
+        if composition in ("advanced", "pld") and not isinstance(budget, ApproxDP):
+            raise PolicyError(f"report spec: `composition: {composition}` needs an (ε, δ) budget "
                               "({epsilon: ..., delta: ...})")
         dp = data.get("delta_prime")
         delta_prime = _fraction(dp, "delta_prime") if dp is not None else None

@@ -63,7 +63,11 @@ advanced_composition`) per maximal co-affected set, with δ' set aside from the 
 allocation then solves the basic and the advanced model (a convex quadratic constraint per cell)
 and improves the better one by re-choosing, per cell, the branch that binds less. This is *not*
 what a session's adaptive accountant does (it sums), so it is only allowed on a fresh ledger;
-the audit file records both figures.
+the audit file records both figures. Option ``composition="pld"`` (:mod:`.pld`,
+:func:`~privplan.accounting.allocation.pld.pld_total`) composes the canonical (ε, δ) pairs of
+every maximal co-affected set optimally with privacy-loss distributions
+(:mod:`privplan.accounting.pld`); the allocation is the basic one, scaled up by bisection while
+the PLD total fits. The same restrictions apply.
 
 This package is pure: no engine, no pandas, no duckdb. Its modules, in the order a call runs:
 :mod:`.interface` (inputs and outputs), :mod:`.arrangement` (co-affected sets),

@@ -20,7 +20,12 @@ from typing import Any
 import numpy as np
 
 from privplan.accounting.allocation.interface import Event
-from privplan.accounting.model import MechanismSpec, TableModel, unit_multiplier
+from privplan.accounting.model import (
+    MechanismSpec,
+    TableModel,
+    unit_group_rows,
+    unit_multiplier,
+)
 from privplan.accounting.solver.atoms import (
     Axis,
     Unorderable,
@@ -233,16 +238,12 @@ def group_multipliers(spec: MechanismSpec, model: TableModel, paid: int) -> list
         raise ValueError(f"{spec.id!r}: per-group costs are split for flat and linear growth "
                          "only (the (ε, δ) costs these bounds compose)")
     p = spec.partition
-    if p is None:
-        one = [k]
-    else:
-        same = (p.key_columns is not None
-                and set(p.key_columns) <= set(model.unit.unit_level_columns))
-        m = 1 if same else (p.max_groups_per_unit if p.max_groups_per_unit is not None else k)
-        c = min(p.max_rows_per_group, k) if p.max_rows_per_group is not None else k
-        full = min(m, k // c)
-        rest = k - full * c if full < m else 0
-        one = [c] * full + ([rest] if rest else [])
+    same = (p is not None and p.key_columns is not None
+            and set(p.key_columns) <= set(model.unit.unit_level_columns))
+    one = list(unit_group_rows(
+        spec.growth, k, partitioned=p is not None, same_group=same,
+        max_groups=p.max_groups_per_unit if p is not None else None,
+        max_rows_per_group=p.max_rows_per_group if p is not None else None))
     total = sum(one)
     if paid == total:
         return one

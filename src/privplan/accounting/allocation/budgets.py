@@ -109,7 +109,7 @@ def _fit(evaluate: Evaluator, kind: type[PrivacyValue], budget: PrivacyValue, x:
     t = 1.0
     budgets, comp = total(t)
     t_hi = 1.0 / max(float(x.max()), _TINY)
-    grow = (not exact or composition == "advanced") and ratio(comp) < 1 - 1e-7 and t_hi > 1 + 1e-9
+    grow = (not exact or composition in ("advanced", "pld")) and ratio(comp) < 1 - 1e-7 and t_hi > 1 + 1e-9
     if grow:
         if not history and composition == "basic":
             t2 = min(t_hi, t / max(ratio(comp), 1e-12))

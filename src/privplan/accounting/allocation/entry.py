@@ -55,6 +55,7 @@ from privplan.accounting.allocation.optimisation import (
     _objective,
     _optimise,
 )
+from privplan.accounting.allocation.pld import pld_total
 from privplan.accounting.allocation.structure import _structure
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, Number, PrivacyValue, PureDP
 from privplan.accounting.model import MechanismSpec, TableModel
@@ -101,7 +102,8 @@ def allocate(
     _check_starved(demands, x, budget)
 
     # -- fit: exact budgets, composed with the history, scaled to the budget -------------------
-    evaluate = _evaluator(demands, tables, kind, arr, history, exact, dprime)
+    evaluate = _evaluator(demands, tables, kind, arr, history, exact, dprime,
+                          budget.exact_delta if isinstance(budget, ApproxDP) else None)
     fit_budgets, composed = _fit(evaluate, kind, budget, x, deltas, exact, composition, history)
     w_alloc = np.array([float(Fraction(b.weights()[0]) / budget_w) for b in fit_budgets])
     basic = composed if composition == "basic" else evaluate(fit_budgets, "basic")
@@ -127,13 +129,14 @@ def _check_request(demands: Sequence[Demand], budget: PrivacyValue, objective: s
         raise PolicyError(f"the report budget must be a privacy value, got {budget!r}")
     if objective not in ("max", "weighted_sum"):
         raise PolicyError(f"objective must be 'max' or 'weighted_sum', got {objective!r}")
-    if composition not in ("basic", "advanced"):
-        raise PolicyError(f"composition must be 'basic' or 'advanced', got {composition!r}")
-    if composition == "advanced" and kind is not ApproxDP:
-        raise PolicyError("advanced composition is for (ε, δ) budgets: give epsilon and delta")
-    if composition == "advanced" and history:
+    if composition not in ("basic", "advanced", "pld"):
+        raise PolicyError(f"composition must be 'basic', 'advanced' or 'pld', got {composition!r}")
+    if composition in ("advanced", "pld") and kind is not ApproxDP:
+        raise PolicyError(f"{composition} composition is for (ε, δ) budgets: give epsilon and "
+                          "delta")
+    if composition in ("advanced", "pld") and history:
         raise PolicyError(
-            "advanced composition applies to a batch planned in advance; this ledger already "
+            f"{composition} composition applies to a batch planned in advance; this ledger already "
             "holds adaptive charges. Use a new ledger for the report, or composition: basic.")
     if not demands:
         raise PolicyError("the report has no queries")
@@ -170,7 +173,8 @@ def _partition_deltas(arr: Sequence[_Table], demands: Sequence[Demand], budget: 
             raise PolicyError("advanced composition needs 0 < δ' <= the report's δ "
                               f"(got δ' = {float(dprime):.3g}, δ = {float(total_delta):.3g})")
     if any(needs):
-        avail = total_delta - (dprime or 0)
+        # pld: half of δ is left to the composition of the ε parts (as for advanced's δ')
+        avail = total_delta / 2 if composition == "pld" else total_delta - (dprime or 0)
         if avail <= 0:
             bad = [d.name for d in demands if d.needs_delta]
             raise PolicyError(
@@ -236,10 +240,14 @@ def _check_starved(demands: Sequence[Demand], x: np.ndarray, budget: PrivacyValu
 
 def _evaluator(demands: Sequence[Demand], tables: Mapping[str, TableModel],
                kind: type[PrivacyValue], arr: Sequence[_Table], history: list[MechanismSpec],
-               exact: bool, dprime: Fraction | None) -> Evaluator:
+               exact: bool, dprime: Fraction | None, delta: Fraction | None = None
+               ) -> Evaluator:
     """The composed cost of the batch (with the history) at given budgets, by a rule: advanced
     composition, the exact cells, or the solver."""
     def evaluate(budgets: Sequence[PrivacyValue], rule: str) -> Composition:
+        if rule == "pld":
+            assert delta is not None
+            return pld_total(_modelled(demands, budgets), tables, delta)
         if rule == "advanced":
             assert dprime is not None
             return advanced_total(_modelled(demands, budgets), tables, dprime)

@@ -23,7 +23,7 @@ from privplan.accounting.model import MechanismSpec
 from privplan.accounting.solver import Composition
 
 Objective = Literal["max", "weighted_sum"]
-CompositionRule = Literal["basic", "advanced"]
+CompositionRule = Literal["basic", "advanced", "pld"]
 
 _DIGITS = 5  # significant digits of an allocated budget (rounded down). Few digits keep the
 # charged costs on a common small-denominator grid: a share k/(10^d·S) calibrates to noise
