@@ -9,7 +9,7 @@ over the groups inside a query, in every system).
 
 Noise levels (fixed, per released count):
 
-* Gaussian: σ = 40, i.e. μ = 1/40 (Gaussian DP), ρ = 1/(2·40²) = 1/3200 (zCDP);
+* Gaussian: σ = 50, i.e. μ = 1/50 (Gaussian DP), ρ = 1/(2·50²) = 1/5000 (zCDP);
 * Laplace: scale 20, i.e. ε = 0.05 per query.
 
 Workloads: ``gaussian_overlapping`` and ``laplace_overlapping`` (every query reads the whole
@@ -22,8 +22,8 @@ wherever a system can be asked; the rules:
 
 * ``additive``: privplan's ApproxDP session today (sum of (ε, δ) over the worst affected set).
   Laplace: the session itself is asked (``epsilon=0.05, delta=0``). Gaussian: today's ApproxDP
-  session calibrates Laplace noise for a COUNT even when δ > 0, so a Gaussian of σ = 40 is given
-  its own (ε_q, δ_q): δ_q = δ/k and ε_q the smallest ε with the Gaussian (μ = 1/40) being
+  session calibrates Laplace noise for a COUNT even when δ > 0, so a Gaussian of σ = 50 is given
+  its own (ε_q, δ_q): δ_q = δ/k and ε_q the smallest ε with the Gaussian (μ = 1/50) being
   (ε_q, δ_q)-DP (exact Gaussian-DP conversion, ``gdp_to_approx``); the mechanisms the session
   plans for the query (its regions and groups), costed at (ε_q, δ_q), are admitted one query at
   a time by privplan's ``Accountant`` until it refuses; k is searched for the best count.
@@ -34,11 +34,11 @@ wherever a system can be asked; the rules:
   batch composes within the budget, δ' and δ_q searched on a grid. A batch is not asked query by
   query; n is found by search over the batch size.
 * ``gdp_session``: privplan's μ-GDP session today, ``budget=pp.GDP(μ)`` with μ the largest
-  whose (ε = 1)-DP δ is 1e-6 (exact conversion), queries at ``mu=1/40`` (Gaussian; rounded
-  Gaussian noise of σ = 40) — Laplace cannot be forced at a given scale in a GDP session, so the
+  whose (ε = 1)-DP δ is 1e-6 (exact conversion), queries at ``mu=1/50`` (Gaussian; rounded
+  Gaussian noise of σ = 50) — Laplace cannot be forced at a given scale in a GDP session, so the
   Laplace rows are n/a. It is the accounting the PLD session uses for Gaussian noise.
 * ``pld_session``: ``pp.connect(..., budget=pp.ApproxDP(1, 1e-6), composition="pld")``, asked
-  ``mu=1/40`` or ``epsilon=0.05, delta=0`` until ``BudgetExceededError`` (skipped, status
+  ``mu=1/50`` or ``epsilon=0.05, delta=0`` until ``BudgetExceededError`` (skipped, status
   "unavailable", when the installed privplan has no such option). The PLD session as landed
   takes Gaussian noise only (``delta=0`` is refused with a PolicyError): the Laplace rows are
   then n/a with its message.
@@ -96,7 +96,7 @@ HERE = Path(__file__).resolve().parent
 PEERS_DIR = HERE / "peers"
 
 EPSILON, DELTA = 1.0, 1e-6
-SIGMA = 40  # Gaussian noise per count (sensitivity 1): μ = 1/40, ρ = 1/3200
+SIGMA = 50  # Gaussian noise per count (sensitivity 1): μ = 1/50, ρ = 1/5000
 LAPLACE_SCALE = 20  # Laplace noise per count: ε = 0.05
 KEYS = ["A", "B", "C", "D"]
 X_MAX = 100_000
@@ -116,11 +116,11 @@ RULE_TITLES = {
 }
 
 WORKLOADS = [
-    {"id": "gaussian_overlapping", "title": "(a) Gaussian σ=40, all overlapping",
+    {"id": "gaussian_overlapping", "title": "(a) Gaussian σ=50, all overlapping",
      "noise": "gaussian", "disjoint": False},
     {"id": "laplace_overlapping", "title": "(b) Laplace scale 20, all overlapping",
      "noise": "laplace", "disjoint": False},
-    {"id": "gaussian_half_disjoint", "title": "(c) Gaussian σ=40, half disjoint",
+    {"id": "gaussian_half_disjoint", "title": "(c) Gaussian σ=50, half disjoint",
      "noise": "gaussian", "disjoint": True},
     {"id": "laplace_half_disjoint", "title": "(d) Laplace scale 20, half disjoint",
      "noise": "laplace", "disjoint": True},
@@ -160,7 +160,7 @@ def gdp_mu_total(epsilon: float = EPSILON, delta: float = DELTA) -> float:
 
 
 def gaussian_approx(delta_q: Fraction) -> ApproxDP:
-    """(ε_q, δ_q) of the Gaussian of σ = 40 at sensitivity 1 (μ = 1/40), exact conversion."""
+    """(ε_q, δ_q) of the Gaussian of σ = 50 at sensitivity 1 (μ = 1/50), exact conversion."""
     return gdp_to_approx(GDP(Fraction(1, SIGMA)), delta_q)
 
 
@@ -316,7 +316,7 @@ def rule_gdp_session(w: dict[str, Any], df: pd.DataFrame, cap: int) -> dict[str,
     sess.close()
     return {**out, "method": "session asked until refusal",
             "config": f"GDP(μ={mu:.6f}) session (μ-GDP ⇒ (1, 1e-6)-DP exactly), mu=1/{SIGMA} "
-                      "per query (rounded Gaussian, σ = 40)"}
+                      "per query (rounded Gaussian, σ = 50)"}
 
 
 def pld_session_available() -> bool:
@@ -355,11 +355,35 @@ def rule_pld_batch(w: dict[str, Any], df: pd.DataFrame, cap: int) -> dict[str, A
 
 
 def pld_batch_capacity(w: dict[str, Any], df: pd.DataFrame, cap: int) -> dict[str, Any]:
-    """The largest planned batch at this noise level under ``composition: pld``: to be filled
-    in against ``privplan.accounting.pld``'s API once it lands (a batch's total for n queries,
-    then :func:`_largest_n`)."""
-    return {"admitted": None, "status": "unavailable",
-            "reason": "privplan.accounting.pld exists but this benchmark does not call it yet"}
+    """The largest planned batch at this noise level under ``composition: pld``
+    (:func:`privplan.accounting.allocation.pld.pld_total` on the planned mechanisms, n by
+    :func:`_largest_n`). Laplace only: the batch composes each release's canonical (ε, δ) pair,
+    exact for the discrete Laplace of a count; a Gaussian's pair would be looser than the exact
+    Gaussian composition the PLD session already does (its row)."""
+    if w["noise"] != "laplace":
+        return {"admitted": None, "status": "n/a",
+                "reason": "Gaussian releases compose exactly in the PLD session (that row); a "
+                          "batch's canonical (ε, δ) pairs would be looser"}
+    from privplan.accounting.allocation.pld import pld_total
+
+    specs = Specs(df, w["disjoint"])
+    cost = ApproxDP(Fraction(1, LAPLACE_SCALE), 0)
+    budget = ApproxDP(Fraction(EPSILON), Fraction(DELTA))
+    t0 = time.perf_counter()
+
+    def total(n: int) -> Any:
+        return pld_total([m for i in range(n) for m in specs(i, cost)], specs.tables,
+                         Fraction(DELTA)).cost
+
+    n = _largest_n(lambda n: n == 0 or total(n) <= budget, min(cap, 2000))
+    spent = str(total(n)) if n else None
+    specs.close()
+    return {"admitted": n, "capped": n >= min(cap, 2000), "spent": spent,
+            "method": "pld_total on the planned mechanisms, largest batch size n by search (a "
+                      "planned batch is not asked query by query)",
+            "config": f"Laplace ε_q = {1 / LAPLACE_SCALE:g} per count (discrete Laplace, scale "
+                      f"{LAPLACE_SCALE}), composition: pld at δ = {DELTA:g}",
+            "seconds": time.perf_counter() - t0}
 
 
 RULES: dict[str, Callable[[dict[str, Any], pd.DataFrame, int], dict[str, Any]]] = {
