@@ -101,3 +101,43 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
 
     # the cache is kept out of git
     assert (tmp_path / "data" / ".gitignore").read_text().strip().endswith("*")
+
+
+SESSION_CAPACITY = ROOT / "benchmarks" / "session_capacity.py"
+
+
+def test_session_capacity_quick_writes_json(tmp_path: Path) -> None:
+    """``session_capacity.py --quick --peers none``: every workload and rule in the JSON, counts
+    admitted by asking (no peers; the PLD rows may be unavailable or n/a)."""
+    out = tmp_path / "session_capacity.json"
+    proc = subprocess.run(
+        [sys.executable, str(SESSION_CAPACITY), "--quick", "--peers", "none", "--out", str(out)],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PLD/additive" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "session_capacity"
+    assert data["budget"] == {"epsilon": 1.0, "delta": 1e-6}
+    assert data["cap"] == 300 and data["peers"] == []
+    assert {"gaussian_sigma", "laplace_scale", "sensitivity"} <= set(data["noise"])
+    rules = {"additive", "advanced", "gdp_session", "pld_session", "pld_batch"}
+    assert set(data["rules"]) == rules
+    ws = {w["id"]: w for w in data["workloads"]}
+    assert set(ws) == {"gaussian_overlapping", "laplace_overlapping", "gaussian_half_disjoint",
+                       "laplace_half_disjoint"}
+    for w in ws.values():
+        assert set(w["results"]) == rules
+        assert {"pld_over_additive", "pld_over_best_peer", "best_peer"} <= set(w["ratios"])
+        for r in w["results"].values():
+            assert "status" in r and "admitted" in r
+            assert r["admitted"] is None or 0 <= r["admitted"] <= data["cap"]
+        assert w["results"]["additive"]["admitted"] > 0  # always measurable
+    # Laplace, scale 20 (ε = 0.05 per query): the additive session admits 20 overlapping
+    assert ws["laplace_overlapping"]["results"]["additive"]["admitted"] == 20
+    # disjoint slices cost less than whole-table queries: more are admitted
+    for noise in ("gaussian", "laplace"):
+        assert (ws[f"{noise}_half_disjoint"]["results"]["additive"]["admitted"]
+                > ws[f"{noise}_overlapping"]["results"]["additive"]["admitted"])
+    gdp = ws["gaussian_overlapping"]["results"]["gdp_session"]["admitted"]
+    assert gdp > ws["gaussian_overlapping"]["results"]["additive"]["admitted"]
