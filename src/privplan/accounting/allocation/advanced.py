@@ -18,19 +18,15 @@ from typing import cast
 
 import numpy as np
 
-from privplan.accounting.allocation.arrangement import (
-    DEFAULT_CELL_LIMIT,
-    co_affected_sets,
-    group_multipliers,
-)
-from privplan.accounting.allocation.interface import Demand
+from privplan.accounting.allocation.arrangement import DEFAULT_CELL_LIMIT, group_multipliers
+from privplan.accounting.allocation.interface import Demand, Event
 from privplan.accounting.allocation.linear_model import _Model, _Table, _unit_weight
 from privplan.accounting.allocation.optimisation import _Infeasible, _objective, _optimise
+from privplan.accounting.allocation.worst_sets import worst_set_total
 from privplan.accounting.conversions import advanced_composition
 from privplan.accounting.definitions import ApproxDP, Number
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.accounting.solver import Composition
-from privplan.errors import PolicyError
 
 
 def advanced_total(
@@ -46,50 +42,27 @@ def advanced_total(
     bounds). Every event is a superset of what a change affects and the bound only grows with the
     set, so the result is never below the truth for a batch whose parameters were fixed in advance.
     """
-    if not mechanisms:
-        return Composition(ApproxDP.zero(), (), "nothing released", True, "no mechanisms")
-    for m in mechanisms:
-        if not isinstance(m.cost, ApproxDP):
-            raise TypeError(f"advanced composition is for ApproxDP costs; {m.id!r} costs "
-                            f"{type(m.cost).__name__}")
-    by_table: dict[str, list[MechanismSpec]] = {}
-    for m in mechanisms:
-        by_table.setdefault(m.table, []).append(m)
-    eps_total, delta_total = Fraction(0), Fraction(0)
-    witness: list[str] = []
-    details, all_exact = [], True
-    for name, specs in by_table.items():
-        if name not in tables:
-            raise PolicyError(f"table {name!r} has no neighbourhood/unit model in the policy")
-        events, exact = co_affected_sets(specs, tables[name], limit=limit)
-        all_exact &= exact
-        best_e, best_d = Fraction(0), Fraction(0)
-        best_ids: tuple[str, ...] = ()
-        for ev in events:
-            eps: list[Fraction] = []
-            dls: list[Fraction] = []
-            for i, v in ev.mechanisms.items():
-                cost = cast(ApproxDP, specs[i].cost)  # every cost was checked above
-                # one term per group changed: r rows of a unit in one group are one mechanism
-                # at r times the sensitivity, (rε, r·e^((r-1)ε)·δ) by group privacy
-                for r in group_multipliers(specs[i], tables[name], v):
-                    eps.append(r * cost.exact_epsilon)
-                    dls.append(_group_delta(cost, r))
-            c = advanced_composition(eps, dls, delta_prime)
-            if c.exact_epsilon > best_e:
-                best_e, best_ids = c.exact_epsilon, tuple(specs[i].id for i in ev.mechanisms)
-            best_d = max(best_d, c.exact_delta)
-        eps_total += best_e
-        delta_total += best_d
-        witness += list(best_ids)
-        details.append(f"in {name}: the worst change affects {len(best_ids)} mechanism(s)")
+    d_prime = Fraction(delta_prime)
+
+    def event_cost(ev: Event, specs: Sequence[MechanismSpec], model: TableModel
+                   ) -> tuple[Fraction, Fraction]:
+        eps: list[Fraction] = []
+        dls: list[Fraction] = []
+        for i, v in ev.mechanisms.items():
+            cost = cast(ApproxDP, specs[i].cost)  # (worst_set_total checked every cost)
+            # one term per group changed: r rows of a unit in one group are one mechanism
+            # at r times the sensitivity, (rε, r·e^((r-1)ε)·δ) by group privacy
+            for r in group_multipliers(specs[i], model, v):
+                eps.append(r * cost.exact_epsilon)
+                dls.append(_group_delta(cost, r))
+        c = advanced_composition(eps, dls, d_prime)
+        return c.exact_epsilon, c.exact_delta
+
     rule = ("advanced composition (Kairouz–Oh–Viswanath, heterogeneous) inside every maximal "
-            f"co-affected set, δ' = {float(Fraction(delta_prime)):.3g}; parameters fixed before "
-            "any answer (planned batch); general composition theorem across sets (CSF'24 Thm IV.11)")
-    if len(by_table) > 1:
-        rule += "; summed over tables"
-    return Composition(ApproxDP.from_weights((eps_total, delta_total)), tuple(witness),
-                       "; ".join(details), all_exact, rule)
+            f"co-affected set, δ' = {float(d_prime):.3g}; parameters fixed before any answer "
+            "(planned batch); general composition theorem across sets (CSF'24 Thm IV.11)")
+    return worst_set_total(mechanisms, tables, theorem="advanced composition", rule=rule,
+                           event_cost=event_cost, limit=limit)
 
 
 def _group_delta(cost: ApproxDP, r: int) -> Fraction:

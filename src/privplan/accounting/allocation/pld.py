@@ -26,12 +26,9 @@ from itertools import combinations_with_replacement, product
 from typing import cast
 
 from privplan.accounting import pld
-from privplan.accounting.allocation.arrangement import (
-    DEFAULT_CELL_LIMIT,
-    _multiplicity,
-    co_affected_sets,
-)
+from privplan.accounting.allocation.arrangement import DEFAULT_CELL_LIMIT, _multiplicity
 from privplan.accounting.allocation.interface import Event
+from privplan.accounting.allocation.worst_sets import worst_set_total
 from privplan.accounting.definitions import ApproxDP, Number
 from privplan.accounting.model import MechanismSpec, TableModel, growth_factor
 from privplan.accounting.solver import Composition
@@ -53,50 +50,27 @@ def pld_total(
     bounds hold (the parameters were fixed in advance), the affected set is inside an event and
     the profile only grows with the set, so the result is never below the truth.
     """
-    if not mechanisms:
-        return Composition(ApproxDP.zero(), (), "nothing released", True, "no mechanisms")
-    for m in mechanisms:
-        if not isinstance(m.cost, ApproxDP):
-            raise TypeError(f"PLD composition is for ApproxDP costs; {m.id!r} costs "
-                            f"{type(m.cost).__name__}")
-    by_table: dict[str, list[MechanismSpec]] = {}
-    for m in mechanisms:
-        by_table.setdefault(m.table, []).append(m)
-    target = Fraction(delta) / len(by_table)
-    if not 0 < target < 1:
+    n_tables = len({m.table for m in mechanisms})
+    target = Fraction(delta) / max(n_tables, 1)
+    if mechanisms and not 0 < target < 1:
         raise PolicyError(f"PLD composition needs 0 < δ < 1, got {float(Fraction(delta)):.3g}")
-    eps_total, delta_total = Fraction(0), Fraction(0)
-    witness: list[str] = []
-    details, all_exact = [], True
     cache: dict[Pairs, float] = {}
-    for name, specs in by_table.items():
-        if name not in tables:
-            raise PolicyError(f"table {name!r} has no neighbourhood/unit model in the policy")
-        model = tables[name]
-        events, exact = co_affected_sets(specs, model, limit=limit)
-        all_exact &= exact
-        best_e, best_d = Fraction(0), Fraction(0)
-        best_ids: tuple[str, ...] = ()
-        for ev in sorted(events, key=lambda e: -_basic(e, specs, model.unit.max_rows)[0]):
-            be, bd = _basic(ev, specs, model.unit.max_rows)
-            if be <= best_e and bd <= best_d:
-                continue  # its basic pair is already covered
-            e, d = event_cost(ev, specs, model, target, interval, cache)
-            if e > best_e or (e == best_e and not best_ids):
-                best_ids = tuple(specs[i].id for i in ev.mechanisms)
-            best_e, best_d = max(best_e, e), max(best_d, d)
-        eps_total += best_e
-        delta_total += best_d
-        witness += list(best_ids)
-        details.append(f"in {name}: the worst change affects {len(best_ids)} mechanism(s)")
+
+    def cost(ev: Event, specs: Sequence[MechanismSpec], model: TableModel
+             ) -> tuple[Fraction, Fraction]:
+        return event_cost(ev, specs, model, target, interval, cache)
+
+    def basic(ev: Event, specs: Sequence[MechanismSpec], model: TableModel
+              ) -> tuple[Fraction, Fraction]:
+        return _basic(ev, specs, model.unit.max_rows)  # (valid for the event as well)
+
     rule = ("optimal composition by privacy-loss distributions (canonical (ε, δ) pairs, "
             f"pessimistic grid h = {interval:g}) inside every maximal co-affected set, at "
-            f"δ = {float(Fraction(delta)):.3g}; parameters fixed before any answer (planned batch); "
-            "general composition theorem across sets (CSF'24 Thm IV.11)")
-    if len(by_table) > 1:
-        rule += "; summed over tables (δ split evenly)"
-    return Composition(ApproxDP.from_weights((eps_total, delta_total)), tuple(witness),
-                       "; ".join(details), all_exact, rule)
+            f"δ = {float(Fraction(delta)):.3g}{' split evenly over the tables' if n_tables > 1 else ''}"
+            "; parameters fixed before any answer (planned batch); general composition theorem "
+            "across sets (CSF'24 Thm IV.11)")
+    return worst_set_total(mechanisms, tables, theorem="PLD composition", rule=rule,
+                           event_cost=cost, limit=limit, upper=basic)
 
 
 def event_cost(ev: Event, specs: Sequence[MechanismSpec], model: TableModel, target: Fraction,
