@@ -128,8 +128,9 @@ def plan_costs(
                     f"GROUP BY {key.sql}: its values are not public, so groups can only be "
                     f"released through DP partition selection, which needs an (ε, δ) budget; "
                     f"this query's budget is {kind.__name__}. Declare `public_values` for the "
-                    f"key column in the policy, group by a CASE with literal results, or pass "
-                    f"epsilon= and delta= (an ApproxDP budget)."
+                    f"key column in the policy, group by a CASE with literal results, or ask it "
+                    f"in a session with an (ε, δ) budget (pp.ApproxDP, additive composition) and "
+                    f"pass epsilon= and delta=."
                 )
             items.append((ci, core.selection, part))
 
