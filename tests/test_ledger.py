@@ -152,3 +152,27 @@ def test_explain_shows_disjoint_savings_and_overlap(db: Path, tmp_path: Path) ->
         assert pays.projected_total == pp.PureDP(0.9)
         assert "may overlap q1, q2" in str(pays)
         assert pays.to_dict()["marginal_cost"] == "ε=0.4"
+
+
+def test_a_read_inside_a_charge_does_not_wait_for_itself(db: Path, tmp_path: Path) -> None:
+    """The ledger's lock is re-entrant: reading entries while the same thread holds a charging
+    transaction returns (it once waited forever: a PLD session's explanation did exactly that
+    on a ledger restored from its checkpoint)."""
+    import threading
+
+    path = tmp_path / "l.sqlite"
+    with pp.connect(db, policy=demo_policy_path(), budget=pp.PureDP(3), ledger=path) as s:
+        s.sql("SELECT COUNT(*) FROM visits", epsilon=0.5)
+        ledger = s.ledger
+        got: dict[str, object] = {}
+
+        def charge_and_read() -> None:
+            with ledger.charging():
+                got["specs"] = ledger.mechanisms_through(1)
+                got["next"] = ledger.next_query_id()
+
+        worker = threading.Thread(target=charge_and_read, daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "a read inside a charge waited for the charge's own lock"
+        assert len(got["specs"]) == 1 and got["next"] == "q2"  # type: ignore[arg-type]

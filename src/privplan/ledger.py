@@ -73,7 +73,8 @@ class SQLiteLedger:
 
     def __init__(self, path: str | Path, *, timeout: float = 120.0) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        # re-entrant: a read made inside a charge (same thread) must not wait for itself
+        self._lock = threading.RLock()
         self._failure_hooks: list[Callable[[], None]] = []
         _check_directory(self.path)
         if not self.path.exists():
