@@ -216,3 +216,14 @@ def test_cli_verify_exit_codes(work: Path, capsys: pytest.CaptureFixture) -> Non
     assert main(["audit", "verify", str(work / "audit.json")]) == EXIT_AUDIT_FAILED
     out = capsys.readouterr().out
     assert "FAILED" in out and "[FAIL] integrity" in out
+
+
+def test_pld_audit_verifies_and_detects_a_changed_delta_or_total(tmp_path: Path) -> None:
+    out = _run(tmp_path, "demo_pld.yaml")
+    result = verify_audit(out / "audit.json")
+    assert result.ok, str(result)
+    assert "pld_total" in next(c for c in result.checks if c.name == "total").detail
+    doc = load(out)
+    doc["composition"]["delta"] = "1/1000"  # a larger δ would allow a smaller ε
+    save(out, doc, rehash=True)
+    assert "total" in failed(out)
