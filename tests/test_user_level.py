@@ -127,6 +127,35 @@ def test_every_neighbour_loses_at_most_the_charged_mu(sql: str, m: int | None,
     assert worst > 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("m", "c"), [(None, None), (2, 2)])
+@pytest.mark.parametrize("sql", QUERIES[:2])
+def test_a_pld_session_query_keeps_its_own_epsilon_delta_for_every_neighbour(
+        sql: str, m: int | None, c: int | None) -> None:
+    """A query asked with epsilon=0.5, delta=1e-7 in a PLD session gets the Gaussian
+    calibrated to that (ε, δ) through Gaussian DP: for every real neighbour (a unit removed,
+    the query re-run without noise) the actual shifts give μ = sqrt(Σ (Δ_g/σ)²), and the GDP
+    curve at that μ stays within δ at ε (the engine is the judge of the shifts)."""
+    from privplan.accounting.conversions import gdp_delta
+
+    policy, df = _policy(k=3, m=m, c=c), _data()
+    with pp.connect(":memory:", policy=policy, budget=pp.ApproxDP(100, 1e-6),
+                    composition="pld") as sess:
+        sess.register("t", df)
+        plan = sess.explain(sql, epsilon=0.5, delta=1e-7)
+    (mech,) = plan.mechanisms
+    assert mech.noise.startswith("rounded Gaussian"), mech.noise
+    per_unit = float(mech.cost.mu) / float(mech.sensitivity_in_units)
+    full, _ = _answer(df, policy, sql)
+    worst = 0.0
+    for pid in df["pid"].unique():
+        without, _ = _answer(df[df.pid != pid], policy, sql)
+        worst = max(worst, math.sqrt(sum(((a - b) * per_unit) ** 2
+                                         for a, b in zip(full, without))))
+    assert 0 < worst <= float(plan.query_cost.mu) + 1e-9, (worst, plan.query_cost)
+    assert gdp_delta(worst, 0.5) <= 1e-7
+
+
 def test_a_heavy_unit_contributes_at_most_max_rows() -> None:
     df = _data()
     assert (df.pid == 0).sum() == 40
