@@ -151,6 +151,11 @@ def test_refusals_are_clear_and_spend_nothing(con: duckdb.DuckDBPyConnection,
         pp.connect(con, policy=POLICY, budget=pp.PureDP(1), composition="pld")
     with pytest.raises(pp.PolicyError, match="0 < δ < 1"):
         pp.connect(con, policy=POLICY, budget=pp.ApproxDP(1, 0), composition="pld")
+    with pytest.raises(pp.PolicyError, match="cannot hold the budget"):  # (was a raw ValueError)
+        pp.connect(con, policy=POLICY, budget=pp.ApproxDP(1e15, 1e-6), composition="pld")
+    with pytest.raises(pp.PolicyError, match="unbounded μ"):
+        sess.sql(COUNT, epsilon=1e15, delta=1e-9)
+    assert sess.spent() == GDP(0)
 
 
 def test_a_durable_ledger_keeps_the_pld_total(con: duckdb.DuckDBPyConnection,

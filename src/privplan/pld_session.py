@@ -108,4 +108,9 @@ def pld_accounting(budget: Any, composition: str) -> PLDAccounting | None:
             "composition='pld' is for (ε, δ) budgets with 0 < δ < 1: pass "
             "budget=pp.ApproxDP(epsilon, delta); a GDP or zCDP budget already composes "
             f"Gaussian noise exactly (got {budget!r}).")
-    return PLDAccounting(budget, approx_to_gdp(budget.exact_epsilon, budget.exact_delta))
+    try:
+        mu = approx_to_gdp(budget.exact_epsilon, budget.exact_delta)
+    except ValueError as err:
+        raise PolicyError(f"composition='pld' cannot hold the budget {budget.describe()}: "
+                          f"{err}. Use a smaller ε (an ε this large protects nothing).") from None
+    return PLDAccounting(budget, mu)
