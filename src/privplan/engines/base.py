@@ -1,0 +1,57 @@
+"""What a session needs from an engine, and nothing more.
+
+privplan analyses every statement with **DuckDB's semantics** (types, comparisons, the totality
+judge of :mod:`privplan.engines.judge`): that is the reference. An engine receives statements
+written in DuckDB's dialect by the rewrite (:mod:`privplan.rewrite.engine_sql`) and must compute
+exactly what DuckDB would compute on the same rows. The embedded DuckDB engine runs them as
+they are; PostgreSQL and Spark render them for their own dialect first
+(:func:`privplan.engines.render.render`), which is where the semantic differences (collations,
+division, rounding, failing arithmetic, NULL ordering) are removed.
+
+The contract, in DuckDB terms on both sides:
+
+* ``columns(table_sql)`` describes a table: column (lower case) -> DuckDB type name;
+* ``bind(sql)`` binds a statement without reading a row: (column, DuckDB type) pairs, and
+  every error that does not depend on the data is raised here, before anything is charged;
+* ``run(sql)`` runs one exact-aggregate statement and returns one row per group as a pandas
+  DataFrame with the dtypes the embedded DuckDB engine gives for the same statement; an error
+  raised there is withheld (:class:`~privplan.errors.ExecutionError`: it may quote a value);
+* ``fetch_public(sql)`` reads public tables only (its errors may be shown);
+* the rest (``table_sql``, ``null_columns``, ``register``, ``create_view``, ``materialize``,
+  ``materialized``, ``domain_table``, ``forget_durable``, ``generation``, ``close``) keeps the
+  session's relations: an engine that cannot make a relation (a read-only PostgreSQL
+  transaction) inlines it as a subquery instead.
+
+Post-processing (HAVING, ORDER BY, LIMIT, expressions over noisy values) never runs on an
+engine: it runs on an in-process DuckDB over the noisy table, whatever the source
+(:class:`privplan.engines.duckdb_engine.PostProcessor`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pandas as pd
+
+
+class Engine(Protocol):
+    """The engine surface a :class:`~privplan.session.Session` uses (see the module doc)."""
+
+    dialect: str
+    """sqlglot's name of the dialect statements are rendered in ("duckdb", "postgres", "spark")."""
+    generation: int
+    """Moves with every change to what the engine exposes (plans are cached under it)."""
+
+    def table_sql(self, table: Any) -> str: ...
+    def columns(self, table_sql: str) -> dict[str, str]: ...
+    def null_columns(self, table_sql: str, columns: list[str]) -> list[str]: ...
+    def bind(self, sql: str) -> list[tuple[str, str]]: ...
+    def run(self, sql: str) -> pd.DataFrame: ...
+    def fetch_public(self, sql: str) -> list[tuple[Any, ...]]: ...
+    def register(self, name: str, data: Any) -> None: ...
+    def create_view(self, name: str, select_sql: str) -> None: ...
+    def materialize(self, select_sql: str) -> str: ...
+    def materialized(self, select_sql: str) -> str | None: ...
+    def domain_table(self, values: list[Any]) -> str: ...
+    def forget_durable(self) -> None: ...
+    def close(self) -> None: ...
