@@ -141,7 +141,18 @@ def _grid_value(m: Measure, column_type: str) -> str:
 
 
 def grid_expression(col: str, res: Fraction, lo: int, hi: int, column_type: str) -> str:
-    """SQL for the value of ``col`` on the grid of resolution ``res``, clamped to [lo, hi]."""
+    """SQL for the value of ``col`` on the grid of resolution ``res``, clamped to [lo, hi].
+
+    Written so that every engine computes the same integers (docs/DESIGN.md, engines):
+
+    * a value too large to scale (``|col| > B``) is clamped *before* the multiplication, so the
+      product cannot overflow: PostgreSQL raises on a float overflow and on a BIGINT one where
+      DuckDB would give infinity; ``B · scale`` is still far beyond [lo, hi], so the clamped
+      value is the one the scaled comparison would give (NaN compares above every number in
+      all three engines, so it still clamps to ``hi``);
+    * the scaled float is rounded half to even explicitly (``round_even``): DuckDB's and
+      PostgreSQL's casts round that way, Spark's truncates.
+    """
     if column_type == "int" and res == 1:
         return _clamp(col, lo, hi)
     if res.numerator == 1:
@@ -150,7 +161,39 @@ def grid_expression(col: str, res: Fraction, lo: int, hi: int, column_type: str)
         scaled = f"{col} / {res.numerator}"
     else:
         scaled = f"{col} * {res.denominator} / {res.numerator}"
-    return f"CAST({_clamp(scaled, lo, hi)} AS BIGINT)"
+    return f"CAST(round_even({_pre_clamped(col, scaled, res, lo, hi, column_type)}, 0) AS BIGINT)"
+
+
+def _pre_clamped(col: str, scaled: str, res: Fraction, lo: int, hi: int, column_type: str
+                 ) -> str:
+    """``scaled`` clamped to [lo, hi]; a multiplication (denominator > 1) guarded by a bound B
+    on ``col`` with B · denominator far from overflow and B · scale beyond [lo, hi] (see
+    :func:`grid_expression`). A division alone cannot overflow and is not guarded."""
+    if res.denominator > 1:
+        digits = len(str(res.denominator))
+        exponent = (300 if column_type != "int" else 18) - digits
+        if Fraction(10) ** exponent * res.denominator / res.numerator > max(abs(lo), abs(hi)):
+            bound = f"1e{exponent}" if column_type != "int" else str(10 ** exponent)
+            return (f"CASE WHEN {col} < -{bound} THEN {lo} WHEN {col} > {bound} THEN {hi} "
+                    f"WHEN {scaled} < {lo} THEN {lo} WHEN {scaled} > {hi} THEN {hi} "
+                    f"ELSE {scaled} END")
+    return _clamp(scaled, lo, hi)
+
+
+def row_order(columns: Sequence[str], types: Sequence[str | None], salt: str) -> str:
+    """An ORDER BY list that ranks rows the same way on every engine: first by the MD5 of the
+    text of their integer, string and boolean values (whose text is the same in DuckDB,
+    PostgreSQL and Spark; float and timestamp text is not), then by every value itself
+    (NULLS FIRST, stated: the engines' defaults differ), so the order is total up to rows
+    equal in every column, which are interchangeable.
+
+    It depends only on the rows themselves — never on their order in storage or a random
+    draw — so a unit's chosen rows are a fixed function of that unit's rows (the accountant's
+    model of the per-unit bounds), and the same rows are chosen on every engine."""
+    texts = [f"CAST({c} AS VARCHAR)" if t != "str" else c
+             for c, t in zip(columns, types) if t in ("int", "str", "bool")]
+    order = [f"md5(concat_ws('|', '{salt}', {', '.join(texts)}))"] if texts else []
+    return ", ".join(order + [f"{c} NULLS FIRST" for c in columns])
 
 
 def grid_column(column: str) -> str:
@@ -248,7 +291,7 @@ def bounded_source(core: CorePlan) -> str:
 
     Why this order of work: the accountant models a unit as a *fixed* set of at most k records
     (the same rows in every query), so the rows are chosen before any WHERE, by an order that
-    depends only on the unit's own rows (two hashes of the row) — never by a random draw. Rows with a NULL unit belong to nobody we can bound and are dropped.
+    depends only on the unit's own rows (:func:`row_order`) — never by a random draw. Rows with a NULL unit belong to nobody we can bound and are dropped.
     Unit-level columns take the value of the unit's first row, so data that breaks the
     "constant per unit" assumption cannot break the parallel composition it buys.
     """
@@ -257,9 +300,7 @@ def bounded_source(core: CorePlan) -> str:
         items = cols + _grid_items(core, canonical=())
         return f"(SELECT {', '.join(items)} FROM {core.table_sql})"
     unit = _ident(core.unit)
-    # two independent 64-bit hashes of the row: a tie (which could let the choice vary between
-    # queries) needs a 128-bit collision between two rows of one unit
-    order = f"hash('privplan-1', {', '.join(cols)}), hash('privplan-2', {', '.join(cols)})"
+    order = row_order(cols, _policy_types(core), "privplan-row")
     window = f"OVER (PARTITION BY {unit} ORDER BY {order})"
     canon = [c for c in core.unit_level_columns if c != core.unit]
     inner_items = cols + [f"ROW_NUMBER() {window} AS __rn"]
@@ -271,6 +312,12 @@ def bounded_source(core: CorePlan) -> str:
     return (f"(SELECT {', '.join(outer_items)} FROM (SELECT {', '.join(inner_items)} "
             f"FROM {core.table_sql} WHERE {unit} IS NOT NULL) AS __numbered "
             f"WHERE __rn <= {int(core.max_rows_per_unit)})")
+
+
+def _policy_types(core: CorePlan) -> list[str | None]:
+    """The policy type (int, float, str, ...) of each of the core's columns, None if unknown."""
+    table = core.table_policy.columns if core.table_policy is not None else {}
+    return [table[c].type if c in table else None for c in core.columns]
 
 
 def _grid_items(core: CorePlan, canonical: Sequence[str]) -> list[str]:
@@ -318,17 +365,18 @@ def _group_bounded(core: CorePlan, rel: str) -> str:
     unit = _ident(core.unit)
     ranks, conditions = [], []
     cols = [_ident(c) for c in core.columns]
-    row_order = f"hash('privplan-1', {', '.join(cols)}), hash('privplan-2', {', '.join(cols)})"
+    rows = row_order(cols, _policy_types(core), "privplan-row")
     if core.max_rows_per_query:  # BigQuery's max_rows_contributed: m of the unit's rows
-        ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit} ORDER BY {row_order}) AS __un")
+        ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit} ORDER BY {rows}) AS __un")
         conditions.append(f"__un <= {int(core.max_rows_per_query)}")
     if core.max_groups_per_unit and keys:
-        order = f"hash('privplan', {', '.join(keys)}), {', '.join(keys)}"
+        key_types = [family(k.engine_type) if k.engine_type else None for k in core.keys]
+        order = row_order(keys, key_types, "privplan-group")
         ranks.append(f"DENSE_RANK() OVER (PARTITION BY {unit} ORDER BY {order}) AS __gr")
         conditions.append(f"__gr <= {int(core.max_groups_per_unit)}")
     if core.max_rows_per_group and keys:
         ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit}, {', '.join(keys)} "
-                     f"ORDER BY {row_order}) AS __gn")
+                     f"ORDER BY {rows}) AS __gn")
         conditions.append(f"__gn <= {int(core.max_rows_per_group)}")
     return (f"(SELECT * FROM (SELECT *, {', '.join(ranks)} FROM {rel}) AS __ranked "
             f"WHERE {' AND '.join(conditions)}) AS __rows")
