@@ -11,3 +11,4 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("privplan")
+from tests.servers.postgres_server import pg_url  # noqa: F401  (a throw-away PostgreSQL server)

@@ -1,0 +1,444 @@
+"""The PostgreSQL engine: privplan's engine statements run on a PostgreSQL database.
+
+Statements arrive in DuckDB's dialect with DuckDB's semantics (:mod:`privplan.engines.base`);
+each is rendered for PostgreSQL (:func:`privplan.engines.render.render`) and run in a
+**read-only transaction of its own** (``SET TRANSACTION READ ONLY``), with the settings that
+make values transfer exactly set for that transaction only (``SET LOCAL``: ``TimeZone`` UTC,
+``DateStyle`` ISO, ``IntervalStyle`` postgres, ``extra_float_digits`` 3, UTF-8) and a
+``statement_timeout``. The transaction ends (commit, or rollback on any error) before the call
+returns, so a connection is never left inside a transaction, and a caller's connection keeps
+its own settings. Nothing is ever written: a session's derived relations (per-unit views,
+bounded copies, public domains) are inlined as subqueries instead of made as tables.
+
+Results keep DuckDB's types and DuckDB's conversion to Python. Every statement is also bound by
+a private in-process DuckDB over empty tables shaped like the PostgreSQL tables it reads (the
+*shadow*), which gives the DuckDB result types the embedded engine would have given; the rows
+PostgreSQL returns travel as text (exact for every type: floats with all their digits, NaN and
+±inf, numerics as written, timestamps to the microsecond) and are cast to those types by that
+DuckDB, whose own ``df()`` / ``fetchall()`` then makes the pandas frame or Python values. So a
+frame from :meth:`PostgresEngine.run` has the columns and dtypes ``DuckDBEngine.run`` gives for
+the same statement over the same rows.
+
+Statements run through libpq's extended protocol (one statement per call: a text holding
+several is refused by the server). psycopg is imported here only, so ``import privplan`` does
+not need it (the ``postgres`` extra).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pandas as pd
+import sqlglot
+from sqlglot import exp
+
+from privplan.engines.render import render
+from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+
+if TYPE_CHECKING:
+    import psycopg
+
+DEFAULT_STATEMENT_TIMEOUT_MS = 30 * 60 * 1000
+"""Thirty minutes: longer than any exact aggregate privplan should need, short enough that a
+runaway statement does not hold a server's resources indefinitely (0 turns the limit off)."""
+
+# PostgreSQL type OID -> DuckDB type name (numeric and the rest: _duckdb_type)
+_BUILTIN = {16: "BOOLEAN", 20: "BIGINT", 21: "SMALLINT", 23: "INTEGER", 700: "FLOAT",
+            701: "DOUBLE", 25: "VARCHAR", 1043: "VARCHAR", 1082: "DATE", 1114: "TIMESTAMP",
+            1184: "TIMESTAMP WITH TIME ZONE", 1042: "BPCHAR", 17: "BLOB", 1083: "TIME",
+            1186: "INTERVAL", 2950: "UUID", 26: "BIGINT"}
+_NUMERIC = 1700
+UNMODELLED = ("NUMERIC", "BPCHAR")
+"""Types :meth:`PostgresEngine.columns` reports for PostgreSQL columns DuckDB has no exact type
+for: unconstrained ``numeric`` (or precision over 38) and blank-padded ``char(n)``, whose
+comparisons ignore trailing spaces. privplan refuses them as policy column types."""
+
+
+class _Failed(Exception):
+    """PostgreSQL refused or failed a statement (primary message, SQLSTATE)."""
+
+    def __init__(self, message: str, sqlstate: str) -> None:
+        super().__init__(message)
+        self.message, self.sqlstate = message, sqlstate
+
+
+class _Result:
+    """One statement's result as it came: column names, type OIDs and modifiers, and every
+    value as PostgreSQL's text (None for NULL), column by column."""
+
+    def __init__(self, names: list[str], oids: list[int], mods: list[int],
+                 columns: list[list[str | None]], types: list[str]) -> None:
+        self.names, self.oids, self.mods, self.columns = names, oids, mods, columns
+        self.types = types  # (DuckDB type names from the OIDs)
+
+
+def _numeric(mod: int) -> str:
+    """numeric(p, s) as DECIMAL(p, s) where DuckDB holds it exactly; else NUMERIC (unmodelled).
+    (typmod = ((p << 16) | s) + 4, s an 11-bit signed field since PostgreSQL 15.)"""
+    if mod < 4:
+        return "NUMERIC"
+    p, s = ((mod - 4) >> 16) & 0xFFFF, (mod - 4) & 0x7FF
+    if s & 0x400:  # a negative scale: no DuckDB DECIMAL holds it
+        return "NUMERIC"
+    return f"DECIMAL({p},{s})" if 1 <= p <= 38 and s <= p else "NUMERIC"
+
+
+def _duckdb_type(oid: int, mod: int, names: dict[int, str]) -> str:
+    """The DuckDB type name for a PostgreSQL column type (see the table in ``columns``)."""
+    if oid == _NUMERIC:
+        return _numeric(mod)
+    return _BUILTIN.get(oid) or names.get(oid, f"OID {oid}").upper()
+
+
+def _cast_target(duckdb_type: str) -> str:
+    """The DuckDB type text values are cast to when the shadow could not bind: the type
+    itself, or VARCHAR for names DuckDB cannot cast to (unmodelled and unknown types)."""
+    if duckdb_type == "NUMERIC":
+        return "DOUBLE"
+    try:
+        duckdb.sqltype(duckdb_type)
+    except (duckdb.Error, ValueError, TypeError):
+        return "VARCHAR"
+    return "VARCHAR" if duckdb_type == "BPCHAR" else duckdb_type
+
+
+def _from_text(column: str, duckdb_type: str) -> str:
+    """The DuckDB expression turning PostgreSQL's text of a value into the DuckDB value."""
+    upper = duckdb_type.upper()
+    if upper.startswith(("DATE", "TIMESTAMP")):  # 0044-03-15 10:00:00 BC -> 0044-03-15 (BC) ...
+        column = f"regexp_replace({column}, '^([0-9]+-[0-9]+-[0-9]+)(.*) BC$', '\\1 (BC)\\2')"
+    elif upper == "INTERVAL":  # -1 days +02:00:00 -> -1 days 02:00:00
+        column = f"replace({column}, ' +', ' ')"
+    elif upper in ("BLOB", "BYTEA"):  # \x0102
+        return f"unhex(substr({column}, 3))"
+    return f"CAST({column} AS {duckdb_type})"
+
+
+def _frame(relation: duckdb.DuckDBPyRelation) -> pd.DataFrame:
+    """As :func:`privplan.engines.duckdb_engine._frame`: DuckDB's pandas conversion of some
+    types calls APIs pandas deprecates; that warning is about DuckDB's code, not the query."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        return relation.df()
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class PostgresEngine:
+    """Runs privplan's engine statements on PostgreSQL (a ``postgresql://`` URL, or an open
+    psycopg connection, which stays open and unchanged when the engine closes)."""
+
+    dialect = "postgres"
+
+    def __init__(self, database: str | psycopg.Connection[Any], *,
+                 statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS) -> None:
+        import psycopg
+
+        if statement_timeout_ms < 0:
+            raise PolicyError("statement_timeout_ms is a number of milliseconds (0: no limit)")
+        self._owned = isinstance(database, str)
+        if isinstance(database, str):
+            if not database.startswith(("postgresql://", "postgres://")):
+                raise PolicyError("a PostgreSQL database is named by a 'postgresql://' URL")
+            try:
+                self._con: psycopg.Connection[Any] = psycopg.connect(
+                    database, autocommit=True, application_name="privplan")
+            except psycopg.Error as err:  # (the message names host and port, never a password)
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise PolicyError(f"cannot connect to PostgreSQL ({first}). Check the URL, "
+                                  "that the server runs and accepts this user.") from None
+        elif isinstance(database, psycopg.Connection):
+            self._con = database
+        else:
+            raise PolicyError("PostgresEngine takes a 'postgresql://' URL or an open psycopg "
+                              f"connection, got {type(database).__name__}")
+        self.statement_timeout_ms = int(statement_timeout_ms)
+        self._views: dict[str, str] = {}
+        # the shadow: empty DuckDB tables shaped like the PostgreSQL tables statements read,
+        # where statements bind to their DuckDB result types (see the module doc)
+        self._duck = duckdb.connect(":memory:")
+        self._duck.execute("SET python_enable_replacements = false")
+        self._duck.execute("SET enable_external_access = false")
+        self._shadowed: set[tuple[str, str]] = set()
+        self._duck_types: dict[str, list[tuple[str, str]] | None] = {}
+        self.generation = 0
+
+    # -- transactions ------------------------------------------------------------------------
+    @contextmanager
+    def _read_only(self) -> Iterator[psycopg.Connection[Any]]:
+        """A read-only transaction with this engine's settings, ended (committed, or rolled
+        back on an error) when the block ends."""
+        from psycopg import pq
+
+        con = self._con
+        if con.info.transaction_status != pq.TransactionStatus.IDLE:
+            raise PolicyError(
+                "the PostgreSQL connection is inside a transaction: privplan reads in a "
+                "read-only transaction of its own. Commit or roll back first.")
+        with con.transaction():
+            con.execute(
+                "SET TRANSACTION READ ONLY; "
+                f"SET LOCAL statement_timeout = {self.statement_timeout_ms}; "
+                "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; "
+                "SET LOCAL IntervalStyle = 'postgres'; SET LOCAL extra_float_digits = 3; "
+                "SET LOCAL client_encoding = 'UTF8'; SET LOCAL bytea_output = 'hex'")
+            yield con
+
+    def _query(self, sql: str) -> _Result:
+        """Render one DuckDB-dialect statement, run it read-only and keep its result as
+        text. A statement the renderer cannot carry over fails like one PostgreSQL refuses."""
+        import psycopg
+
+        try:
+            pg_sql = render(sql, self.dialect)
+        except sqlglot.errors.SqlglotError as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise _Failed(f"it cannot be written for PostgreSQL ({first})", "") from None
+        try:
+            with self._read_only() as con:
+                return self._execute(con, pg_sql)
+        except psycopg.Error as err:  # (the connection failed, or the rollback did)
+            raise _Failed(str(err).splitlines()[0] if str(err) else type(err).__name__,
+                          getattr(err, "sqlstate", None) or "") from None
+
+    def _execute(self, con: psycopg.Connection[Any], pg_sql: str) -> _Result:
+        from psycopg import pq
+
+        res = con.pgconn.exec_params(pg_sql.encode("utf-8"), [], result_format=0)
+        if res.status not in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
+            message = res.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or b"failed"
+            state = res.error_field(pq.DiagnosticField.SQLSTATE) or b""
+            raise _Failed(message.decode("utf-8", "replace"), state.decode())
+        n, rows = res.nfields, res.ntuples
+        names = [(res.fname(i) or b"").decode("utf-8") for i in range(n)]
+        oids = [res.ftype(i) for i in range(n)]
+        mods = [res.fmod(i) for i in range(n)]
+        columns = [[None if (v := res.get_value(r, i)) is None else v.decode("utf-8")
+                    for r in range(rows)] for i in range(n)]
+        res.clear()
+        unknown = sorted({o for o in oids if o not in _BUILTIN and o != _NUMERIC})
+        found: dict[int, str] = {}
+        if unknown:
+            listed = ", ".join(str(o) for o in unknown)
+            typed = con.pgconn.exec_params(
+                f"SELECT oid::bigint, typname FROM pg_catalog.pg_type WHERE oid IN ({listed})"
+                .encode(), [], result_format=0)
+            found = {int(typed.get_value(r, 0) or 0): (typed.get_value(r, 1) or b"").decode()
+                     for r in range(typed.ntuples)}
+        types = [_duckdb_type(o, m, found) for o, m in zip(oids, mods)]
+        return _Result(names, oids, mods, columns, types)
+
+    # -- tables ------------------------------------------------------------------------------
+    def table_sql(self, table: Any) -> str:
+        """How statements name the policy table: a view this engine defined (inlined as its
+        parenthesised select), the table's ``source`` (a table expression), or
+        ``"schema"."name"`` / ``"name"`` (PostgreSQL's search_path finds an unqualified one)."""
+        name = table.name
+        if name.lower() in self._views:
+            return self._views[name.lower()]
+        source = getattr(table, "source", None)
+        if source:
+            if source.lower().endswith((".csv", ".parquet")):
+                raise PolicyError(
+                    f"table {name}: a PostgreSQL session reads the tables in its database, not "
+                    f"files ('{source}'). Load the file into PostgreSQL, or use the embedded "
+                    "DuckDB engine.")
+            return str(source)
+        schema = getattr(table, "schema", None)
+        return f"{_quote(schema)}.{_quote(name)}" if schema else _quote(name)
+
+    def columns(self, table_sql: str) -> dict[str, str]:
+        """Column (lower case) -> DuckDB type name, from a ``LIMIT 0`` describe: int2 SMALLINT,
+        int4 INTEGER, int8 BIGINT, float4 FLOAT, float8 DOUBLE, numeric(p,s) DECIMAL(p,s) for
+        p <= 38, text and varchar VARCHAR, bool BOOLEAN, date DATE, timestamp TIMESTAMP,
+        timestamptz TIMESTAMP WITH TIME ZONE, and any other type its name upper-cased; an
+        unconstrained or wider numeric is NUMERIC and char(n) BPCHAR (:data:`UNMODELLED`)."""
+        sql = f"SELECT * FROM {table_sql} AS __describe LIMIT 0"
+        try:
+            result = self._query(sql)
+        except _Failed as err:
+            raise PolicyError(
+                f"table {table_sql} is declared in the policy but the database has no such "
+                f"table ({err.message}). Create it in PostgreSQL, or set `source:` in the "
+                "policy.") from None
+        return {n.lower(): t for n, t in zip(result.names, result.types)}
+
+    def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
+        """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""
+        items = ", ".join(f"bool_or({_quote(c)} IS NULL)" for c in columns)
+        try:
+            result = self._query(f"SELECT {items} FROM {table_sql}")
+        except _Failed:
+            raise ExecutionError(
+                "the engine failed while checking `nullable: false` columns for NULLs; the "
+                "engine's message is withheld because it could quote private values.") from None
+        return [c for c, values in zip(columns, result.columns) if values and values[0] == "t"]
+
+    def register(self, name: str, data: Any) -> None:
+        """Refused: PostgreSQL is read, never written, by privplan."""
+        raise PolicyError(
+            f"cannot register '{name}': a PostgreSQL session reads the tables in its database. "
+            "Create the table in PostgreSQL, or use the embedded DuckDB engine to register "
+            "DataFrames and files.")
+
+    def create_view(self, name: str, select_sql: str) -> None:
+        """Define (or redefine) ``name`` as ``select_sql`` without DDL (the transaction is
+        read-only): ``table_sql`` of that name returns the parenthesised select. It is bound
+        now (no row is read), so its errors are about names and types only and are shown."""
+        self._bind_pg(select_sql, "the engine rejected the per-unit subquery", "Check the "
+                      "inner query's columns and types against the policy.")
+        self._views[name.lower()] = f"({select_sql})"
+        self.generation += 1
+
+    def materialize(self, select_sql: str) -> str:
+        """The relation itself, parenthesised: no copy is made (a read-only transaction makes
+        no tables), so every query recomputes it from the table."""
+        return f"({select_sql})"
+
+    def materialized(self, select_sql: str) -> str | None:
+        """Never a copy (see :meth:`materialize`)."""
+        return None
+
+    def domain_table(self, values: list[Any]) -> str:
+        """A relation (one column ``x``) holding ``values``, inline: usable as
+        ``FROM {relation} AS __u0(x)``. The literals are the DuckDB literals of the values."""
+        literals = ", ".join(exp.convert(v).sql("duckdb") for v in values)
+        return f"(SELECT unnest([{literals}]) AS x)"
+
+    def forget_durable(self) -> None:
+        """Nothing to forget: durable copies are DuckDB-only."""
+
+    # -- the DuckDB types of a statement -----------------------------------------------------
+    def _shadow(self, sql: str) -> None:
+        """Make the shadow hold an empty table for every table ``sql`` reads (see the module
+        doc); a table PostgreSQL does not have is left out (the PostgreSQL bind reports it)."""
+        try:
+            tree = sqlglot.parse_one(sql, read="duckdb")
+        except sqlglot.errors.ParseError:
+            return
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for table in tree.find_all(exp.Table):
+            if not isinstance(table.this, exp.Identifier) or table.catalog:
+                continue
+            key = (table.db, table.name)
+            if key in self._shadowed or (not table.db and table.name.lower() in ctes):
+                continue
+            pg_name = f"{_quote(table.db)}.{_quote(table.name)}" if table.db else _quote(
+                table.name)
+            try:
+                cols = self.columns(pg_name)
+            except PolicyError:
+                continue
+            items = ", ".join(f"{_quote(c)} {_cast_target(t)}" for c, t in cols.items())
+            try:
+                if table.db:
+                    self._duck.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(table.db)}")
+                self._duck.execute(f"CREATE OR REPLACE TABLE {pg_name} ({items})")
+            except duckdb.Error:
+                continue
+            self._shadowed.add(key)
+
+    def _types(self, sql: str) -> list[tuple[str, str]] | None:
+        """The (column, DuckDB type) pairs DuckDB binds ``sql`` to over the shadow, or None
+        where it cannot (a statement only PostgreSQL understands)."""
+        if sql not in self._duck_types:
+            self._shadow(sql)
+            try:
+                relation = self._duck.sql(sql)
+                found: list[tuple[str, str]] | None = list(
+                    zip(relation.columns, (str(t) for t in relation.types)))
+            except duckdb.Error:
+                found = None
+            if len(self._duck_types) > 512:
+                self._duck_types.clear()
+            self._duck_types[sql] = found
+        return self._duck_types[sql]
+
+    def _typed(self, sql: str, result: _Result) -> list[tuple[str, str]]:
+        """The statement's (column, DuckDB type) pairs: DuckDB's own where the shadow binds it
+        to as many columns as PostgreSQL returned, else mapped from PostgreSQL's types."""
+        types = self._types(sql)
+        if types is not None and len(types) == len(result.names):
+            return types
+        return [(n, _cast_target(t)) for n, t in zip(result.names, result.types)]
+
+    def _convert(self, typed: list[tuple[str, str]],
+                 result: _Result) -> duckdb.DuckDBPyRelation:
+        """The text values cast to the DuckDB types by DuckDB (a relation to convert)."""
+        params = [list(values) for values in result.columns]
+        inner = ", ".join(f"unnest(${i + 1}::VARCHAR[]) AS c{i}" for i in range(len(typed)))
+        outer = ", ".join(f"{_from_text(f'c{i}', t)} AS {_quote(n)}"
+                          for i, (n, t) in enumerate(typed))
+        if not typed:
+            return self._duck.sql("SELECT 1 WHERE false")
+        if not result.columns[0]:  # (no row: unnest of empty lists binds to no row either)
+            return self._duck.sql(
+                f"SELECT {outer} FROM (SELECT " + ", ".join(
+                    f"CAST(NULL AS VARCHAR) AS c{i}" for i in range(len(typed)))
+                + ") WHERE false")
+        return self._duck.query(f"SELECT {outer} FROM (SELECT {inner})", params=params)
+
+    # -- statements --------------------------------------------------------------------------
+    def _bind_pg(self, sql: str, what: str, fix: str) -> _Result:
+        try:
+            return self._query(f"SELECT * FROM ({sql}) AS __bind LIMIT 0")
+        except _Failed as err:
+            raise UnsupportedQueryError(f"{what}: {err.message}. {fix}") from None
+
+    def bind(self, sql: str) -> list[tuple[str, str]]:
+        """Bind the statement on PostgreSQL without reading a row (``LIMIT 0`` of it, in a
+        read-only transaction): errors that do not depend on the data (unknown names, types,
+        functions PostgreSQL lacks) surface here, before any charge. Returns (column, DuckDB
+        type) pairs: DuckDB's binding of the statement where the shadow can make it."""
+        result = self._bind_pg(sql, "the engine rejected the query", "Check column types "
+                               "against the policy (e.g. comparing a number with a string).")
+        return self._typed(sql, result)
+
+    def run(self, sql: str) -> pd.DataFrame:
+        """Run an engine statement; the frame has the columns and dtypes ``DuckDBEngine.run``
+        gives for it. A failure (on PostgreSQL, or converting a value) may quote a raw value,
+        so its message is withheld (DESIGN.md invariant 5); a statement stopped by the
+        timeout says so."""
+        try:
+            result = self._query(sql)
+        except _Failed as err:
+            if err.sqlstate == "57014":  # query_canceled: the statement_timeout
+                raise ExecutionError(
+                    f"the engine stopped the query after statement_timeout "
+                    f"({self.statement_timeout_ms} ms); no rows were returned.") from None
+            raise ExecutionError(
+                f"the engine failed while executing the query (SQLSTATE {err.sqlstate}); the "
+                "engine's message is withheld because it could quote private values.") from None
+        try:
+            return _frame(self._convert(self._typed(sql, result), result))
+        except duckdb.Error as err:
+            raise ExecutionError(
+                f"a value the engine returned did not convert to its DuckDB type "
+                f"({type(err).__name__}); the message is withheld because it could quote "
+                "private values.") from None
+
+    def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run a query over PUBLIC tables only; values as DuckDB's ``fetchall`` gives them.
+        Its errors may be shown, since public data is not protected."""
+        try:
+            result = self._query(sql)
+            return self._convert(self._typed(sql, result), result).fetchall()
+        except _Failed as err:
+            raise UnsupportedQueryError(
+                f"a query over the public table failed: {err.message}") from None
+        except duckdb.Error as err:
+            raise UnsupportedQueryError(
+                f"a query over the public table failed: {str(err).splitlines()[0]}") from None
+
+    def close(self) -> None:
+        """Close the connection this engine opened (a caller's stays open) and the shadow."""
+        if self._owned:
+            self._con.close()
+        self._duck.close()

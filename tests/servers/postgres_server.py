@@ -1,0 +1,197 @@
+"""A throw-away PostgreSQL server for the engine tests, and a loader that puts a pandas frame
+into it exactly (so the same rows can be loaded into DuckDB and PostgreSQL and the answers
+compared).
+
+:func:`start_postgres` runs ``initdb`` into a temporary directory and starts ``postgres``
+listening on 127.0.0.1 only, on a free port, with its unix socket inside that directory; the
+server's default collation is ICU ``en-US`` (a non-"C" collation, so a test can tell whether
+privplan's statements force "C" ordering), falling back to libc ``C.UTF-8`` where initdb has no
+ICU. PostgreSQL refuses to run as root: under root the binaries run as the ``postgres`` user
+(``runuser``) and the directory is handed to it. The :func:`pg_url` fixture starts one server
+per test session (per xdist worker) and yields a URL to a fresh database in it; the server is
+stopped and its directory removed at the end, also when a test fails (fixture finalizer, and
+``atexit`` for an interpreter that dies between). Without the binaries the fixture skips the
+tests locally and fails them in CI (``CI`` set): the PostgreSQL engine is never untested there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import math
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+SUPERUSER = "postgres"
+DATABASE = "privplan_test"
+
+# DuckDB type name -> the PostgreSQL column type holding the same values
+PG_TYPES = {
+    "BOOLEAN": "boolean", "SMALLINT": "smallint", "INTEGER": "integer", "BIGINT": "bigint",
+    "FLOAT": "real", "REAL": "real", "DOUBLE": "double precision", "VARCHAR": "text",
+    "DATE": "date", "TIMESTAMP": "timestamp", "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    "TIMESTAMPTZ": "timestamptz",
+}
+
+
+def _bin_dir() -> Path | None:
+    """Where initdb, pg_ctl and postgres are (PATH, /usr/local/bin, Debian's versioned dirs)."""
+    found = shutil.which("initdb")
+    candidates = ([str(Path(found).parent)] if found else []) + ["/usr/local/bin"] + sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for directory in candidates:
+        if all((Path(directory) / b).exists() for b in ("initdb", "pg_ctl", "postgres")):
+            return Path(directory)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PostgresServer:
+    """A running server: ``url`` names its test database; ``stop()`` ends it and removes
+    its directory (idempotent)."""
+
+    root: Path
+    bin_dir: Path
+    port: int
+    as_postgres: bool
+    url: str = ""
+    stopped: bool = field(default=False)
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        if self.as_postgres:
+            cmd = ["runuser", "-u", SUPERUSER, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        try:
+            self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop",
+                      check=False)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _initdb(server: PostgresServer) -> None:
+    data = str(server.root / "data")
+    common = ("initdb", "-D", data, "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
+              "--no-sync")
+    icu = server._run(*common, "--locale=C.UTF-8", "--locale-provider=icu",
+                      "--icu-locale=en-US", check=False)
+    if icu.returncode != 0:  # (no ICU in this build: libc's C.UTF-8)
+        shutil.rmtree(data, ignore_errors=True)
+        server._run(*common, "--locale=C.UTF-8")
+
+
+def start_postgres() -> PostgresServer:
+    """Start a throw-away PostgreSQL server (see the module doc); raises FileNotFoundError
+    when the binaries are not installed."""
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        raise FileNotFoundError("PostgreSQL's initdb, pg_ctl and postgres are not installed")
+    as_postgres = os.geteuid() == 0
+    root = Path(tempfile.mkdtemp(prefix="privplan-pg-"))
+    if as_postgres:
+        shutil.chown(root, user=SUPERUSER, group=None)
+    server = PostgresServer(root=root, bin_dir=bin_dir, port=_free_port(),
+                            as_postgres=as_postgres)
+    atexit.register(server.stop)
+    try:
+        _initdb(server)
+        options = (f"-c listen_addresses=127.0.0.1 -p {server.port} -k {root} "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        server._run("pg_ctl", "-D", str(root / "data"), "-l", str(root / "server.log"),
+                    "-o", options, "-w", "-t", "60", "start")
+        import psycopg
+
+        base = f"postgresql://{SUPERUSER}@127.0.0.1:{server.port}"
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as con:
+            con.execute(f"CREATE DATABASE {DATABASE}")
+        server.url = f"{base}/{DATABASE}"
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A ``postgresql://`` URL to a fresh database on a throw-away server (one per session)."""
+    try:
+        server = start_postgres()
+    except FileNotFoundError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"{err}: the PostgreSQL engine tests must run in CI")
+        pytest.skip(str(err))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _pg_type(duckdb_type: str) -> str:
+    upper = duckdb_type.upper().strip()
+    if upper.startswith(("DECIMAL", "NUMERIC")):
+        return upper.replace("DECIMAL", "numeric")
+    return PG_TYPES[upper]
+
+
+def _value(v: Any, duckdb_type: str) -> Any:
+    """One cell as psycopg must send it: NULL for None/NaT/pandas NA (a float NaN stays NaN,
+    a value: DuckDB keeps NaN apart from NULL in a DOUBLE column)."""
+    if v is None or v is pd.NaT or v is pd.NA:
+        return None
+    family = duckdb_type.upper()
+    if family in ("FLOAT", "REAL", "DOUBLE"):
+        return float(v)
+    if isinstance(v, float) and math.isnan(v):
+        return None  # (NaN in a non-float column is pandas' NULL)
+    if family in ("SMALLINT", "INTEGER", "BIGINT"):
+        return int(v)
+    if family == "BOOLEAN":
+        return bool(v)
+    if family == "DATE":
+        return pd.Timestamp(v).date()
+    if family.startswith("TIMESTAMP"):
+        return pd.Timestamp(v).to_pydatetime()
+    return v
+
+
+def load_frame(url: str, name: str, frame: pd.DataFrame, types: dict[str, str]) -> None:
+    """(Re)create table ``name`` with the PostgreSQL column types holding the DuckDB types
+    ``types`` (column -> DuckDB type name) and copy ``frame``'s rows in exactly: binary COPY,
+    so NaN, ±inf, -0.0, NULL, unicode, dates, timestamps and timestamptz arrive bit for bit."""
+    import psycopg
+
+    cols = list(types)
+    quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+    table = '"' + name.replace('"', '""') + '"'
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute(f"CREATE TABLE {table} ("
+                    + ", ".join(f'"{c}" {_pg_type(t)}' for c, t in types.items()) + ")")
+        with con.cursor() as cur:
+            cur.execute(f"SELECT {quoted} FROM {table} LIMIT 0")
+            oids = [d.type_code for d in cur.description or ()]
+            with cur.copy(f"COPY {table} ({quoted}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(oids)
+                for row in frame[cols].itertuples(index=False, name=None):
+                    copy.write_row([_value(v, types[c]) for v, c in zip(row, cols)])
