@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["tests.servers.spark_session"]  # the `spark` fixture (a local Spark)
+
 settings.register_profile(
     "privplan",
     deadline=None,

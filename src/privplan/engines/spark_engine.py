@@ -1,0 +1,472 @@
+"""The Spark engine: privplan's engine statements run on the user's own ``SparkSession``.
+
+Statements arrive in DuckDB's dialect (the contract of :mod:`privplan.engines.base`) and are
+rendered for Spark by :func:`privplan.engines.render.render`; this module only moves statements
+and rows. pyspark is an optional extra: it is imported here, and this module is imported only
+when a Spark engine is made (``import privplan`` loads no pyspark).
+
+Rows come back as Arrow (``DataFrame.toArrow()``) and are converted to pandas by a private,
+in-process DuckDB connection (no table of the user's is ever visible there): the pandas dtypes
+(NULLs, int64 against float64, datetime units and time zones, strings, decimals) are then
+DuckDB's own conversion, the same as :class:`~privplan.engines.duckdb_engine.DuckDBEngine`
+gives for the same statement.
+
+Two of the session's settings change what a statement computes, so they are pinned while
+privplan's statements are analysed and run, and restored right after (the user's session is
+left as it was):
+
+* ``spark.sql.session.timeZone``: Spark's ``TIMESTAMP`` is an instant, and casts between
+  instants and dates or text (and timestamp literals) use the session time zone; it is pinned
+  to the time zone a fresh DuckDB connection uses, the reference's;
+* ``spark.sql.ansi.enabled``: pinned on (Spark 4's default), so a cast that fails or an
+  overflow raises as in DuckDB instead of becoming NULL.
+
+Relations privplan makes (registered frames, per-unit views, the session copy, public domain
+lists) are temporary views of the session; :meth:`SparkEngine.close` drops them and unpersists
+the cached copies, and never stops the session (it is the user's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from privplan.engines.render import render
+from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+
+_WITHHELD = ("the engine's message is withheld because it could quote private values.")
+
+# Spark's simple types, by class name -> the DuckDB type name (see SparkEngine.columns)
+_SIMPLE = {
+    "ByteType": "TINYINT", "ShortType": "SMALLINT", "IntegerType": "INTEGER",
+    "LongType": "BIGINT", "FloatType": "FLOAT", "DoubleType": "DOUBLE",
+    "BooleanType": "BOOLEAN", "DateType": "DATE", "BinaryType": "BLOB",
+    "TimestampType": "TIMESTAMP WITH TIME ZONE", "TimestampNTZType": "TIMESTAMP",
+    "NullType": "NULL",
+}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _backquote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def duckdb_type(data_type: Any) -> str:
+    """The DuckDB name of a Spark data type.
+
+    ``TIMESTAMP`` is an instant in Spark (``TIMESTAMP WITH TIME ZONE`` in DuckDB) and
+    ``TIMESTAMP_NTZ`` a wall-clock time (DuckDB's ``TIMESTAMP``). A string with a collation
+    other than Spark's default (``UTF8_BINARY``, DuckDB's byte order) is named
+    ``VARCHAR COLLATE <name>``, which no DuckDB type is, so the session can refuse it rather
+    than compare its values by DuckDB's rules. Types DuckDB has no name for are Spark's
+    ``simpleString`` upper-cased."""
+    kind = type(data_type).__name__
+    if kind in _SIMPLE:
+        return _SIMPLE[kind]
+    if kind == "DecimalType":
+        return f"DECIMAL({data_type.precision},{data_type.scale})"
+    if kind in ("StringType", "CharType", "VarcharType"):
+        collation = getattr(data_type, "collation", None) or "UTF8_BINARY"
+        return "VARCHAR" if collation.upper() == "UTF8_BINARY" else f"VARCHAR COLLATE {collation}"
+    if kind == "ArrayType":
+        return f"{duckdb_type(data_type.elementType)}[]"
+    if kind == "MapType":
+        return f"MAP({duckdb_type(data_type.keyType)}, {duckdb_type(data_type.valueType)})"
+    if kind == "StructType":
+        fields = ", ".join(f"{_quote(f.name)} {duckdb_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT({fields})"
+    return str(data_type.simpleString()).upper()
+
+
+def _castable(duck_type: str) -> str | None:
+    """``duck_type`` as a CAST target on the converting connection (a collated string is read
+    as VARCHAR); None where DuckDB has no such type (the Arrow column is taken as it comes)."""
+    if duck_type.startswith("VARCHAR COLLATE "):
+        return "VARCHAR"
+    try:
+        duckdb.sqltype(duck_type)
+    except (duckdb.Error, ValueError, TypeError):
+        return None
+    return duck_type
+
+
+def _spark_type(duck_type: str) -> Any:
+    """The Spark type holding a DuckDB column of ``duck_type`` (as :meth:`register` stores a
+    frame); PolicyError for a type Spark cannot hold."""
+    from pyspark.sql import types as T
+
+    simple = {"TINYINT": T.ByteType, "SMALLINT": T.ShortType, "INTEGER": T.IntegerType,
+              "BIGINT": T.LongType, "FLOAT": T.FloatType, "DOUBLE": T.DoubleType,
+              "BOOLEAN": T.BooleanType, "DATE": T.DateType, "VARCHAR": T.StringType,
+              "BLOB": T.BinaryType, "TIMESTAMP": T.TimestampNTZType,
+              "TIMESTAMP WITH TIME ZONE": T.TimestampType}
+    if duck_type in simple:
+        return simple[duck_type]()
+    if duck_type.startswith("DECIMAL("):
+        precision, scale = duck_type[len("DECIMAL("):-1].split(",")
+        return T.DecimalType(int(precision), int(scale))
+    raise PolicyError(f"Spark has no column type for DuckDB's {duck_type}")
+
+
+# DuckDB types a frame's column may take that Spark stores as a wider type (the values are
+# kept; a nanosecond timestamp keeps microseconds, Spark's resolution)
+_WIDER = {"UTINYINT": "SMALLINT", "USMALLINT": "INTEGER", "UINTEGER": "BIGINT",
+          "UBIGINT": "DECIMAL(20,0)", "HUGEINT": "DECIMAL(38,0)", "TIMESTAMP_NS": "TIMESTAMP",
+          "TIMESTAMP_MS": "TIMESTAMP", "TIMESTAMP_S": "TIMESTAMP"}
+
+
+class SparkEngine:
+    """Runs privplan's engine statements on a ``pyspark.sql.SparkSession`` the user made.
+
+    privplan never stops the session; :meth:`close` drops only the views privplan made."""
+
+    dialect = "spark"
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        # the converter: Arrow in, DuckDB's pandas / Python values out (never sees a user table)
+        self._con = duckdb.connect(":memory:")
+        self._con.execute("SET python_enable_replacements = false")
+        (self._time_zone,) = self._con.execute(
+            "SELECT current_setting('TimeZone')").fetchall()[0]
+        self._token = uuid.uuid4().hex[:8]  # (two engines on one session keep apart)
+        self._registered: dict[str, str] = {}  # lower-case name -> the view's name
+        self._views: set[str] = set()  # views create_view made
+        self._materialized: dict[str, Any] = {}  # view name -> its cached DataFrame
+        self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
+        # moves with every change to what the engine exposes (plans are cached under it)
+        self.generation = 0
+
+    # -- the session's settings ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def _pinned(self) -> Iterator[None]:
+        """Analyse and run with DuckDB's time zone and ANSI mode on (see the module doc),
+        restoring the user's values afterwards. (Spark's own FutureWarning about pandas
+        versions concerns pyspark's pandas conversion, which privplan does not use.)"""
+        pins = {"spark.sql.session.timeZone": self._time_zone, "spark.sql.ansi.enabled": "true"}
+        conf = self.spark.conf
+        saved = {key: conf.get(key, None) for key in pins}
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
+                                    category=FutureWarning)
+            try:
+                for key, value in pins.items():
+                    if saved[key] != value:
+                        conf.set(key, value)
+                yield
+            finally:
+                for key, value in saved.items():
+                    if value != pins[key]:
+                        if value is None:
+                            conf.unset(key)
+                        else:
+                            conf.set(key, value)
+
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Keep pyspark from logging a failure's message while rows are read: pyspark writes
+        every captured Spark error, with its message (a failed cast quotes the value), to its
+        own stderr loggers, and such a message is exactly what :meth:`run` withholds."""
+        from pyspark.logger import PySparkLogger
+
+        loggers = [PySparkLogger.getLogger(name)
+                   for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+        saved = [logger.disabled for logger in loggers]
+        for logger in loggers:
+            logger.disabled = True
+        try:
+            yield
+        finally:
+            for logger, disabled in zip(loggers, saved):
+                logger.disabled = disabled
+
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        """What Spark raises (an analysis, parse or runtime error, or a raw gateway error)."""
+        import importlib
+
+        from pyspark.errors import PySparkException
+
+        gateway: type[BaseException] = importlib.import_module("py4j.protocol").Py4JError
+        return (PySparkException, gateway, duckdb.Error)
+
+    def _frame(self, sql: str) -> Any:
+        """The analysed Spark DataFrame of a DuckDB-dialect statement (no job runs).
+        UnsupportedQueryError if render or Spark rejects it (no data involved)."""
+        import sqlglot
+
+        try:
+            rendered = render(sql, self.dialect)
+        except sqlglot.errors.SqlglotError as err:
+            raise UnsupportedQueryError(
+                f"the query cannot be written for Spark: {_first_line(err)}") from None
+        try:
+            return self.spark.sql(rendered)
+        except self._errors() as err:
+            raise UnsupportedQueryError(
+                f"the engine rejected the query: {_first_line(err)}. Check column types "
+                "against the policy (e.g. comparing a number with a string).") from None
+
+    def _arrow(self, frame: Any) -> Any:
+        """``frame``'s rows as a DuckDB relation over their Arrow transfer, each column cast
+        to the DuckDB type of its Spark type (instants travel as UTC instants)."""
+        table = frame.toArrow()
+        relation = self._con.from_arrow(table)
+        items = []
+        for name, field in zip(relation.columns, frame.schema.fields):
+            target = _castable(duckdb_type(field.dataType))
+            items.append(_quote(name) if target is None
+                         else f"CAST({_quote(name)} AS {target}) AS {_quote(name)}")
+        return relation.project(", ".join(items)) if items else relation
+
+    # -- tables ------------------------------------------------------------------------------
+    def table_sql(self, table: Any) -> str:
+        """How the engine names the policy table: a frame registered under its name, a
+        CSV / Parquet ``source`` (read into a temporary view), another ``source`` as written,
+        ``"database"."name"`` when the policy gives a schema (a Spark database), or ``"name"``."""
+        name = table.name
+        if name.lower() in self._registered:
+            return _quote(self._registered[name.lower()])
+        source = getattr(table, "source", None)
+        if source:
+            if source.lower().endswith((".csv", ".parquet")):
+                self._register_file(name, source)
+                return _quote(name)
+            return str(source)
+        schema = getattr(table, "schema", None)
+        if schema:
+            return f"{_quote(schema)}.{_quote(name)}"
+        return _quote(name)
+
+    def _register_file(self, name: str, path: str) -> None:
+        """A CSV file (header row, every column read as text, as the DuckDB engine reads it:
+        the typed view converts) or a Parquet file, as the temporary view ``name``."""
+        reader = self.spark.read
+        try:
+            with self._pinned():
+                frame = (reader.csv(path, header=True, inferSchema=False)
+                         if path.lower().endswith(".csv") else reader.parquet(path))
+                frame.createOrReplaceTempView(name)
+        except self._errors():  # (the message may quote lines of the file: withheld)
+            raise PolicyError(
+                f"cannot register '{name}' from '{path}': Spark could not read it. Check the "
+                "file (a path Spark's executors can read).") from None
+        self._registered[name.lower()] = name
+        self._changed()
+
+    def columns(self, table_sql: str) -> dict[str, str]:
+        """Column (lower case) -> DuckDB type name, from the analysed schema (no job runs)."""
+        try:
+            with self._pinned():
+                frame = self._frame(f"SELECT * FROM {table_sql}")
+        except UnsupportedQueryError as err:
+            raise PolicyError(
+                f"table {table_sql} is declared in the policy but the database has no such "
+                f"table ({str(err).removeprefix('the engine rejected the query: ')}). Create it, "
+                "set `source:` in the policy, or call session.register(name, dataframe)."
+            ) from None
+        return {f.name.lower(): duckdb_type(f.dataType) for f in frame.schema.fields}
+
+    def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
+        """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""
+        if not columns:
+            return []
+        items = ", ".join(f"bool_or({_quote(c)} IS NULL)" for c in columns)
+        try:
+            with self._pinned(), self._quiet():
+                rows = self._arrow(self._frame(f"SELECT {items} FROM {table_sql}")).fetchall()
+        except (UnsupportedQueryError,) + self._errors():
+            raise ExecutionError(
+                "the engine failed while checking `nullable: false` columns for NULLs; "
+                + _WITHHELD) from None
+        return [c for c, has in zip(columns, rows[0] if rows else ()) if has]
+
+    def register(self, name: str, data: Any) -> None:
+        """Expose a pandas DataFrame or an Arrow table as the temporary view ``name``.
+
+        The frame is read by DuckDB first, so its columns take the types DuckDB infers for it
+        (int64 BIGINT, float64 DOUBLE, str VARCHAR, bool BOOLEAN, datetime64 TIMESTAMP,
+        tz-aware TIMESTAMP WITH TIME ZONE, date objects DATE; a float NaN in pandas is NULL, as
+        in DuckDB) and its values go to Spark as Arrow in those types."""
+        module = type(data).__module__.split(".")[0]
+        if isinstance(data, pd.DataFrame):
+            relation = self._con.from_df(data)
+        elif module == "pyarrow" and type(data).__name__ in ("Table", "RecordBatch"):
+            relation = self._con.from_arrow(data)
+        else:
+            raise PolicyError(
+                f"register('{name}', ...) with a Spark engine takes a pandas DataFrame or an "
+                f"Arrow table, got {type(data).__name__} (a Spark table is read by its name: "
+                "declare it in the policy)")
+        from pyspark.sql import types as T
+
+        types = [_WIDER.get(str(t), str(t)) for t in relation.types]
+        schema = T.StructType([T.StructField(c, _spark_type(t), True)
+                               for c, t in zip(relation.columns, types)])
+        table = relation.project(", ".join(
+            f"CAST({_quote(c)} AS {t}) AS {_quote(c)}" for c, t in zip(relation.columns, types))
+        ).to_arrow_table()
+        try:
+            with self._pinned():
+                self.spark.createDataFrame(table, schema=schema).createOrReplaceTempView(name)
+        except self._errors() as err:
+            raise PolicyError(f"cannot register '{name}': {_first_line(err)}") from None
+        self._registered[name.lower()] = name
+        self._changed()
+
+    def _changed(self) -> None:
+        """A table changed: plans move on, and the session copies made from it are stale."""
+        self.generation += 1
+        self._drop_materialized()
+
+    def create_view(self, name: str, select_sql: str) -> None:
+        """Define (or redefine) the temporary view ``name`` as ``select_sql`` (a per-unit
+        pre-aggregation privplan built). Analysis reads no row, so its errors are shown."""
+        self.generation += 1
+        try:
+            with self._pinned():
+                self._frame(select_sql).createOrReplaceTempView(name)
+        except UnsupportedQueryError as err:
+            raise UnsupportedQueryError(
+                f"the engine rejected the per-unit subquery: "
+                f"{str(err).removeprefix('the engine rejected the query: ')}") from None
+        except self._errors() as err:
+            raise UnsupportedQueryError(
+                f"the engine rejected the per-unit subquery: {_first_line(err)}") from None
+        self._views.add(name)
+
+    # -- statements --------------------------------------------------------------------------
+    def bind(self, sql: str) -> list[tuple[str, str]]:
+        """Analyse the statement without running it (``spark.sql`` analyses and runs no job):
+        its (column, DuckDB type) pairs, and every error about names and types, before any
+        charge. (Spark folds failing constant expressions in its optimizer, at run time, as
+        DuckDB does.)"""
+        with self._pinned():
+            frame = self._frame(sql)
+        return [(f.name, duckdb_type(f.dataType)) for f in frame.schema.fields]
+
+    def run(self, sql: str) -> pd.DataFrame:
+        """Run an engine statement: one row per group, with the dtypes the DuckDB engine gives.
+        A failure while reading rows may quote a raw value (a failed cast), so its message is
+        withheld."""
+        try:
+            with self._pinned(), self._quiet():
+                relation = self._arrow(self._frame(sql))
+                with warnings.catch_warnings():  # (see duckdb_engine._frame)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    warnings.simplefilter("ignore", FutureWarning)
+                    return relation.df()
+        except self._errors() as err:
+            raise ExecutionError(
+                f"the engine failed while executing the query ({type(err).__name__}); "
+                + _WITHHELD + " Check that every cast and function in WHERE / GROUP BY is "
+                "valid for all values of the column (e.g. use TRY_CAST).") from None
+
+    def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run a query over PUBLIC tables only; its rows as DuckDB's ``fetchall`` gives them,
+        and its errors shown (public data is not protected)."""
+        try:
+            with self._pinned():
+                return self._arrow(self._frame(sql)).fetchall()
+        except UnsupportedQueryError as err:
+            raise UnsupportedQueryError(
+                f"a query over the public table failed: "
+                f"{str(err).removeprefix('the engine rejected the query: ')}") from None
+        except self._errors() as err:
+            raise UnsupportedQueryError(
+                f"a query over the public table failed: {_first_line(err)}") from None
+
+    # -- the session's relations ---------------------------------------------------------------
+    def materialized(self, select_sql: str) -> str | None:
+        """The view :meth:`materialize` made for ``select_sql``, or None if not made yet."""
+        name = _materialized_name(select_sql)
+        return _quote(name) if name in self._materialized else None
+
+    def materialize(self, select_sql: str) -> str:
+        """A cached temporary view holding ``select_sql``'s rows, made once per distinct
+        statement (the session copy of a private table: a deterministic function of the data
+        and the policy, reused by every later query; the session calls this only after the
+        query is charged). The cache is filled here, so a failure surfaces here, withheld."""
+        name = _materialized_name(select_sql)
+        if name not in self._materialized:
+            try:
+                with self._pinned(), self._quiet():
+                    frame = self._frame(select_sql).cache()
+                    try:
+                        frame.count()  # (fills the cache: every row is computed once, now)
+                    except BaseException:
+                        frame.unpersist()
+                        raise
+                    frame.createOrReplaceTempView(name)
+            except (UnsupportedQueryError,) + self._errors() as err:
+                raise ExecutionError(
+                    "the engine failed while making the session's bounded copy of the table "
+                    f"({type(err).__name__}); " + _WITHHELD) from None
+            self._materialized[name] = frame
+            self.generation += 1
+        return _quote(name)
+
+    def domain_table(self, values: list[Any]) -> str:
+        """A temporary view (one column ``x``) holding ``values``: a long public group-key
+        domain (all strings, or all integers within BIGINT), made once per distinct list. The
+        values are typed by DuckDB's own conversion of the Python list (as the DuckDB engine
+        types them) and go to Spark as Arrow. Public values only: no row is read."""
+        key = (tuple(map(type, values)), tuple(values))  # (1 and True are equal keys)
+        name = self._domains.get(key)
+        if name is None:
+            name = f"__privplan_domain_{self._token}_{len(self._domains)}"
+            relation = self._con.sql("SELECT unnest($1) AS x", params=[values])
+            table = relation.to_arrow_table()
+            duck_type = str(relation.types[0])
+            from pyspark.sql import types as T
+
+            schema = T.StructType([T.StructField("x", _spark_type(duck_type), True)])
+            with self._pinned():
+                self.spark.createDataFrame(table, schema=schema).createOrReplaceTempView(name)
+            self._domains[key] = name
+        return _quote(name)
+
+    def forget_durable(self) -> None:
+        """Nothing to forget: a Spark engine keeps no durable copies."""
+
+    def _drop_materialized(self) -> None:
+        for name, frame in list(self._materialized.items()):
+            self._drop_view(name)
+            with contextlib.suppress(*self._errors()):
+                frame.unpersist()
+        self._materialized.clear()
+
+    def _drop_view(self, name: str) -> None:
+        with contextlib.suppress(*self._errors()):  # (the session may be stopped by its owner)
+            self.spark.catalog.dropTempView(name)
+
+    def close(self) -> None:
+        """Drop every view privplan made and unpersist its cached copies; the SparkSession
+        stays running (it is the user's), with its settings as they were."""
+        self._drop_materialized()
+        for name in [*self._domains.values(), *self._views, *self._registered.values()]:
+            self._drop_view(name)
+        self._domains.clear()
+        self._views.clear()
+        self._registered.clear()
+        self.generation += 1
+        with contextlib.suppress(duckdb.Error):
+            self._con.close()
+
+
+def _materialized_name(select_sql: str) -> str:
+    return "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]

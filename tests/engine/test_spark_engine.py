@@ -1,0 +1,251 @@
+"""The Spark engine against a real local Spark: the same rows in DuckDB (the reference) and in
+Spark, and each DuckDB-dialect statement must give the frame the DuckDB engine gives (values,
+column names and dtypes), edge values included (NULL, NaN, ±inf, -0.0, mixed-case and accented
+strings, dates, timestamps with and without a time zone).
+
+Statements the current render gets wrong are kept here as strict xfails naming the difference:
+they start passing (and fail as XPASS) once render removes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+from privplan.engines.duckdb_engine import DuckDBEngine
+from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+from tests.servers.spark_session import arrow_table, load_frame
+
+pytest.importorskip("pyarrow")
+
+NAN, INF = float("nan"), float("inf")
+UTC = dt.UTC
+TYPES = {"id": "BIGINT", "s": "VARCHAR", "n": "INTEGER", "x": "DOUBLE", "d": "DATE",
+         "ts": "TIMESTAMP", "tz": "TIMESTAMP WITH TIME ZONE", "b": "BOOLEAN",
+         "dec": "DECIMAL(10,2)", "bad": "VARCHAR"}
+ROWS = [  # id, s, n, x, d, ts, tz, b, dec, bad
+    (1, "a", 1, 1.5, dt.date(2020, 1, 1), dt.datetime(2020, 1, 1, 23, 30),
+     dt.datetime(2020, 1, 1, 23, 30, tzinfo=UTC), True, Decimal("1.50"), "1"),
+    (2, "A", -2, NAN, dt.date(2020, 1, 1), dt.datetime(2020, 1, 1, 23, 30),
+     dt.datetime(2020, 6, 1, 3, 0, tzinfo=UTC), False, Decimal("-2.25"), "2"),
+    (3, "é", None, INF, dt.date(1999, 12, 31), dt.datetime(1999, 12, 31, 0, 0, 0, 123456),
+     None, None, None, "3"),
+    (4, "É", 7, -INF, None, None, dt.datetime(1999, 12, 31, 12, tzinfo=UTC), True,
+     Decimal("0.00"), "secret-99"),
+    (5, None, 7, -0.0, dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 12), None, False,
+     Decimal("99999999.99"), None),
+    (6, "zz", 2147483647, 0.0, dt.date(2024, 2, 29), None,
+     dt.datetime(2024, 2, 29, 12, tzinfo=UTC), True, Decimal("-0.01"), None),
+    (7, "a", None, None, None, dt.datetime(2020, 1, 1, 23, 30), None, None, None, None),
+]
+FRAME = pd.DataFrame(ROWS, columns=list(TYPES), dtype=object)
+
+STATEMENTS = {
+    "count": 'SELECT COUNT(*) AS n FROM "t"',
+    "count_column": 'SELECT COUNT("x") AS n, COUNT(DISTINCT "s") AS k FROM "t"',
+    "sum_bigint": 'SELECT CAST(COALESCE(SUM(CAST("n" AS BIGINT)), 0) AS BIGINT) AS s FROM "t"',
+    "sum_filter": 'SELECT CAST(COALESCE(SUM(CAST("n" AS BIGINT)) FILTER (WHERE "b"), 0) AS '
+                  'BIGINT) AS s FROM "t"',
+    "by_string": 'SELECT "s", COUNT(*) AS c FROM "t" GROUP BY "s"',
+    "by_integer": 'SELECT "n", COUNT(*) AS c FROM "t" GROUP BY "n"',
+    "by_date": 'SELECT "d", COUNT(*) AS c FROM "t" GROUP BY "d"',
+    "by_boolean": 'SELECT "b", COUNT(*) AS c, COUNT(*) FILTER (WHERE "x" > 0) AS p '
+                  'FROM "t" GROUP BY "b"',
+    "by_double": 'SELECT "x", COUNT(*) AS c FROM "t" GROUP BY "x"',
+    "by_timestamps": 'SELECT "ts", "tz", COUNT(*) AS c FROM "t" GROUP BY "ts", "tz"',
+    "by_two_keys": 'SELECT "s", "d", COUNT(*) FILTER (WHERE "n" > 0) AS c FROM "t" '
+                   'GROUP BY "s", "d"',
+    "rows": 'SELECT "id", "s", "n", "x", "d", "ts", "tz", "b", "dec" FROM "t"',
+    "min_max": 'SELECT MIN("ts") AS a, MAX("tz") AS z, MIN("d") AS d, MAX("s") AS s FROM "t"',
+    "where_string": """SELECT COUNT(*) AS c FROM "t" WHERE "s" = 'a' OR "s" IS NULL""",
+    "empty": 'SELECT "s", COUNT(*) AS c FROM "t" WHERE "id" < 0 GROUP BY "s"',
+    "window_total": 'SELECT "id", COUNT(*) OVER (PARTITION BY "b") AS w FROM "t"',
+    "string_order": 'SELECT COUNT(*) FILTER (WHERE "s" < \'b\') AS c FROM "t"',
+    "tz_to_date": 'SELECT CAST("tz" AS DATE) AS day, COUNT(*) AS c FROM "t" GROUP BY day',
+}
+
+# differences the current render leaves (see the report to the lead): statement -> reason
+RENDER_GAPS = {
+    "window_rank": ('SELECT "id", ROW_NUMBER() OVER (PARTITION BY "b" ORDER BY "id") AS r FROM "t"',
+                    "ROW_NUMBER() is BIGINT in DuckDB, INT in Spark (int32)"),
+    "sum_decimal": ('SELECT SUM("dec") AS s FROM "t"',
+                    "SUM(DECIMAL(10,2)) is DECIMAL(38,2) in DuckDB, DECIMAL(20,2) in Spark"),
+    "sum_plain_bigint": ('SELECT SUM(CAST("n" AS BIGINT)) AS s FROM "t"',
+                         "SUM(BIGINT) is HUGEINT (float64 in pandas) in DuckDB, BIGINT in Spark"),
+}
+
+
+@pytest.fixture(scope="module")
+def engines(spark: Any) -> Any:
+    """(Spark engine, DuckDB engine) over the same rows in view / table "t"."""
+    from privplan.engines.spark_engine import SparkEngine
+
+    load_frame(spark, "t", FRAME, TYPES)
+    con = duckdb.connect(":memory:")
+    con.register("t_arrow", arrow_table(FRAME, TYPES))
+    con.execute('CREATE TABLE "t" AS SELECT * FROM t_arrow')
+    con.unregister("t_arrow")
+    engine = SparkEngine(spark)
+    yield engine, DuckDBEngine(con)
+    engine.close()
+    con.close()
+
+
+def _key(value: Any) -> str:
+    return repr(value + 0.0 if isinstance(value, float) else value)  # (-0.0 sorts as 0.0)
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows in one order (GROUP BY's is the engine's), NaN and NULL keys included."""
+    order = sorted(range(len(frame)), key=lambda i: tuple(map(_key, frame.iloc[i])))
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def _same(sql: str, engines: Any) -> None:
+    spark_engine, duck = engines
+    assert spark_engine.bind(sql) == duck.bind(sql)
+    got, want = spark_engine.run(sql), duck.run(sql)
+    assert list(got.dtypes) == list(want.dtypes), (sql, got.dtypes, want.dtypes)
+    pd.testing.assert_frame_equal(_sorted(got), _sorted(want))
+
+
+def test_columns_map_spark_types_to_duckdb_names(engines: Any, spark: Any) -> None:
+    spark_engine, duck = engines
+    assert spark_engine.columns('"t"') == TYPES == duck.columns('"t"')
+    spark.sql("CREATE OR REPLACE TEMPORARY VIEW more AS SELECT CAST(1 AS TINYINT) AS i1, "
+              "CAST(1 AS SMALLINT) AS I2, CAST(1 AS FLOAT) AS f, "
+              "CAST('a' AS STRING COLLATE UTF8_LCASE) AS ci, ARRAY(1, 2) AS arr, "
+              "X'00' AS blob, INTERVAL '1' DAY AS iv")
+    assert spark_engine.columns('"more"') == {
+        "i1": "TINYINT", "i2": "SMALLINT", "f": "FLOAT", "ci": "VARCHAR COLLATE UTF8_LCASE",
+        "arr": "INTEGER[]", "blob": "BLOB", "iv": "INTERVAL DAY"}
+    with pytest.raises(PolicyError, match="no such table"):
+        spark_engine.columns('"missing_table"')
+
+
+def test_table_sql(engines: Any) -> None:
+    spark_engine, _ = engines
+    assert spark_engine.table_sql(SimpleNamespace(name="t")) == '"t"'
+    assert spark_engine.table_sql(SimpleNamespace(name="t", schema="sales")) == '"sales"."t"'
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_statement_gives_duckdb_frame(name: str, engines: Any) -> None:
+    _same(STATEMENTS[name], engines)
+
+
+@pytest.mark.parametrize("name", sorted(RENDER_GAPS))
+def test_render_gaps(name: str, engines: Any) -> None:
+    sql, reason = RENDER_GAPS[name]
+    with pytest.raises(AssertionError):  # (a type differs: bind's pairs or run's dtypes)
+        _same(sql, engines)
+    assert reason
+
+
+def test_user_time_zone_and_ansi_do_not_change_answers(engines: Any, spark: Any) -> None:
+    spark_engine, duck = engines
+    sql = STATEMENTS["tz_to_date"]
+    spark.conf.set("spark.sql.session.timeZone", "Pacific/Kiritimati")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        pd.testing.assert_frame_equal(_sorted(spark_engine.run(sql)), _sorted(duck.run(sql)))
+        with pytest.raises(ExecutionError):  # (a failing cast fails, as in DuckDB)
+            spark_engine.run('SELECT COUNT(*) AS c FROM "t" WHERE CAST("bad" AS INTEGER) > 0')
+        assert spark.conf.get("spark.sql.session.timeZone") == "Pacific/Kiritimati"
+        assert spark.conf.get("spark.sql.ansi.enabled") == "false"
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.unset("spark.sql.ansi.enabled")
+
+
+def test_run_errors_are_withheld(engines: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    spark_engine, duck = engines
+    sql = 'SELECT COUNT(*) AS c FROM "t" WHERE CAST("bad" AS INTEGER) > 0'
+    with pytest.raises(ExecutionError) as spark_error:
+        spark_engine.run(sql)
+    with pytest.raises(ExecutionError):
+        duck.run(sql)
+    assert "secret" not in str(spark_error.value) and "99" not in str(spark_error.value)
+    assert spark_error.value.__cause__ is None and spark_error.value.__suppress_context__
+    out, err = capfd.readouterr()  # (pyspark logs a captured error's message to stderr)
+    assert "secret" not in out + err
+
+
+def test_bind_errors_are_shown(engines: Any) -> None:
+    spark_engine, _ = engines
+    with pytest.raises(UnsupportedQueryError, match="nosuch"):
+        spark_engine.bind('SELECT "nosuch" FROM "t"')
+    with pytest.raises(UnsupportedQueryError):
+        spark_engine.bind('SELECT COUNT(*) FROM "no_table"')
+
+
+def test_fetch_public_and_null_columns(engines: Any) -> None:
+    spark_engine, duck = engines
+    sql = 'SELECT "id", "s", "n", "x", "d", "ts", "tz", "b", "dec" FROM "t" WHERE "id" <> 2'
+    got, want = spark_engine.fetch_public(sql), duck.fetch_public(sql)
+    assert sorted(got, key=lambda r: r[0]) == sorted(want, key=lambda r: r[0])
+    assert [type(v) for v in got[0]] == [type(v) for v in want[0]]
+    with pytest.raises(UnsupportedQueryError, match="public table"):
+        spark_engine.fetch_public('SELECT "nosuch" FROM "t"')
+    columns = ["id", "s", "x", "b"]
+    assert spark_engine.null_columns('"t"', columns) == duck.null_columns('"t"', columns) == [
+        "s", "x", "b"]
+
+
+def test_register_types_like_duckdb(spark: Any) -> None:
+    from privplan.engines.spark_engine import SparkEngine
+
+    frame = pd.DataFrame({
+        "i": [1, 2, 3], "f": [1.5, float("nan"), -0.0], "s": ["a", "É", None],
+        "b": [True, False, True],
+        "ts": pd.to_datetime(["2020-01-01 10:00", "2021-06-01 00:00", None]).as_unit("us"),
+        "tz": pd.to_datetime(["2020-01-01 10:00", "2021-06-01 00:00", None]
+                             ).tz_localize("Europe/Paris").as_unit("us"),
+        "d": [dt.date(2020, 1, 1), None, dt.date(2021, 1, 1)]})
+    engine, duck = SparkEngine(spark), DuckDBEngine(duckdb.connect(":memory:"))
+    try:
+        engine.register("frame_in", frame)
+        duck.register("frame_in", frame)
+        assert engine.generation == 1
+        assert engine.table_sql(SimpleNamespace(name="FRAME_IN")) == '"frame_in"'
+        assert engine.columns('"frame_in"') == duck.columns('"frame_in"')
+        _same('SELECT * FROM "frame_in"', (engine, duck))
+        with pytest.raises(PolicyError, match="pandas DataFrame or an Arrow table"):
+            engine.register("nope", [1, 2])
+    finally:
+        engine.close()
+        duck.close()
+    assert not spark.catalog.tableExists("frame_in")
+
+
+def test_materialize_once_then_close_drops_only_privplan_views(spark: Any) -> None:
+    from privplan.engines.spark_engine import SparkEngine
+
+    engine = SparkEngine(spark)
+    select = 'SELECT "id", "x" FROM "t" WHERE "id" > 1'
+    assert engine.materialized(select) is None
+    name = engine.materialize(select)
+    generation = engine.generation
+    assert name.startswith('"__privplan_') and engine.materialized(select) == name
+    view = name.strip('"')
+    assert spark.catalog.isCached(view)
+    assert engine.materialize(select) == name and engine.generation == generation
+    assert engine.run(f"SELECT COUNT(*) AS c FROM {name}")["c"].tolist() == [6]
+    with pytest.raises(ExecutionError):
+        engine.materialize('SELECT CAST("bad" AS INTEGER) AS v FROM "t"')
+    domain = engine.domain_table(["b", "a"])
+    assert engine.domain_table(["b", "a"]) == domain
+    assert sorted(engine.fetch_public(f"SELECT x FROM {domain}")) == [("a",), ("b",)]
+    engine.create_view("per_unit", 'SELECT "id", COUNT(*) AS c FROM "t" GROUP BY "id"')
+    with pytest.raises(UnsupportedQueryError, match="per-unit"):
+        engine.create_view("broken", 'SELECT "nosuch" FROM "t"')
+    engine.close()
+    for made in (view, domain.strip('"'), "per_unit"):
+        assert not spark.catalog.tableExists(made)
+    assert spark.sql('SELECT COUNT(*) AS c FROM t').collect()[0]["c"] == 7  # the user's view

@@ -1,0 +1,114 @@
+"""A real, small Spark for the engine tests: one local SparkSession per test process.
+
+``spark`` (session-scoped) is ``local[2]`` with the UI off, two shuffle partitions and a small
+driver, and Spark 4's defaults otherwise (ANSI mode on); it is stopped when the test session
+ends. Without pyspark or Java the tests that use it are skipped locally and fail on CI (where
+the test extra and a JDK are installed, so a missing one is a broken setup, not a choice).
+
+``load_frame(spark, name, frame, types)`` makes the temporary view ``name`` from a pandas
+frame with the Spark types that hold the DuckDB types ``types`` (column -> DuckDB type name),
+the values copied exactly: ``None`` / ``pd.NA`` / ``NaT`` is NULL and a float NaN stays NaN
+(so hold a float column with both as ``object``), ±inf, -0.0, any unicode, dates and
+timestamps as they are. ``arrow_table`` is the same rows as an Arrow table, to register the
+same data in DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+_ARROW = {"TINYINT": "int8", "SMALLINT": "int16", "INTEGER": "int32", "BIGINT": "int64",
+          "FLOAT": "float32", "DOUBLE": "float64", "BOOLEAN": "bool_", "VARCHAR": "string",
+          "DATE": "date32"}
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"the Spark engine tests need {reason} on CI")
+    pytest.skip(f"no local Spark: {reason}")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        _unavailable("pyspark (pip install privplan[spark])")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        _unavailable("a Java runtime (JDK 17 or later)")
+    session = (SparkSession.builder.master("local[2]").appName("privplan-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.driver.memory", "512m")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("OFF")
+    yield session
+    session.stop()
+
+
+def _arrow_type(duck_type: str) -> Any:
+    import pyarrow as pa
+
+    if duck_type in _ARROW:
+        return getattr(pa, _ARROW[duck_type])()
+    if duck_type == "TIMESTAMP":
+        return pa.timestamp("us")
+    if duck_type == "TIMESTAMP WITH TIME ZONE":
+        return pa.timestamp("us", tz="UTC")
+    if duck_type.startswith("DECIMAL("):
+        precision, scale = duck_type[len("DECIMAL("):-1].split(",")
+        return pa.decimal128(int(precision), int(scale))
+    raise ValueError(f"no Arrow type for {duck_type}")
+
+
+def _null(value: Any) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT  # (a float NaN is a value)
+
+
+def _value(value: Any, duck_type: str) -> Any:
+    if _null(value):
+        return None
+    if duck_type.startswith("TIMESTAMP") and isinstance(value, pd.Timestamp):
+        return value.to_pydatetime()
+    return value
+
+
+def arrow_table(frame: pd.DataFrame, types: dict[str, str]) -> Any:
+    """``frame``'s rows as an Arrow table of the DuckDB types ``types`` (values exact)."""
+    import pyarrow as pa
+
+    arrays = {c: pa.array([_value(v, types[c]) for v in frame[c].tolist()],
+                          type=_arrow_type(types[c]), from_pandas=False) for c in frame.columns}
+    return pa.table(arrays)
+
+
+def spark_type(duck_type: str) -> Any:
+    """The Spark type holding a DuckDB column of ``duck_type``."""
+    from pyspark.sql import types as T
+
+    simple = {"TINYINT": T.ByteType, "SMALLINT": T.ShortType, "INTEGER": T.IntegerType,
+              "BIGINT": T.LongType, "FLOAT": T.FloatType, "DOUBLE": T.DoubleType,
+              "BOOLEAN": T.BooleanType, "VARCHAR": T.StringType, "DATE": T.DateType,
+              "TIMESTAMP": T.TimestampNTZType, "TIMESTAMP WITH TIME ZONE": T.TimestampType}
+    if duck_type in simple:
+        return simple[duck_type]()
+    if duck_type.startswith("DECIMAL("):
+        precision, scale = duck_type[len("DECIMAL("):-1].split(",")
+        return T.DecimalType(int(precision), int(scale))
+    raise ValueError(f"no Spark type for {duck_type}")
+
+
+def load_frame(spark: Any, name: str, frame: pd.DataFrame, types: dict[str, str]) -> None:
+    """The temporary view ``name`` holding ``frame``'s rows in the Spark types of ``types``."""
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField(c, spark_type(types[c]), True) for c in frame.columns])
+    spark.createDataFrame(arrow_table(frame, types), schema=schema).createOrReplaceTempView(name)
