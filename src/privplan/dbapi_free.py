@@ -178,8 +178,9 @@ def _catalog(session: Session) -> str | None:
     """The engine's database name (e.g. the DuckDB file's stem), shown as ``table_catalog``;
     None when it would clash with a catalog every DuckDB connection has."""
     try:
-        row = session.engine.con.execute("SELECT current_database()").fetchone()
-    except duckdb.Error:
+        row = session.engine.con.execute(  # type: ignore[attr-defined]
+            "SELECT current_database()").fetchone()
+    except (duckdb.Error, AttributeError):  # (a PostgreSQL or Spark engine: no catalog shown)
         return None
     name = str(row[0]) if row and row[0] else None
     return None if name is None or name.lower() in _RESERVED_CATALOGS else name

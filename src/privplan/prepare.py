@@ -32,7 +32,7 @@ def prepare_copies(database: str | Path, policy: Any) -> list[str]:
         sess.engine.forget_durable()  # (plan from the table itself, not from older copies)
         selects = _user_level_selects(sess, [t.name for t in sess.policy.private_tables()])
         if selects:
-            write_copies(sess.engine.con, db, stamp, selects)
+            write_copies(sess.engine.con, db, stamp, selects)  # type: ignore[attr-defined]
     return [table for table, _ in selects]
 
 

@@ -35,8 +35,9 @@ from privplan.engine_semantics import (
     make_core_total,
     type_public_domains,
 )
-from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.engines.judge import judge
+from privplan.engines.open import open_engine
+from privplan.engines.portable import check_portable, check_stored_types
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
@@ -114,7 +115,7 @@ class Session(SessionViews, Generic[B]):
         self.ledger = open_ledger(ledger)
         self.ledger.claim()
         self.ledger.bind(budget, self.policy)
-        self.engine = DuckDBEngine(":memory:" if data_file is not None else database)
+        self.engine = open_engine(":memory:" if data_file is not None else database)
         # a larger exact_limit lets the solver search longer before it falls back to a proven
         # (looser) upper bound; it can only tighten the charge, never lower it below the truth
         self._exact_limit = exact_limit
@@ -441,6 +442,7 @@ class Session(SessionViews, Generic[B]):
             if core.joins:
                 types = {**types, **describe_public_joins(core, self.engine, types)}
             make_core_total(core, types, judge(), sql)
+            check_portable(core, types, self.engine.dialect)  # (PostgreSQL, Spark: see there)
             if core.joins:
                 resolve_public_joins(core, self.engine)
             type_public_domains(core, judge(), sql, self.engine)
@@ -512,6 +514,7 @@ class Session(SessionViews, Generic[B]):
             raise PolicyError(
                 f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
                 f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
+        check_stored_types(table.name, actual, table.columns, self.engine.dialect)
         view = typed_view(table_sql, table.columns, actual)
         if table.name not in self._not_null_checked:
             check_not_null(self.engine, table, view[0])
@@ -576,7 +579,9 @@ def connect(
     prepare: bool = False,
     composition: str = "additive",
 ) -> Session[B]:
-    """Open a DP session over ``database`` (a DuckDB file path, ':memory:' or a connection).
+    """Open a DP session over ``database``: a DuckDB file path, ':memory:' or a duckdb
+    connection (the embedded engine); a ``postgresql://`` URL or psycopg connection; or a
+    SparkSession (tables of its catalog). See :func:`privplan.engines.open.open_engine`.
 
     ``prepare=True`` trades a one-off cost for speed in long sessions: the first query over a
     private table makes a compressed in-memory copy of it with every bounded numeric column

@@ -252,7 +252,16 @@ class PostgresEngine:
                     "DuckDB engine.")
             return str(source)
         schema = getattr(table, "schema", None)
-        return f"{_quote(schema)}.{_quote(name)}" if schema else _quote(name)
+        if schema and self._exists(f"{_quote(schema)}.{_quote(name)}"):
+            return f"{_quote(schema)}.{_quote(name)}"
+        return _quote(name)  # (as the DuckDB engine: a schema the database lacks is ignored)
+
+    def _exists(self, qualified: str) -> bool:
+        try:
+            found = self._query(f"SELECT to_regclass('{qualified.replace(chr(39), chr(39) * 2)}')")
+        except _Failed:
+            return False
+        return bool(found.columns and found.columns[0] and found.columns[0][0] is not None)
 
     def columns(self, table_sql: str) -> dict[str, str]:
         """Column (lower case) -> DuckDB type name, from a ``LIMIT 0`` describe: int2 SMALLINT,

@@ -38,7 +38,7 @@ from privplan.errors import UnsupportedQueryError
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "spark": "Spark", "duckdb": "DuckDB"}
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day)
-_SPARK_TRY = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
+_SPARK_TRY: dict[type[exp.Expr], str] = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
 
 
 @functools.lru_cache(maxsize=2048)
@@ -48,6 +48,10 @@ def render(sql: str, dialect: str) -> str:
     if dialect == "duckdb":
         return sql
     tree = sqlglot.parse_one(sql, read="duckdb")
+    for n, sub in enumerate(tree.find_all(exp.Subquery)):
+        if not sub.alias and isinstance(sub.parent, (exp.From, exp.Join)):
+            # PostgreSQL (before 16) requires every derived table to have a name
+            sub.set("alias", exp.TableAlias(this=exp.to_identifier(f"__s{n}")))
     return _post_order(tree, functools.partial(_rewrite, dialect=dialect)).sql(dialect=dialect)
 
 
@@ -103,6 +107,9 @@ def _try(inner: exp.Expr, dialect: str) -> exp.Expr:
                 return exp.Case(ifs=[exp.If(this=exp.func("isfinite", arg),
                                             true=exp.cast(part, "BIGINT"))])
             return node
+        if isinstance(node, (exp.Floor, exp.Ceil)) or isinstance(node, exp.Div) and (
+                isinstance(node.expression, exp.Literal)):
+            return node  # (of a bounded value / by a nonzero constant: portable.py checked)
         if dialect == "spark" and type(node) in _SPARK_TRY:
             return exp.Anonymous(this=_SPARK_TRY[type(node)],
                                  expressions=[node.this, node.expression])

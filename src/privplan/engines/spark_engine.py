@@ -248,9 +248,9 @@ class SparkEngine:
                 return _quote(name)
             return str(source)
         schema = getattr(table, "schema", None)
-        if schema:
+        if schema and self.spark.catalog.tableExists(f"{_backquote(schema)}.{_backquote(name)}"):
             return f"{_quote(schema)}.{_quote(name)}"
-        return _quote(name)
+        return _quote(name)  # (as the DuckDB engine: a schema the catalog lacks is ignored)
 
     def _register_file(self, name: str, path: str) -> None:
         """A CSV file (header row, every column read as text, as the DuckDB engine reads it:
