@@ -143,16 +143,10 @@ def _grid_value(m: Measure, column_type: str) -> str:
 def grid_expression(col: str, res: Fraction, lo: int, hi: int, column_type: str) -> str:
     """SQL for the value of ``col`` on the grid of resolution ``res``, clamped to [lo, hi].
 
-    Written so that every engine computes the same integers (docs/DESIGN.md, engines):
-
-    * a value too large to scale (``|col| > B``) is clamped *before* the multiplication, so the
-      product cannot overflow: PostgreSQL raises on a float overflow and on a BIGINT one where
-      DuckDB would give infinity; ``B · scale`` is still far beyond [lo, hi], so the clamped
-      value is the one the scaled comparison would give (NaN compares above every number in
-      all three engines, so it still clamps to ``hi``);
-    * the scaled float is rounded half to even explicitly (``round_even``): DuckDB's and
-      PostgreSQL's casts round that way, Spark's truncates.
-    """
+    DuckDB's cast of a DOUBLE to BIGINT rounds half to even and its float multiplication gives
+    infinity rather than failing; the renderer for other engines (``engines/render.py``) keeps
+    both true there (an explicit half-even rounding, and a bound on ``col`` before the
+    multiplication), so every engine computes the same integers."""
     if column_type == "int" and res == 1:
         return _clamp(col, lo, hi)
     if res.numerator == 1:
@@ -161,23 +155,7 @@ def grid_expression(col: str, res: Fraction, lo: int, hi: int, column_type: str)
         scaled = f"{col} / {res.numerator}"
     else:
         scaled = f"{col} * {res.denominator} / {res.numerator}"
-    return f"CAST(round_even({_pre_clamped(col, scaled, res, lo, hi, column_type)}, 0) AS BIGINT)"
-
-
-def _pre_clamped(col: str, scaled: str, res: Fraction, lo: int, hi: int, column_type: str
-                 ) -> str:
-    """``scaled`` clamped to [lo, hi]; a multiplication (denominator > 1) guarded by a bound B
-    on ``col`` with B · denominator far from overflow and B · scale beyond [lo, hi] (see
-    :func:`grid_expression`). A division alone cannot overflow and is not guarded."""
-    if res.denominator > 1:
-        digits = len(str(res.denominator))
-        exponent = (300 if column_type != "int" else 18) - digits
-        if Fraction(10) ** exponent * res.denominator / res.numerator > max(abs(lo), abs(hi)):
-            bound = f"1e{exponent}" if column_type != "int" else str(10 ** exponent)
-            return (f"CASE WHEN {col} < -{bound} THEN {lo} WHEN {col} > {bound} THEN {hi} "
-                    f"WHEN {scaled} < {lo} THEN {lo} WHEN {scaled} > {hi} THEN {hi} "
-                    f"ELSE {scaled} END")
-    return _clamp(scaled, lo, hi)
+    return f"CAST({_clamp(scaled, lo, hi)} AS BIGINT)"
 
 
 def row_order(columns: Sequence[str], types: Sequence[str | None], salt: str) -> str:
