@@ -38,7 +38,8 @@ from privplan.errors import UnsupportedQueryError
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "spark": "Spark", "duckdb": "DuckDB"}
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day)
-_SPARK_TRY = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
+_SPARK_TRY: dict[type[exp.Expr], str] = {
+    exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
 
 
 @functools.lru_cache(maxsize=2048)
