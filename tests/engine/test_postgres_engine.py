@@ -286,3 +286,23 @@ def test_import_privplan_does_not_import_psycopg() -> None:
                    "DuckDB's byte order; render must add COLLATE \"C\"", strict=False)
 def test_string_order_is_duckdbs(engines: tuple[PostgresEngine, DuckDBEngine]) -> None:
     _same(*engines, "SELECT MIN(k) AS lo, MAX(k) AS hi FROM t", sort=False)
+
+
+def test_bind_gives_duckdb_types(loaded: str) -> None:
+    """DuckDB's result types, bound over the shadow (PostgreSQL's own: AVG of an integer is a
+    numeric, SUM of a bigint a numeric)."""
+    frame = pd.DataFrame({"x": [3, 1, 2], "d": [1.5, -0.5, 2.0]}, dtype=object)
+    types = {"x": "BIGINT", "d": "DOUBLE"}
+    load_frame(loaded, "shadow_t", frame, types)
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TABLE shadow_t (x BIGINT, d DOUBLE)")
+    con.executemany("INSERT INTO shadow_t VALUES (?, ?)", frame.values.tolist())
+    pg, ref = PostgresEngine(loaded), DuckDBEngine(con)
+    try:
+        sql = "SELECT ROW_NUMBER() OVER (ORDER BY x) AS r, FLOOR(d) AS f FROM shadow_t"
+        assert pg.bind(sql) == ref.bind(sql) == [("r", "BIGINT"), ("f", "DOUBLE")]
+        _same(pg, ref, sql)
+        _same(pg, ref, "SELECT SUM(x) AS s, AVG(x) AS a, AVG(d) AS ad FROM shadow_t")
+    finally:
+        pg.close()
+        con.close()

@@ -3,8 +3,9 @@ Spark, and each DuckDB-dialect statement must give the frame the DuckDB engine g
 column names and dtypes), edge values included (NULL, NaN, ±inf, -0.0, mixed-case and accented
 strings, dates, timestamps with and without a time zone).
 
-Statements the current render gets wrong are kept here as strict xfails naming the difference:
-they start passing (and fail as XPASS) once render removes it.
+Result types are DuckDB's on both sides (the engine binds each statement over its shadow,
+:mod:`privplan.engines.shadow`). Statements whose *values* the current render still gets wrong
+are kept in ``RENDER_GAPS``, each naming the difference: they fail there until render removes it.
 """
 
 from __future__ import annotations
@@ -68,16 +69,38 @@ STATEMENTS = {
     "window_total": 'SELECT "id", COUNT(*) OVER (PARTITION BY "b") AS w FROM "t"',
     "string_order": 'SELECT COUNT(*) FILTER (WHERE "s" < \'b\') AS c FROM "t"',
     "tz_to_date": 'SELECT CAST("tz" AS DATE) AS day, COUNT(*) AS c FROM "t" GROUP BY day',
+    # Spark's own result types differ for these; the shadow gives DuckDB's
+    "window_rank": 'SELECT "id", ROW_NUMBER() OVER (PARTITION BY "b" ORDER BY "id") AS r '
+                   'FROM "t"',  # (INT on Spark)
+    "sum_decimal": 'SELECT SUM("dec") AS s FROM "t"',  # (DECIMAL(20,2) on Spark)
+    "sum_plain_bigint": 'SELECT SUM(CAST("n" AS BIGINT)) AS s FROM "t"',  # (not HUGEINT)
+    "sum_avg_int": 'SELECT SUM("n") AS s, AVG("n") AS a, AVG("dec") AS ad FROM "t"',
+    "floor_finite": 'SELECT "id", FLOOR("x") AS f, CEIL("x") AS c, FLOOR("dec") AS fd FROM "t" '
+                    'WHERE "x" > -1e300 AND "x" < 1e300',  # (BIGINT on Spark)
+    "decimal_arithmetic": 'SELECT "id", "dec" * 2 AS m, "dec" + 1 AS p FROM "t"',
+    "integer_division": 'SELECT "id", "n" / 2 AS q, "n" // 2 AS iq, "n" % 3 AS m FROM "t"',
+    "rank": 'SELECT "id", RANK() OVER (ORDER BY "n") AS r, DENSE_RANK() OVER (ORDER BY "n") '
+            'AS dr, SUM("n") OVER (ORDER BY "id") AS cs FROM "t"',
+    "literals": 'SELECT "id", 1 AS one, 1.5 AS lit, 1e0 AS dlit, CASE WHEN "n" > 0 THEN 1.5 '
+                'ELSE 0 END AS c FROM "t"',
 }
 
-# differences the current render leaves (see the report to the lead): statement -> reason
+# values the current render still computes differently (the types agree): statement -> reason
 RENDER_GAPS = {
-    "window_rank": ('SELECT "id", ROW_NUMBER() OVER (PARTITION BY "b" ORDER BY "id") AS r FROM "t"',
-                    "ROW_NUMBER() is BIGINT in DuckDB, INT in Spark (int32)"),
-    "sum_decimal": ('SELECT SUM("dec") AS s FROM "t"',
-                    "SUM(DECIMAL(10,2)) is DECIMAL(38,2) in DuckDB, DECIMAL(20,2) in Spark"),
-    "sum_plain_bigint": ('SELECT SUM(CAST("n" AS BIGINT)) AS s FROM "t"',
-                         "SUM(BIGINT) is HUGEINT (float64 in pandas) in DuckDB, BIGINT in Spark"),
+    "floor_nonfinite": ('SELECT "id", FLOOR("x") AS f FROM "t"',
+                        ("FLOOR of NaN / ±inf: NaN / ±inf in DuckDB; Spark's FLOOR(double) is a "
+                         "BIGINT and fails (ANSI overflow)")),
+    "cast_double_to_bigint": ('SELECT "id", CAST("x" AS BIGINT) AS c FROM "t" WHERE "id" = 1',
+                              ("CAST(1.5 AS BIGINT): 2 in DuckDB (rounds), 1 in Spark "
+                               "(truncates)")),
+    "double_text": ('SELECT "id", CAST("x" AS VARCHAR) AS c FROM "t"',
+                    ("CAST(double AS VARCHAR): 'nan', 'inf', '1e+20' in DuckDB, 'NaN', "
+                     "'Infinity', '1.0E20' in Spark")),
+    "decimal_division": ('SELECT "id", "dec" / 3 AS q FROM "t"',
+                         ("DECIMAL / INTEGER: a DOUBLE in DuckDB, a DECIMAL rounded to 6 "
+                          "places in Spark (-0.003333 for -0.01 / 3)")),
+    "divide_by_zero": ('SELECT "id", "x" / 0 AS q FROM "t"',
+                       "x / 0: ±inf / NaN in DuckDB; Spark fails (ANSI DIVIDE_BY_ZERO)"),
 }
 
 
@@ -143,9 +166,32 @@ def test_statement_gives_duckdb_frame(name: str, engines: Any) -> None:
 @pytest.mark.parametrize("name", sorted(RENDER_GAPS))
 def test_render_gaps(name: str, engines: Any) -> None:
     sql, reason = RENDER_GAPS[name]
-    with pytest.raises(AssertionError):  # (a type differs: bind's pairs or run's dtypes)
+    spark_engine, duck = engines
+    assert spark_engine.bind(sql) == duck.bind(sql)  # (the types agree: the shadow's)
+    with pytest.raises((AssertionError, ExecutionError)):  # (a value differs, or Spark fails)
         _same(sql, engines)
     assert reason
+
+
+def test_bind_gives_duckdb_types(spark: Any) -> None:
+    """Spark types ROW_NUMBER() as INT and FLOOR(double) as BIGINT; bind (and run) give
+    DuckDB's BIGINT and DOUBLE."""
+    from privplan.engines.spark_engine import SparkEngine
+
+    frame = pd.DataFrame({"x": [3, 1, 2], "d": [1.5, -0.5, 2.0]})
+    types = {"x": "BIGINT", "d": "DOUBLE"}
+    load_frame(spark, "shadow_t", frame, types)
+    con = duckdb.connect(":memory:")
+    con.register("shadow_arrow", arrow_table(frame, types))
+    con.execute("CREATE TABLE shadow_t AS SELECT * FROM shadow_arrow")
+    engine, duck = SparkEngine(spark), DuckDBEngine(con)
+    sql = "SELECT ROW_NUMBER() OVER (ORDER BY x) AS r, FLOOR(d) AS f FROM shadow_t"
+    try:
+        assert engine.bind(sql) == duck.bind(sql) == [("r", "BIGINT"), ("f", "DOUBLE")]
+        _same(sql, (engine, duck))
+    finally:
+        engine.close()
+        con.close()
 
 
 def test_user_time_zone_and_ansi_do_not_change_answers(engines: Any, spark: Any) -> None:
@@ -249,3 +295,26 @@ def test_materialize_once_then_close_drops_only_privplan_views(spark: Any) -> No
     for made in (view, domain.strip('"'), "per_unit"):
         assert not spark.catalog.tableExists(made)
     assert spark.sql('SELECT COUNT(*) AS c FROM t').collect()[0]["c"] == 7  # the user's view
+
+
+def test_redefined_relations_bind_anew(spark: Any) -> None:
+    """register and create_view replace a view: statements over it bind to its new types."""
+    from privplan.engines.spark_engine import SparkEngine
+
+    engine, duck = SparkEngine(spark), DuckDBEngine(duckdb.connect(":memory:"))
+    sums = 'SELECT SUM("v") AS s FROM "again"'
+    rows = 'SELECT "v", ROW_NUMBER() OVER (ORDER BY "v") AS r FROM "again"'
+    try:
+        for values in ([1, 2], [1.5, 2.5]):
+            frame = pd.DataFrame({"v": values})
+            engine.register("again", frame)
+            duck.register("again", frame)
+            _same(sums, (engine, duck))
+            _same(rows, (engine, duck))
+        for select, want in (('SELECT "id" AS "v" FROM "t"', "HUGEINT"),
+                             ('SELECT "dec" AS "v" FROM "t"', "DECIMAL(38,2)")):
+            engine.create_view("unit_view", select)
+            assert engine.bind('SELECT SUM("v") AS s FROM "unit_view"') == [("s", want)]
+    finally:
+        engine.close()
+        duck.close()

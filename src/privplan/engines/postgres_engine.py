@@ -37,6 +37,8 @@ import sqlglot
 from sqlglot import exp
 
 from privplan.engines.render import render
+from privplan.engines.shadow import Shadow, shadow_type
+from privplan.engines.shadow import quote as _quote
 from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 if TYPE_CHECKING:
@@ -94,18 +96,6 @@ def _duckdb_type(oid: int, mod: int, names: dict[int, str]) -> str:
     return _BUILTIN.get(oid) or names.get(oid, f"OID {oid}").upper()
 
 
-def _cast_target(duckdb_type: str) -> str:
-    """The DuckDB type text values are cast to when the shadow could not bind: the type
-    itself, or VARCHAR for names DuckDB cannot cast to (unmodelled and unknown types)."""
-    if duckdb_type == "NUMERIC":
-        return "DOUBLE"
-    try:
-        duckdb.sqltype(duckdb_type)
-    except (duckdb.Error, ValueError, TypeError):
-        return "VARCHAR"
-    return "VARCHAR" if duckdb_type == "BPCHAR" else duckdb_type
-
-
 def _from_text(column: str, duckdb_type: str) -> str:
     """The DuckDB expression turning PostgreSQL's text of a value into the DuckDB value."""
     upper = duckdb_type.upper()
@@ -125,10 +115,6 @@ def _frame(relation: duckdb.DuckDBPyRelation) -> pd.DataFrame:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
         return relation.df()
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class PostgresEngine:
@@ -162,12 +148,9 @@ class PostgresEngine:
         self.statement_timeout_ms = int(statement_timeout_ms)
         self._views: dict[str, str] = {}
         # the shadow: empty DuckDB tables shaped like the PostgreSQL tables statements read,
-        # where statements bind to their DuckDB result types (see the module doc)
-        self._duck = duckdb.connect(":memory:")
-        self._duck.execute("SET python_enable_replacements = false")
-        self._duck.execute("SET enable_external_access = false")
-        self._shadowed: set[tuple[str, str]] = set()
-        self._duck_types: dict[str, list[tuple[str, str]] | None] = {}
+        # where statements bind to their DuckDB result types (see the module doc); it also
+        # casts the rows' text to those types
+        self._shadow = Shadow(self.columns)
         self.generation = 0
 
     # -- transactions ------------------------------------------------------------------------
@@ -304,6 +287,7 @@ class PostgresEngine:
         self._bind_pg(select_sql, "the engine rejected the per-unit subquery", "Check the "
                       "inner query's columns and types against the policy.")
         self._views[name.lower()] = f"({select_sql})"
+        self._shadow.forget(name)
         self.generation += 1
 
     def materialize(self, select_sql: str) -> str:
@@ -325,58 +309,13 @@ class PostgresEngine:
         """Nothing to forget: durable copies are DuckDB-only."""
 
     # -- the DuckDB types of a statement -----------------------------------------------------
-    def _shadow(self, sql: str) -> None:
-        """Make the shadow hold an empty table for every table ``sql`` reads (see the module
-        doc); a table PostgreSQL does not have is left out (the PostgreSQL bind reports it)."""
-        try:
-            tree = sqlglot.parse_one(sql, read="duckdb")
-        except sqlglot.errors.ParseError:
-            return
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-        for table in tree.find_all(exp.Table):
-            if not isinstance(table.this, exp.Identifier) or table.catalog:
-                continue
-            key = (table.db, table.name)
-            if key in self._shadowed or (not table.db and table.name.lower() in ctes):
-                continue
-            pg_name = f"{_quote(table.db)}.{_quote(table.name)}" if table.db else _quote(
-                table.name)
-            try:
-                cols = self.columns(pg_name)
-            except PolicyError:
-                continue
-            items = ", ".join(f"{_quote(c)} {_cast_target(t)}" for c, t in cols.items())
-            try:
-                if table.db:
-                    self._duck.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(table.db)}")
-                self._duck.execute(f"CREATE OR REPLACE TABLE {pg_name} ({items})")
-            except duckdb.Error:
-                continue
-            self._shadowed.add(key)
-
-    def _types(self, sql: str) -> list[tuple[str, str]] | None:
-        """The (column, DuckDB type) pairs DuckDB binds ``sql`` to over the shadow, or None
-        where it cannot (a statement only PostgreSQL understands)."""
-        if sql not in self._duck_types:
-            self._shadow(sql)
-            try:
-                relation = self._duck.sql(sql)
-                found: list[tuple[str, str]] | None = list(
-                    zip(relation.columns, (str(t) for t in relation.types)))
-            except duckdb.Error:
-                found = None
-            if len(self._duck_types) > 512:
-                self._duck_types.clear()
-            self._duck_types[sql] = found
-        return self._duck_types[sql]
-
     def _typed(self, sql: str, result: _Result) -> list[tuple[str, str]]:
         """The statement's (column, DuckDB type) pairs: DuckDB's own where the shadow binds it
         to as many columns as PostgreSQL returned, else mapped from PostgreSQL's types."""
-        types = self._types(sql)
+        types = self._shadow.types(sql)
         if types is not None and len(types) == len(result.names):
             return types
-        return [(n, _cast_target(t)) for n, t in zip(result.names, result.types)]
+        return [(n, shadow_type(t)) for n, t in zip(result.names, result.types)]
 
     def _convert(self, typed: list[tuple[str, str]],
                  result: _Result) -> duckdb.DuckDBPyRelation:
@@ -386,13 +325,13 @@ class PostgresEngine:
         outer = ", ".join(f"{_from_text(f'c{i}', t)} AS {_quote(n)}"
                           for i, (n, t) in enumerate(typed))
         if not typed:
-            return self._duck.sql("SELECT 1 WHERE false")
+            return self._shadow.con.sql("SELECT 1 WHERE false")
         if not result.columns[0]:  # (no row: unnest of empty lists binds to no row either)
-            return self._duck.sql(
+            return self._shadow.con.sql(
                 f"SELECT {outer} FROM (SELECT " + ", ".join(
                     f"CAST(NULL AS VARCHAR) AS c{i}" for i in range(len(typed)))
                 + ") WHERE false")
-        return self._duck.query(f"SELECT {outer} FROM (SELECT {inner})", params=params)
+        return self._shadow.con.query(f"SELECT {outer} FROM (SELECT {inner})", params=params)
 
     # -- statements --------------------------------------------------------------------------
     def _bind_pg(self, sql: str, what: str, fix: str) -> _Result:
@@ -450,4 +389,4 @@ class PostgresEngine:
         """Close the connection this engine opened (a caller's stays open) and the shadow."""
         if self._owned:
             self._con.close()
-        self._duck.close()
+        self._shadow.close()

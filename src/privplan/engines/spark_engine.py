@@ -5,11 +5,17 @@ rendered for Spark by :func:`privplan.engines.render.render`; this module only m
 and rows. pyspark is an optional extra: it is imported here, and this module is imported only
 when a Spark engine is made (``import privplan`` loads no pyspark).
 
-Rows come back as Arrow (``DataFrame.toArrow()``) and are converted to pandas by a private,
-in-process DuckDB connection (no table of the user's is ever visible there): the pandas dtypes
-(NULLs, int64 against float64, datetime units and time zones, strings, decimals) are then
-DuckDB's own conversion, the same as :class:`~privplan.engines.duckdb_engine.DuckDBEngine`
-gives for the same statement.
+Results keep DuckDB's types. Spark's own result types differ from DuckDB's for the same
+statement (``ROW_NUMBER()`` is an INT, ``FLOOR`` of a double a BIGINT, ``SUM`` of a BIGINT a
+BIGINT, ``SUM`` of a DECIMAL another precision), so every statement is also bound by DuckDB over
+empty tables shaped like the Spark tables and views it reads (the *shadow*,
+:class:`privplan.engines.shadow.Shadow`): :meth:`SparkEngine.bind` returns that binding, and the
+rows come back as Arrow (``DataFrame.toArrow()``), are cast to those types and converted to
+pandas by a private, in-process DuckDB connection (no table of the user's is ever visible
+there). The pandas dtypes (NULLs, int64 against float64, datetime units and time zones,
+strings, decimals) are then DuckDB's own conversion, the same as
+:class:`~privplan.engines.duckdb_engine.DuckDBEngine` gives for the same statement. (A statement
+DuckDB cannot bind keeps the DuckDB names of Spark's types.)
 
 Two of the session's settings change what a statement computes, so they are pinned while
 privplan's statements are analysed and run, and restored right after (the user's session is
@@ -39,6 +45,8 @@ import duckdb
 import pandas as pd
 
 from privplan.engines.render import render
+from privplan.engines.shadow import Shadow
+from privplan.engines.shadow import quote as _quote
 from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 _WITHHELD = ("the engine's message is withheld because it could quote private values.")
@@ -51,10 +59,6 @@ _SIMPLE = {
     "TimestampType": "TIMESTAMP WITH TIME ZONE", "TimestampNTZType": "TIMESTAMP",
     "NullType": "NULL",
 }
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _backquote(name: str) -> str:
@@ -142,6 +146,8 @@ class SparkEngine:
         # the converter: Arrow in, DuckDB's pandas / Python values out (never sees a user table)
         self._con = duckdb.connect(":memory:")
         self._con.execute("SET python_enable_replacements = false")
+        # DuckDB's binding of each statement over empty tables shaped like Spark's
+        self._shadow = Shadow(self.columns)
         (self._time_zone,) = self._con.execute(
             "SELECT current_setting('TimeZone')").fetchall()[0]
         self._token = uuid.uuid4().hex[:8]  # (two engines on one session keep apart)
@@ -221,16 +227,28 @@ class SparkEngine:
                 f"the engine rejected the query: {_first_line(err)}. Check column types "
                 "against the policy (e.g. comparing a number with a string).") from None
 
-    def _arrow(self, frame: Any) -> Any:
-        """``frame``'s rows as a DuckDB relation over their Arrow transfer, each column cast
-        to the DuckDB type of its Spark type (instants travel as UTC instants)."""
+    def _typed(self, sql: str, frame: Any) -> list[tuple[str, str]]:
+        """The statement's (column, DuckDB type) pairs: DuckDB's own binding over the shadow
+        where it has as many columns as Spark's, else the DuckDB names of Spark's types."""
+        fields = frame.schema.fields
+        types = self._shadow.types(sql)
+        if types is not None and len(types) == len(fields):
+            return types
+        return [(f.name, duckdb_type(f.dataType)) for f in fields]
+
+    def _arrow(self, sql: str, frame: Any) -> Any:
+        """The rows of ``frame`` (the analysed ``sql``) as a DuckDB relation over their Arrow
+        transfer, each column cast to the statement's DuckDB type (instants travel as UTC
+        instants); a column whose type DuckDB has no name for is taken as it comes."""
+        typed = self._typed(sql, frame)
         table = frame.toArrow()
+        table = table.rename_columns([f"c{i}" for i in range(table.num_columns)])
         relation = self._con.from_arrow(table)
         items = []
-        for name, field in zip(relation.columns, frame.schema.fields):
-            target = _castable(duckdb_type(field.dataType))
-            items.append(_quote(name) if target is None
-                         else f"CAST({_quote(name)} AS {target}) AS {_quote(name)}")
+        for i, (name, duck_type) in enumerate(typed):
+            target = _castable(duck_type)
+            items.append(f"c{i} AS {_quote(name)}" if target is None
+                         else f"CAST(c{i} AS {target}) AS {_quote(name)}")
         return relation.project(", ".join(items)) if items else relation
 
     # -- tables ------------------------------------------------------------------------------
@@ -266,7 +284,7 @@ class SparkEngine:
                 f"cannot register '{name}' from '{path}': Spark could not read it. Check the "
                 "file (a path Spark's executors can read).") from None
         self._registered[name.lower()] = name
-        self._changed()
+        self._changed(name)
 
     def columns(self, table_sql: str) -> dict[str, str]:
         """Column (lower case) -> DuckDB type name, from the analysed schema (no job runs)."""
@@ -286,9 +304,10 @@ class SparkEngine:
         if not columns:
             return []
         items = ", ".join(f"bool_or({_quote(c)} IS NULL)" for c in columns)
+        sql = f"SELECT {items} FROM {table_sql}"
         try:
             with self._pinned(), self._quiet():
-                rows = self._arrow(self._frame(f"SELECT {items} FROM {table_sql}")).fetchall()
+                rows = self._arrow(sql, self._frame(sql)).fetchall()
         except (UnsupportedQueryError,) + self._errors():
             raise ExecutionError(
                 "the engine failed while checking `nullable: false` columns for NULLs; "
@@ -326,11 +345,13 @@ class SparkEngine:
         except self._errors() as err:
             raise PolicyError(f"cannot register '{name}': {_first_line(err)}") from None
         self._registered[name.lower()] = name
-        self._changed()
+        self._changed(name)
 
-    def _changed(self) -> None:
-        """A table changed: plans move on, and the session copies made from it are stale."""
+    def _changed(self, name: str) -> None:
+        """The table ``name`` changed: plans move on, its shadow and the session copies made
+        from it are stale."""
         self.generation += 1
+        self._shadow.forget(name)
         self._drop_materialized()
 
     def create_view(self, name: str, select_sql: str) -> None:
@@ -348,16 +369,17 @@ class SparkEngine:
             raise UnsupportedQueryError(
                 f"the engine rejected the per-unit subquery: {_first_line(err)}") from None
         self._views.add(name)
+        self._shadow.forget(name)
 
     # -- statements --------------------------------------------------------------------------
     def bind(self, sql: str) -> list[tuple[str, str]]:
         """Analyse the statement without running it (``spark.sql`` analyses and runs no job):
-        its (column, DuckDB type) pairs, and every error about names and types, before any
-        charge. (Spark folds failing constant expressions in its optimizer, at run time, as
-        DuckDB does.)"""
+        every error about names and types, before any charge, and its (column, DuckDB type)
+        pairs, DuckDB's binding over the shadow where it can make it. (Spark folds failing
+        constant expressions in its optimizer, at run time, as DuckDB does.)"""
         with self._pinned():
             frame = self._frame(sql)
-        return [(f.name, duckdb_type(f.dataType)) for f in frame.schema.fields]
+            return self._typed(sql, frame)
 
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement: one row per group, with the dtypes the DuckDB engine gives.
@@ -365,7 +387,7 @@ class SparkEngine:
         withheld."""
         try:
             with self._pinned(), self._quiet():
-                relation = self._arrow(self._frame(sql))
+                relation = self._arrow(sql, self._frame(sql))
                 with warnings.catch_warnings():  # (see duckdb_engine._frame)
                     warnings.simplefilter("ignore", DeprecationWarning)
                     warnings.simplefilter("ignore", FutureWarning)
@@ -381,7 +403,7 @@ class SparkEngine:
         and its errors shown (public data is not protected)."""
         try:
             with self._pinned():
-                return self._arrow(self._frame(sql)).fetchall()
+                return self._arrow(sql, self._frame(sql)).fetchall()
         except UnsupportedQueryError as err:
             raise UnsupportedQueryError(
                 f"a query over the public table failed: "
@@ -417,6 +439,7 @@ class SparkEngine:
                     "the engine failed while making the session's bounded copy of the table "
                     f"({type(err).__name__}); " + _WITHHELD) from None
             self._materialized[name] = frame
+            self._shadow.forget(name)
             self.generation += 1
         return _quote(name)
 
@@ -446,6 +469,7 @@ class SparkEngine:
     def _drop_materialized(self) -> None:
         for name, frame in list(self._materialized.items()):
             self._drop_view(name)
+            self._shadow.forget(name)
             with contextlib.suppress(*self._errors()):
                 frame.unpersist()
         self._materialized.clear()
@@ -466,6 +490,8 @@ class SparkEngine:
         self.generation += 1
         with contextlib.suppress(duckdb.Error):
             self._con.close()
+        with contextlib.suppress(duckdb.Error):
+            self._shadow.close()
 
 
 def _materialized_name(select_sql: str) -> str:
