@@ -155,7 +155,14 @@ def test_columns_map_spark_types_to_duckdb_names(engines: Any, spark: Any) -> No
 def test_table_sql(engines: Any) -> None:
     spark_engine, _ = engines
     assert spark_engine.table_sql(SimpleNamespace(name="t")) == '"t"'
-    assert spark_engine.table_sql(SimpleNamespace(name="t", schema="sales")) == '"sales"."t"'
+    # a schema the catalog lacks is ignored, as the DuckDB engine ignores one the file lacks
+    assert spark_engine.table_sql(SimpleNamespace(name="t", schema="sales")) == '"t"'
+    spark_engine.spark.sql("CREATE DATABASE IF NOT EXISTS sales")
+    spark_engine.spark.sql("CREATE TABLE IF NOT EXISTS sales.t (x INT) USING parquet")
+    try:
+        assert spark_engine.table_sql(SimpleNamespace(name="t", schema="sales")) == '"sales"."t"'
+    finally:
+        spark_engine.spark.sql("DROP TABLE IF EXISTS sales.t")
 
 
 @pytest.mark.parametrize("name", sorted(STATEMENTS))

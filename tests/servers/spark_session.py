@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +49,8 @@ def spark() -> Iterator[Any]:
                .config("spark.default.parallelism", "2")
                .config("spark.driver.memory", "512m")
                .config("spark.sql.session.timeZone", "UTC")
+               # (tables the tests create live in a temporary directory, not the checkout)
+               .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="privplan-spark-"))
                .getOrCreate())
     session.sparkContext.setLogLevel("OFF")
     yield session

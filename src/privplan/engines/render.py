@@ -9,8 +9,9 @@ between what DuckDB computes and what the other engine would compute for the sam
   PostgreSQL's default collation is the database's (ICU / libc: ``'a' < 'B'``), so it becomes
   ``COLLATE "C"`` (byte order of UTF-8 = code point order); Spark 4 compares in
   ``UTF8_BINARY``, said explicitly so a column's own collation cannot apply.
-* **Rounding onto the grid.** The rewrite rounds half to even (``round_even(x, 0)``):
-  PostgreSQL's ``round`` of a double does exactly that, Spark's ``bround``.
+* **The grid.** DuckDB's cast of a double to BIGINT rounds half to even (so does
+  PostgreSQL's; Spark's truncates: ``bround`` first) and its float products overflow to
+  infinity, where PostgreSQL raises: the grid value is guarded by a bound (:func:`_grid`).
 * **Floating-point literals.** ``1e0`` is a DOUBLE in DuckDB and a NUMERIC in PostgreSQL, which
   would compare a BIGINT column exactly instead of as a double (9007199254740993 = 1e0·2^53 in
   DuckDB, not in PostgreSQL): such literals are cast to DOUBLE PRECISION.
@@ -69,11 +70,10 @@ def _post_order(node: exp.Expr, fun: Callable[[exp.Expr], exp.Expr]) -> exp.Expr
 def _rewrite(node: exp.Expr, dialect: str) -> exp.Expr:
     if isinstance(node, exp.Collate):
         return _collate(node, dialect)
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "round_even":
-        value = node.expressions[0]
-        if dialect == "postgres":
-            return exp.func("round", exp.cast(value, "DOUBLE"))
-        return exp.Anonymous(this="bround", expressions=[value, exp.Literal.number(0)])
+    if isinstance(node, exp.Cast) and node.to.is_type("bigint") and isinstance(node.this, exp.Case):
+        grid = _grid(node.this, dialect)
+        if grid is not None:
+            return exp.Cast(this=grid, to=node.args["to"])
     if isinstance(node, exp.Try):
         return _try(node.this, dialect)
     if isinstance(node, exp.TryCast) and dialect == "postgres":
@@ -82,6 +82,55 @@ def _rewrite(node: exp.Expr, dialect: str) -> exp.Expr:
             and any(c in node.this.lower() for c in "e")):
         return exp.cast(node.copy(), "DOUBLE")
     return node
+
+
+def _number(node: exp.Expr) -> float | None:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+        inner = _number(node.this)
+        return None if inner is None else -inner
+    return None
+
+
+def _grid(case: exp.Case, dialect: str) -> exp.Expr | None:
+    """The rewrite's grid value ``CAST(CASE WHEN s < lo THEN lo WHEN s > hi THEN hi ELSE s
+    END AS BIGINT)``, ``s`` = ``x * d``, ``x / n`` or ``x * d / n``
+    (:func:`privplan.rewrite.engine_sql.grid_expression`), made to compute DuckDB's integer:
+
+    * a multiplication is guarded by a bound B on ``x`` (``|x| > B``: clamped before the
+      product, which then cannot overflow — PostgreSQL raises on a float overflow, Spark and
+      PostgreSQL on a BIGINT one, where DuckDB's float product is infinity, clamped); B · d
+      stays below 10^18 and B · d / n beyond [lo, hi], so the clamped value is the same, and
+      NaN compares above every number in all three engines (clamped to ``hi`` as in DuckDB);
+    * on Spark, whose cast truncates, the value is rounded half to even first (``bround``), as
+      DuckDB's and PostgreSQL's casts round.
+    Returns None for any other CASE."""
+    ifs = case.args.get("ifs") or []
+    scaled = case.args.get("default")
+    if len(ifs) != 2 or scaled is None or not isinstance(ifs[0].this, exp.LT) or not (
+            isinstance(ifs[1].this, exp.GT)) or ifs[0].this.this != scaled:
+        return None
+    lo, hi = _number(ifs[0].args["true"]), _number(ifs[1].args["true"])
+    if lo is None or hi is None:
+        return None
+    x, d, n = scaled, 1.0, 1.0
+    if isinstance(x, exp.Div) and _number(x.expression) is not None:
+        n, x = float(_number(x.expression) or 1), x.this
+    if isinstance(x, exp.Mul) and _number(x.expression) is not None:
+        d, x = float(_number(x.expression) or 1), x.this
+    out = case.copy()
+    if d > 1:
+        bound = 10 ** (18 - len(str(int(d))))
+        if bound * d / n > max(abs(lo), abs(hi)):
+            guard = [exp.If(this=exp.LT(this=x.copy(), expression=exp.Literal.number(-bound)),
+                            true=ifs[0].args["true"].copy()),
+                     exp.If(this=exp.GT(this=x.copy(), expression=exp.Literal.number(bound)),
+                            true=ifs[1].args["true"].copy())]
+            out.set("ifs", guard + [i.copy() for i in ifs])
+    if dialect == "spark":
+        return exp.Anonymous(this="bround", expressions=[out, exp.Literal.number(0)])
+    return out
 
 
 def _collate(node: exp.Collate, dialect: str) -> exp.Expr:

@@ -358,9 +358,13 @@ class SparkEngine:
         """Define (or redefine) the temporary view ``name`` as ``select_sql`` (a per-unit
         pre-aggregation privplan built). Analysis reads no row, so its errors are shown."""
         self.generation += 1
+        # (a derived table's name, "t/per-unit/<hash>", is not a valid Spark view name: the
+        # view gets one of its own, and table_sql names it)
+        view = name if name.replace("_", "").isalnum() else (
+            "__privplan_view_" + hashlib.sha256(name.encode()).hexdigest()[:16])
         try:
             with self._pinned():
-                self._frame(select_sql).createOrReplaceTempView(name)
+                self._frame(select_sql).createOrReplaceTempView(view)
         except UnsupportedQueryError as err:
             raise UnsupportedQueryError(
                 f"the engine rejected the per-unit subquery: "
@@ -368,8 +372,9 @@ class SparkEngine:
         except self._errors() as err:
             raise UnsupportedQueryError(
                 f"the engine rejected the per-unit subquery: {_first_line(err)}") from None
-        self._views.add(name)
-        self._shadow.forget(name)
+        self._views.add(view)
+        self._registered[name.lower()] = view
+        self._shadow.forget(view)
 
     # -- statements --------------------------------------------------------------------------
     def bind(self, sql: str) -> list[tuple[str, str]]:
