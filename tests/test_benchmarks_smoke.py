@@ -141,3 +141,35 @@ def test_session_capacity_quick_writes_json(tmp_path: Path) -> None:
                 > ws[f"{noise}_overlapping"]["results"]["additive"]["admitted"])
     gdp = ws["gaussian_overlapping"]["results"]["gdp_session"]["admitted"]
     assert gdp > ws["gaussian_overlapping"]["results"]["additive"]["admitted"]
+
+
+ENGINES = ROOT / "benchmarks" / "engines.py"
+
+
+def test_engines_tiny_writes_json(tmp_path: Path) -> None:
+    """``engines.py --sizes 2000 --repeat 1 --engines duckdb postgres`` (a throw-away
+    PostgreSQL server; Spark is left out, its start alone takes ~12 s): one row per engine and
+    query, DP and plain times, and PostgreSQL's exact answers equal to DuckDB's."""
+    from tests.servers.postgres_server import _bin_dir
+
+    engines = ["duckdb", "postgres"] if _bin_dir() is not None else ["duckdb"]
+    out = tmp_path / "engines.json"
+    proc = subprocess.run(
+        [sys.executable, str(ENGINES), "--sizes", "2000", "--repeat", "1", "--engines", *engines,
+         "--out", str(out), "--data-dir", str(tmp_path / "data")],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "DP/plain" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "engines" and data["sizes"] == [2000] and data["repeat"] == 1
+    assert [(r["engine"], r["query"]) for r in data["results"]] == [
+        (e, q) for e in engines for q in ("grouped_count_avg", "filtered_count")]
+    for r in data["results"]:
+        assert r["rows"] == 2000
+        assert r["plain_median_s"] > 0 and r["stmt_median_s"] > 0 and r["dp_median_s"] > 0
+        assert r["dp_over_plain"] > 0 and len(r["dp_times_s"]) == 1
+        assert r["engine_statements"]
+        assert r["dp_output_rows"] == r["plain_output_rows"]
+        if r["engine"] != "duckdb":
+            assert r["matches_duckdb"] == {"plain": True, "stmt": True}
