@@ -100,7 +100,8 @@ class Backend:
         """An engine statement as this engine runs it."""
         return render(sql, self.dialect)
 
-    def engine(self) -> Any:
+    def target(self) -> Any:
+        """What ``pp.connect`` is given for this engine."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -108,14 +109,9 @@ class Backend:
 
 
 def open_session(backend: Backend, budget: Any) -> Any:
-    """A DP session over ``backend``'s engine. (``pp.connect`` opens DuckDB sessions only on
-    this branch: a session for another engine is a DuckDB session whose engine is replaced.)"""
-    if isinstance(backend, DuckDBBackend):
-        return pp.connect(backend.path, policy=policy(), budget=budget)
-    sess = pp.connect(":memory:", policy=policy(), budget=budget)
-    sess.engine.close()
-    sess.engine = backend.engine()
-    return sess
+    """A DP session over ``backend``'s engine, opened as a user opens one: ``pp.connect`` with
+    the DuckDB file, the ``postgresql://`` URL or the SparkSession."""
+    return pp.connect(backend.target(), policy=policy(), budget=budget)
 
 
 class DuckDBBackend(Backend):
@@ -127,6 +123,9 @@ class DuckDBBackend(Backend):
 
     def run_native(self, sql: str) -> list[tuple[Any, ...]]:
         return self.con.execute(sql).fetchall()
+
+    def target(self) -> Any:
+        return self.path
 
     def close(self) -> None:
         self.con.close()
@@ -146,15 +145,8 @@ class PostgresBackend(Backend):
             cur.execute(sql)  # (psycopg 3: server-side parameters; none here)
             return cur.fetchall()
 
-    def render(self, sql: str) -> str:
-        import privplan.engines.postgres_engine as pg_module
-
-        return str(pg_module.render(sql, self.dialect))  # (with the shim, if installed)
-
-    def engine(self) -> Any:
-        from privplan.engines.postgres_engine import PostgresEngine
-
-        return PostgresEngine(self.url)
+    def target(self) -> Any:
+        return self.url
 
     def close(self) -> None:
         self.con.close()
@@ -169,10 +161,8 @@ class SparkBackend(Backend):
     def run_native(self, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.spark.sql(sql).collect()]
 
-    def engine(self) -> Any:
-        from privplan.engines.spark_engine import SparkEngine
-
-        return SparkEngine(self.spark)
+    def target(self) -> Any:
+        return self.spark
 
 
 def export(db: Path, fmt: str) -> Path:
@@ -197,37 +187,6 @@ def visits_types(db: Path) -> dict[str, str]:
         return {r[0]: r[1] for r in con.execute("DESCRIBE visits").fetchall()}
     finally:
         con.close()
-
-
-def unaliased_subquery_shim(url: str) -> str | None:
-    """PostgreSQL before 16 refuses a subquery in FROM without an alias, and the session's
-    typed view of a table with a ``str`` column is one (``FROM (SELECT ... FROM "visits")``).
-    Against such a server the engine's renderer is wrapped, for this process only, to name
-    every unnamed FROM subquery (``AS __pp_subN``) before rendering: a benchmark-side
-    workaround, reported in the JSON, not a change to privplan. None when not needed."""
-    import psycopg
-    import sqlglot
-    from sqlglot import exp
-
-    import privplan.engines.postgres_engine as pg_module
-
-    with psycopg.connect(url, autocommit=True) as con:
-        row = con.execute("SHOW server_version_num").fetchone()
-    version = int(row[0]) if row else 0
-    if version >= 160000:
-        return None
-    original = pg_module.render
-
-    def aliased(sql: str, dialect: str) -> str:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-        for i, sub in enumerate(tree.find_all(exp.Subquery)):
-            if not sub.alias and isinstance(sub.parent, (exp.From, exp.Join)):
-                sub.set("alias", exp.TableAlias(this=exp.to_identifier(f"__pp_sub{i}")))
-        return original(tree.sql(dialect="duckdb"), dialect)
-
-    pg_module.render = aliased  # type: ignore[assignment]
-    return (f"PostgreSQL {version}: unnamed FROM subqueries given an alias before rendering "
-            "(PostgreSQL < 16 refuses them)")
 
 
 def load_postgres(url: str, db: Path) -> float:
@@ -422,7 +381,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     server = spark = cached = None
-    shim: str | None = None
     results: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     try:
@@ -431,9 +389,6 @@ def main(argv: list[str] | None = None) -> int:
 
             seconds, server = timed(start_postgres)
             print(f"PostgreSQL server started ({seconds:.1f} s)", flush=True)
-            shim = unaliased_subquery_shim(server.url)
-            if shim:
-                print(f"workaround: {shim}", flush=True)
         if "spark" in args.engines:
             seconds, spark = timed(start_spark)
             print(f"Spark local[2] started ({seconds:.1f} s)", flush=True)
@@ -489,7 +444,6 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "spark": {"master": "local[2]", "driver_memory": SPARK_DRIVER_MEMORY}
         if spark is not None else None,
-        "postgres_workaround": shim,
         "loads": loads,
         "results": results,
     })
