@@ -16,8 +16,6 @@ are expected to lie inside it, except the constructs listed in ``DUCKDB_ONLY``).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +27,7 @@ import privplan as pp
 from privplan.demo.data import write_demo_database
 from privplan.testing import seeded_noise
 from tests.servers import postgres_server, spark_session
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "sql_examples"
-
-
-def _load_format() -> Any:
-    spec = importlib.util.spec_from_file_location("sql_example_format_engines",
-                                                  EXAMPLES / "example_format.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fmt = _load_format()
+from tests.test_sql_examples import fmt  # (sql_examples/example_format.py, loaded once)
 
 # (file, query index) -> why the example runs on DuckDB only: refused on the remote engines
 # before anything is charged (the portable subset), checked to be refused there, not skipped
