@@ -10,8 +10,8 @@ the same values — any difference in what an engine computed (a row chosen diff
 grouped differently, a value rounded differently) shows as a different answer.
 
 Refusals must match too: a query refused on one engine only is a difference (the portable
-subset of :mod:`privplan.engines.portable` refuses before anything is charged; the examples
-are expected to lie inside it, except the constructs listed in ``DUCKDB_ONLY``).
+subset of :mod:`privplan.engines.portable` refuses before anything is charged; every example
+lies inside it, quantiles and VAR(DISTINCT) included).
 """
 
 from __future__ import annotations
@@ -28,17 +28,6 @@ from privplan.demo.data import write_demo_database
 from privplan.testing import seeded_noise
 from tests.servers import postgres_server, spark_session
 from tests.test_sql_examples import fmt  # (sql_examples/example_format.py, loaded once)
-
-# (file, query index) -> why the example runs on DuckDB only: refused on the remote engines
-# before anything is charged (the portable subset), checked to be refused there, not skipped
-DUCKDB_ONLY: dict[tuple[str, int], str] = {
-    ("24_quantiles.sql", 1): "quantiles: the engine's per-group histogram",
-    ("24_quantiles.sql", 2): "quantiles: the engine's per-group histogram",
-    ("24_quantiles.sql", 3): "quantiles: the engine's per-group histogram",
-    ("24_quantiles.sql", 4): "quantiles: the engine's per-group histogram",
-    ("24_quantiles.sql", 5): "quantiles: the engine's per-group histogram",
-    ("27_distinct_lists_and_bigquery_options.sql", 1): "VAR of DISTINCT values",
-}
 
 
 @pytest.fixture(scope="module")
@@ -115,17 +104,12 @@ def _answers(database: Any, example: Any) -> list[tuple[str, Any, Any]]:
 def _compare(name: str, engine: str, want: list[Any], got: list[Any]) -> None:
     for i, ((wk, wv, wc), (gk, gv, gc)) in enumerate(zip(want, got)):
         where = f"{name} query {i + 1} on {engine}"
-        if (name, i + 1) in DUCKDB_ONLY:
-            assert gk == "refused", f"{where}: expected the portable-subset refusal"
-            continue
         assert (wk, wv if wk == "refused" else "") == (gk, gv if gk == "refused" else ""), (
             f"{where}: DuckDB {wk} {wv if wk == 'refused' else ''} {wc if wk == 'refused' else ''}"
             f" / {engine} {gk} {gv if gk == 'refused' else ''} {gc if gk == 'refused' else ''}")
         if wk == "ok":
             pd.testing.assert_frame_equal(gv, wv, obj=where)
-            # (the session total too, unless a DuckDB-only query was charged on DuckDB alone)
-            same_history = not any((name, j) in DUCKDB_ONLY for j in range(1, i + 1))
-            assert gc[:2 + same_history] == wc[:2 + same_history], f"{where}: costs {gc} != {wc}"
+            assert gc == wc, f"{where}: costs {gc} != {wc}"
 
 
 def _examples() -> list[Any]:

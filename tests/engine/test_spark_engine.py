@@ -83,6 +83,12 @@ STATEMENTS = {
             'AS dr, SUM("n") OVER (ORDER BY "id") AS cs FROM "t"',
     "literals": 'SELECT "id", 1 AS one, 1.5 AS lit, 1e0 AS dlit, CASE WHEN "n" > 0 THEN 1.5 '
                 'ELSE 0 END AS c FROM "t"',
+    # a quantile's per-group histogram (DuckDB's aggregate; a two-level one on Spark)
+    "histograms": 'SELECT "s" COLLATE "binary" AS __k0, COUNT(*) AS c, histogram("n") FILTER '
+                  '(WHERE "b") AS h, histogram(CAST(CASE WHEN "x" < -2 THEN -2 WHEN "x" > 2 '
+                  'THEN 2 ELSE "x" END AS BIGINT)) AS hx FROM "t" GROUP BY __k0',
+    "histogram_no_keys": 'SELECT histogram("n") AS h, COUNT(*) AS c FROM "t"',
+    "histogram_no_rows": 'SELECT histogram("n") AS h FROM "t" WHERE "id" < 0',
 }
 
 # values the current render still computes differently (the types agree): statement -> reason

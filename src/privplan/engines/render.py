@@ -23,6 +23,10 @@ between what DuckDB computes and what the other engine would compute for the sam
 * **TRY_CAST** on PostgreSQL (which has none) is a plain CAST: the session only lets through
   casts that cannot fail (to text, and numeric widening; :mod:`privplan.engines.portable`).
 
+* **Histograms** (a quantile's per-group cell counts, DuckDB's ``histogram``) become a
+  two-level aggregate joined to the rest of the statement
+  (:func:`privplan.engines.histograms.split_histograms`).
+
 Anything else the rewrite emits (window functions, FILTER, IS NOT DISTINCT FROM, unnest of a
 list, VALUES) means the same in all three and is left to sqlglot's generator.
 """
@@ -35,6 +39,7 @@ from collections.abc import Callable
 import sqlglot
 from sqlglot import exp
 
+from privplan.engines.histograms import split_histograms
 from privplan.errors import UnsupportedQueryError
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "spark": "Spark", "duckdb": "DuckDB"}
@@ -48,7 +53,7 @@ def render(sql: str, dialect: str) -> str:
     DuckDB computes. Raises UnsupportedQueryError for a construct it cannot render exactly."""
     if dialect == "duckdb":
         return sql
-    tree = sqlglot.parse_one(sql, read="duckdb")
+    tree = split_histograms(sqlglot.parse_one(sql, read="duckdb"), dialect)
     for n, sub in enumerate(tree.find_all(exp.Subquery)):
         if not sub.alias and isinstance(sub.parent, (exp.From, exp.Join)):
             # PostgreSQL (before 16) requires every derived table to have a name

@@ -220,15 +220,13 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
     g = stored if stored is not None else _grid_value(m, column_type or "float")
     if m.kind == "quantile":  # the rows per grid cell: the exponential mechanism's input
         return f"histogram({g}){filt}"
-    # aggregates of the DISTINCT grid values (SUM/AVG/VAR(DISTINCT x)); the squares are summed
-    # over the distinct g (histogram's keys), not over distinct g² (g and -g would merge)
+    # aggregates of the DISTINCT grid values (SUM/AVG/VAR(DISTINCT x))
     if m.kind == "count_distinct_grid":
         return f"COUNT(DISTINCT {g}){filt}"
     if m.kind == "sum_distinct":
         return f"CAST(COALESCE(SUM(DISTINCT {g}){filt}, 0) AS BIGINT)"
     if m.kind == "sum_sq_distinct":
-        return (f"CAST(COALESCE(list_sum(list_transform(map_keys(histogram({g}){filt}), "
-                f"lambda __g: __g * __g)), 0) AS BIGINT)")
+        return _sum_sq_distinct(g, cond)
     if m.centre:  # a centred sum (AVG, VAR): of g - c, which lies in [lo - c, hi - c]
         g = f"({g} - {int(m.centre)})"
     if m.kind == "sum":
@@ -236,6 +234,19 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
     if m.kind == "sum_sq":  # |g| <= 2^31 (grid.check_no_overflow), so g * g fits in BIGINT
         return f"CAST(COALESCE(SUM({g} * {g}){filt}, 0) AS BIGINT)"
     raise AssertionError(m.kind)
+
+
+def _sum_sq_distinct(g: str, cond: str | None) -> str:
+    """The sum of g² over the *distinct* grid values g (VAR / STDDEV of DISTINCT values).
+
+    Not ``SUM(DISTINCT g * g)``: g and -g have one square and would be counted once. g ↦ g² is
+    one-to-one on g ≥ 0 and on g < 0 separately, so the sum is that of the distinct squares of
+    the non-negative values plus that of the negative ones: two plain DISTINCT sums, which
+    every engine computes alike (|g| ≤ 2^31, so each square fits in a BIGINT)."""
+    when = f"{cond} AND " if cond else ""
+    halves = [f"COALESCE(SUM(DISTINCT CASE WHEN {when}{g} {op} 0 THEN {g} * {g} END), 0)"
+              for op in (">=", "<")]
+    return f"CAST({' + '.join(halves)} AS BIGINT)"
 
 
 def _literal(value: Any) -> str:
