@@ -331,3 +331,29 @@ def test_redefined_relations_bind_anew(spark: Any) -> None:
     finally:
         engine.close()
         duck.close()
+
+
+def test_grid_rounds_half_to_even_like_duckdb(spark: Any) -> None:
+    """The grid value (a clamp cast to BIGINT) rounds ties to even in DuckDB; Spark's cast
+    truncates, so the renderer rounds first (``rint``): every tie, both signs, and values a
+    hair either side of one must land on DuckDB's integer."""
+    from privplan.engines.render import render
+    from privplan.engines.spark_engine import SparkEngine
+
+    ties = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999999999999996, 2.5000000000000004, -0.0,
+            9.5, 10.5, -9.5, float("nan"), float("inf"), None]
+    frame = pd.DataFrame({"i": list(range(len(ties))), "v": ties}, dtype=object)
+    types = {"i": "BIGINT", "v": "DOUBLE"}
+    load_frame(spark, "ties", frame, types)
+    con = duckdb.connect(":memory:")
+    con.register("ties_arrow", arrow_table(frame, types))
+    con.execute('CREATE TABLE "ties" AS SELECT * FROM ties_arrow')
+    sql = ('SELECT "i", CAST(CASE WHEN "v" < -10 THEN -10 WHEN "v" > 10 THEN 10 ELSE "v" END '
+           'AS BIGINT) AS g FROM "ties"')
+    assert "rint(" in render(sql, "spark").lower()
+    engine = SparkEngine(spark)
+    try:
+        _same(sql, (engine, DuckDBEngine(con)))
+    finally:
+        engine.close()
+        con.close()
