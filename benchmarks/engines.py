@@ -23,14 +23,17 @@ rotating order (plain, engine statement, DP; then statement, DP, plain; ...):
   what DP asks of the engine before any privplan code runs;
 * **DP**: ``session.sql(query, epsilon=1)`` in one long-lived session per engine, size and
   query (``PureDP(1e6)`` budget: nothing is refused), a row-level policy (the demo policy's
-  ``visits`` table).
+  ``visits`` table), opened as a user opens one (``pp.connect`` with the DuckDB file, the
+  ``postgresql://`` URL or the SparkSession);
+* **prep.**: the same in a session opened with ``prepare=True`` (its first, untimed query
+  makes the session's clamped copy of the table: a DuckDB table, a cached Spark view; on
+  PostgreSQL, whose statements run in read-only transactions, the copy is inlined, so this
+  is the default session again).
 
-Medians are reported, with DP/plain (the issue's figure) and stmt/plain. As a consistency check
-the exact answers of the engine statement and of the plain query on PostgreSQL and Spark are
-compared with DuckDB's for the same rows (``matches_duckdb`` in the JSON, "!" in the table).
-
-Until ``pp.connect`` takes a ``postgresql://`` URL or a SparkSession, a session for those
-engines is a DuckDB session whose engine is replaced (:func:`open_session`).
+Medians are reported, with DP/plain (the issue's figure), prep./plain and stmt/plain. As a
+consistency check the exact answers of the engine statement and of the plain query on
+PostgreSQL and Spark are compared with DuckDB's for the same rows (``matches_duckdb`` in the
+JSON, "!" in the table; a quantile's per-group histogram compares as its cell counts).
 
 Run: ``python benchmarks/engines.py [--sizes 1000000 10000000] [--repeat 5]
 [--engines duckdb postgres spark] [--out PATH] [--data-dir DIR]``. Prints the table and writes
@@ -43,6 +46,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import re
 import statistics
 import sys
 import time
@@ -75,6 +79,10 @@ QUERIES: dict[str, str] = {
         "SELECT department, COUNT(*) AS n, AVG(cost) AS c FROM visits GROUP BY department"
     ),
     "filtered_count": "SELECT COUNT(*) AS n FROM visits WHERE age >= 65 AND insured",
+    "grouped_median": (
+        "SELECT department, PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY cost) AS m "
+        "FROM visits GROUP BY department"
+    ),
 }
 
 
@@ -108,10 +116,10 @@ class Backend:
         pass
 
 
-def open_session(backend: Backend, budget: Any) -> Any:
+def open_session(backend: Backend, budget: Any, prepare: bool = False) -> Any:
     """A DP session over ``backend``'s engine, opened as a user opens one: ``pp.connect`` with
     the DuckDB file, the ``postgresql://`` URL or the SparkSession."""
-    return pp.connect(backend.target(), policy=policy(), budget=budget)
+    return pp.connect(backend.target(), policy=policy(), budget=budget, prepare=prepare)
 
 
 class DuckDBBackend(Backend):
@@ -261,9 +269,19 @@ def engine_statements(backend: Backend, sql: str) -> list[str]:
     return [backend.render(st) for st in seen]
 
 
+_MAP_TEXT = re.compile(r"\{(-?\d+=\d+(, -?\d+=\d+)*)?\}")
+
+
 def _normal(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows in a comparable form: sorted, numbers as floats, NaN as None."""
+    """Rows in a comparable form: sorted, numbers as floats, NaN as None, a histogram (a
+    map: a dict, or PostgreSQL's text of DuckDB's MAP literal) as its sorted (cell, count)
+    pairs."""
     def cell(v: Any) -> Any:
+        if isinstance(v, dict):
+            return tuple(sorted((int(k), int(n)) for k, n in v.items()))
+        if isinstance(v, str) and _MAP_TEXT.fullmatch(v):
+            return tuple(sorted(tuple(int(x) for x in pair.split("="))
+                                for pair in v[1:-1].split(", ") if pair))
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return v
         try:
@@ -296,6 +314,7 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
             reference: dict[str, list[tuple[Any, ...]]] | None) -> dict[str, Any]:
     statements = engine_statements(backend, sql)
     sess = open_session(backend, pp.PureDP(1e6))
+    prepared = open_session(backend, pp.PureDP(1e6), prepare=True)
     outputs: dict[str, Any] = {}
 
     def plain() -> float:
@@ -315,17 +334,22 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
         seconds, outputs["dp"] = timed(lambda: sess.sql(sql, epsilon=EPSILON))
         return seconds
 
-    runs: dict[str, Callable[[], float]] = {"plain": plain, "stmt": stmt, "dp": dp}
+    def prep() -> float:
+        return timed(lambda: prepared.sql(sql, epsilon=EPSILON))[0]
+
+    runs: dict[str, Callable[[], float]] = {"plain": plain, "stmt": stmt, "dp": dp,
+                                            "prep": prep}
     times: dict[str, list[float]] = {k: [] for k in runs}
     try:
         for fn in runs.values():  # warm-up: buffers, plan cache, the session's column types
-            fn()
+            fn()  # (and the prepared session's copy)
         order = list(runs)
         for i in range(repeat):
-            for key in order[i % 3:] + order[:i % 3]:
+            for key in order[i % 4:] + order[:i % 4]:
                 times[key].append(runs[key]())
     finally:
         sess.close()
+        prepared.close()
 
     med = {k: statistics.median(v) for k, v in times.items()}
     exact = {"plain": outputs["plain"], "stmt": outputs["stmt"][0] if statements else []}
@@ -341,12 +365,15 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
         "plain_median_s": med["plain"],
         "stmt_median_s": med["stmt"],
         "dp_median_s": med["dp"],
+        "prepared_median_s": med["prep"],
         "dp_over_plain": med["dp"] / med["plain"] if med["plain"] > 0 else None,
+        "prepared_over_plain": med["prep"] / med["plain"] if med["plain"] > 0 else None,
         "stmt_over_plain": med["stmt"] / med["plain"] if med["plain"] > 0 else None,
         "dp_over_stmt": med["dp"] / med["stmt"] if med["stmt"] > 0 else None,
         "plain_times_s": times["plain"],
         "stmt_times_s": times["stmt"],
         "dp_times_s": times["dp"],
+        "prepared_times_s": times["prep"],
         "engine_statements": statements,
         "plain_output_rows": len(outputs["plain"]),
         "dp_output_rows": len(outputs["dp"].df),
@@ -358,16 +385,17 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
 # -- output -------------------------------------------------------------------------------------
 def print_table(results: list[dict[str, Any]]) -> None:
     head = (f"{'engine':<9} {'rows':>11} {'query':<18} {'plain s':>9} {'stmt s':>9} "
-            f"{'DP s':>9} {'DP/plain':>9} {'stmt/plain':>10}")
+            f"{'DP s':>9} {'DP/plain':>9} {'prep./plain':>11} {'stmt/plain':>10}")
     print(head)
     print("-" * len(head))
     for r in results:
         flag = "" if not r["matches_duckdb"] or all(r["matches_duckdb"].values()) else " !"
         print(f"{r['engine']:<9} {r['rows']:>11,} {r['query']:<18} {r['plain_median_s']:>9.3f} "
               f"{r['stmt_median_s']:>9.3f} {r['dp_median_s']:>9.3f} {r['dp_over_plain']:>9.2f} "
-              f"{r['stmt_over_plain']:>10.2f}{flag}")
-    print("(medians; stmt = privplan's engine statement run alone on the native client; "
-          "'!' = an exact answer differs from DuckDB's)")
+              f"{r['prepared_over_plain']:>11.2f} {r['stmt_over_plain']:>10.2f}{flag}")
+    print("(medians; prep. = DP in a session opened with prepare=True; stmt = privplan's "
+          "engine statement run alone on the native client; '!' = an exact answer differs "
+          "from DuckDB's)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                             reference[query] = exact
                         results.append(r)
                         print(f"  {query}: plain {r['plain_median_s']:.3f} s, stmt "
-                              f"{r['stmt_median_s']:.3f} s, DP {r['dp_median_s']:.3f} s "
+                              f"{r['stmt_median_s']:.3f} s, DP {r['dp_median_s']:.3f} s, "
+                              f"prep. {r['prepared_median_s']:.3f} s "
                               f"(DP/plain {r['dp_over_plain']:.2f})", flush=True)
                 finally:
                     backend.close()

@@ -164,11 +164,13 @@ def test_engines_tiny_writes_json(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["benchmark"] == "engines" and data["sizes"] == [2000] and data["repeat"] == 1
     assert [(r["engine"], r["query"]) for r in data["results"]] == [
-        (e, q) for e in engines for q in ("grouped_count_avg", "filtered_count")]
+        (e, q) for e in engines for q in ("grouped_count_avg", "filtered_count",
+                                          "grouped_median")]
     for r in data["results"]:
         assert r["rows"] == 2000
         assert r["plain_median_s"] > 0 and r["stmt_median_s"] > 0 and r["dp_median_s"] > 0
         assert r["dp_over_plain"] > 0 and len(r["dp_times_s"]) == 1
+        assert r["prepared_median_s"] > 0 and len(r["prepared_times_s"]) == 1
         assert r["engine_statements"]
         assert r["dp_output_rows"] == r["plain_output_rows"]
         if r["engine"] != "duckdb":
