@@ -18,7 +18,9 @@ construct outside a small portable subset is refused with what to do instead:
 * ``YEAR`` / ``MONTH`` / ``DAY`` of a date or timestamp (under TRY);
 * ``LIKE`` with a constant pattern without backslashes (DuckDB has no default escape
   character; PostgreSQL's and Spark's is the backslash);
-* ``TRY_CAST`` that cannot fail (to text, or a number to a wider number).
+* ``TRY_CAST`` that cannot fail (to text, or a number to a wider number);
+* dates and timestamps written as text only in the form every engine reads alike:
+  ``YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]``, year 1 to 9999 (:func:`_plain_temporal_text`).
 
 Every measure's aggregate is portable (a quantile's histogram is rendered as a two-level
 aggregate, :mod:`privplan.engines.histograms`). A private column whose stored type the policy
@@ -27,6 +29,8 @@ reads through a conversion that could fail on the remote engine is refused.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Mapping
 
 import sqlglot
@@ -46,6 +50,10 @@ _LOGIC = (exp.Connector, exp.Not, exp.Paren, exp.Case, exp.If, exp.Coalesce, exp
           exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
           exp.Is, exp.In, exp.Between, exp.Null, exp.Boolean, exp.Literal, exp.Collate,
           exp.DataType, exp.DataTypeParam, exp.Var, exp.Identifier, exp.Tuple)
+_COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
+             exp.NullSafeNEQ, exp.In, exp.Between, exp.Case, exp.If, exp.Coalesce, exp.Nullif)
+_TEMPORAL_TEXT = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,6})?)?)?")
 
 
 def check_portable(core: CorePlan, types: Mapping[str, str], dialect: str) -> None:
@@ -86,6 +94,62 @@ def check_stored_types(table: str, stored: Mapping[str, str], columns: Mapping[s
                 "name the view in the policy. Nothing was charged.")
 
 
+def _plain_temporal_text(text: str) -> bool:
+    """Whether DuckDB, PostgreSQL and Spark read ``text`` as the same date or timestamp: ISO
+    ``YYYY-MM-DD``, optionally `` HH:MM[:SS[.ffffff]]`` (or ``T``), valid fields, year 1 to
+    9999 (the form the analysis reads, see :mod:`privplan.analysis.predicates.literals`).
+
+    Outside it each engine reads text its own way: DuckDB truncates a seventh fractional
+    digit, PostgreSQL rounds it (``'2020-01-01 00:00:00.0000009'`` is midnight in DuckDB and
+    a microsecond later in PostgreSQL); Spark reads ``'2020-01-01 (BC)'`` as the year 2020
+    AD, DuckDB as 2020 BC; ``'infinity'``, ``'24:00:00'`` or the year 10000 fail on Spark
+    only, when the statement runs (after the charge)."""
+    m = _TEMPORAL_TEXT.fullmatch(text)
+    if m is None:
+        return False
+    try:
+        dt.datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4] or 0), int(m[5] or 0),
+                    int(m[6] or 0))
+    except ValueError:
+        return False
+    return True
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _converted_together(node: exp.Expr) -> list[list[exp.Expr | None]]:
+    """The groups of values a comparison, IN, BETWEEN, CASE, IF, COALESCE or NULLIF converts to
+    one type each (text among them becomes a date or timestamp if one of them is one): a
+    CASE's subject with its WHEN values, and its results."""
+    if isinstance(node, exp.Case):
+        ifs = node.args.get("ifs") or []
+        groups = [[node.this, *(i.this for i in ifs)]] if node.this is not None else []
+        return groups + [[*(i.args.get("true") for i in ifs), node.args.get("default")]]
+    if isinstance(node, exp.If):
+        return [[node.args.get("true"), node.args.get("false")]]
+    if isinstance(node, exp.Between):
+        return [[node.this, node.args.get("low"), node.args.get("high")]]
+    if isinstance(node, (exp.In, exp.Coalesce)):
+        return [[node.this, *node.expressions]]
+    return [[node.this, node.expression]]
+
+
+def _result(node: exp.Expr) -> list[exp.Expr]:
+    """The values a CASE, IF, COALESCE or NULLIF returns one of."""
+    return [v for v in _converted_together(node)[-1] if v is not None]
+
+
+def _temporal_type(node: exp.Expr) -> bool:
+    """Whether a CAST / TRY_CAST converts to a date or a timestamp."""
+    to = node.args.get("to")
+    name = to.sql(dialect="duckdb").upper() if isinstance(to, exp.DataType) else ""
+    return name == "DATE" or name.startswith("TIMESTAMP")
+
+
 def _exact_to_double(duckdb_type: str) -> bool:
     """A type whose conversion to DOUBLE is one correct rounding in every engine: integers,
     floats, and decimals of at most 15 digits (DuckDB divides the unscaled integer, exact
@@ -115,6 +179,15 @@ class _Check:
             return
         if isinstance(node, exp.Column):
             return
+        if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and (
+                not node.this.is_string):
+            return  # a negative constant, as a positive one
+        if isinstance(node, _COMPARED):
+            for group in _converted_together(node):
+                values = [v for v in group if v is not None]
+                if any(self._temporal(v) for v in values):
+                    for v in values:
+                        self._temporal_text(v)
         if isinstance(node, (exp.Cast, exp.TryCast)):
             self._cast(node, in_try)
             return
@@ -143,9 +216,33 @@ class _Check:
         if not isinstance(arg, exp.Column):
             raise self.refuse(node, "a date part of anything but a column")
 
+    def _temporal(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is a date or timestamp (a column, a cast, or a CASE, IF, COALESCE
+        or NULLIF returning one): text compared with it is read as one."""
+        node = _unparen(node)
+        if isinstance(node, exp.Column):
+            return family(self.types.get(node.name.lower(), "?")) in ("date", "timestamp")
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return _temporal_type(node)
+        if isinstance(node, (exp.Case, exp.If, exp.Coalesce, exp.Nullif)):
+            return any(self._temporal(v) for v in _result(node))
+        return False
+
+    def _temporal_text(self, node: exp.Expr) -> None:
+        """Refuse text the engine reads as a date or timestamp unless every engine reads it
+        alike (:func:`_plain_temporal_text`)."""
+        node = _unparen(node)
+        if isinstance(node, exp.Literal) and node.is_string and not _plain_temporal_text(
+                node.this):
+            raise self.refuse(node, "a date or time written in a form the engines read "
+                                    "differently; write it as YYYY-MM-DD or YYYY-MM-DD "
+                                    "HH:MM:SS[.ffffff], year 1 to 9999")
+
     def _cast(self, node: exp.Expr, in_try: bool) -> None:
         inner = node.this
         target = node.args["to"].sql(dialect="duckdb").upper()
+        if _temporal_type(node):
+            self._temporal_text(inner)
         if not any(isinstance(n, exp.Column) for n in inner.find_all(exp.Column)):
             # a constant: DuckDB's judge evaluated it before the charge; PostgreSQL's bind plans
             # the statement (folding constants) so one it cannot compute fails there too.

@@ -14,14 +14,19 @@ between what DuckDB computes and what the other engine would compute for the sam
   infinity, where PostgreSQL raises: the grid value is guarded by a bound (:func:`_grid`).
 * **Floating-point literals.** ``1e0`` is a DOUBLE in DuckDB and a NUMERIC in PostgreSQL, which
   would compare a BIGINT column exactly instead of as a double (9007199254740993 = 1e0·2^53 in
-  DuckDB, not in PostgreSQL): such literals are cast to DOUBLE PRECISION.
+  DuckDB, not in PostgreSQL): such literals are cast to DOUBLE PRECISION. So is a decimal
+  literal of more than 38 digits, which DuckDB types DOUBLE too (no DECIMAL holds it):
+  ``n = 4611686018427387904.00000000000000000000001`` holds for n = 2^62 in DuckDB only.
 * **TRY.** The totality checker wraps what could fail in ``TRY(...)`` (DuckDB: a failure is
   NULL). Only constructs whose failures each engine can reproduce are rendered (the session
   refuses the others before anything is charged, :mod:`privplan.engines.portable`): date parts
   (PostgreSQL: NULL for an infinite date, as DuckDB's failure under TRY) and, on Spark, ``+``,
   ``-``, ``*`` as ``try_add`` / ``try_subtract`` / ``try_multiply``.
 * **TRY_CAST** on PostgreSQL (which has none) is a plain CAST: the session only lets through
-  casts that cannot fail (to text, and numeric widening; :mod:`privplan.engines.portable`).
+  casts that cannot fail (to text, and numeric widening; :mod:`privplan.engines.portable`) and
+  integers to ``DECIMAL(p, s)``, which fails for |x| >= 10^(p-s): where that can happen to a
+  BIGINT the cast is guarded, NULL outside (as DuckDB's TRY_CAST), never a failure that
+  depends on a row (:func:`_try_cast`).
 
 * **Histograms** (a quantile's per-group cell counts, DuckDB's ``histogram``) become a
   two-level aggregate joined to the rest of the statement
@@ -44,6 +49,7 @@ from privplan.errors import UnsupportedQueryError
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "spark": "Spark", "duckdb": "DuckDB"}
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day)
+_DECIMAL_DIGITS = 38  # DuckDB types a decimal literal with more digits as DOUBLE
 _SPARK_TRY: dict[type[exp.Expr], str] = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
 
 
@@ -82,11 +88,33 @@ def _rewrite(node: exp.Expr, dialect: str) -> exp.Expr:
     if isinstance(node, exp.Try):
         return _try(node.this, dialect)
     if isinstance(node, exp.TryCast) and dialect == "postgres":
-        return exp.Cast(this=node.this, to=node.args["to"])
-    if (dialect == "postgres" and isinstance(node, exp.Literal) and not node.is_string
-            and any(c in node.this.lower() for c in "e")):
+        return _try_cast(node)
+    if dialect == "postgres" and isinstance(node, exp.Literal) and not node.is_string and (
+            "e" in node.this.lower()
+            or "." in node.this and sum(c.isdigit() for c in node.this) > _DECIMAL_DIGITS):
         return exp.cast(node.copy(), "DOUBLE")
     return node
+
+
+def _try_cast(node: exp.TryCast) -> exp.Expr:
+    """PostgreSQL's CAST for DuckDB's ``TRY_CAST(x AS to)``. The casts the session lets through
+    cannot fail (:mod:`privplan.engines.portable`), except an integer to ``DECIMAL(p, s)``: it
+    fails for |x| >= 10^(p-s) on PostgreSQL, where DuckDB's TRY_CAST gives NULL (a comparison
+    of a BIGINT with a constant of scale 20 reads the column as ``DECIMAL(38, 20)``). When a
+    BIGINT can reach that bound (p - s <= 18) the cast is guarded: NULL outside, as DuckDB."""
+    cast = exp.Cast(this=node.this, to=node.args["to"])
+    to = node.args["to"]
+    params = [p.this for p in to.expressions if isinstance(p, exp.DataTypeParam)]
+    if not (to.is_type("decimal") and len(params) == 2 and all(
+            isinstance(p, exp.Literal) and not p.is_string for p in params)):
+        return cast
+    digits = int(params[0].this) - int(params[1].this)
+    if digits > 18:  # (10^19 > 2^63: every BIGINT fits, the cast cannot fail)
+        return cast
+    bound = exp.Literal.number(10 ** digits)
+    inside = exp.and_(exp.GT(this=node.this.copy(), expression=exp.Neg(this=bound.copy())),
+                      exp.LT(this=node.this.copy(), expression=bound))
+    return exp.Case(ifs=[exp.If(this=inside, true=cast)])
 
 
 def _number(node: exp.Expr) -> float | None:
