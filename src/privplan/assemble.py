@@ -88,7 +88,7 @@ def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataF
     for i in range(len(core.keys)):
         # the column's own array: a nullable integer key stays integer (to_numpy would make
         # it float, and 2^53 + 1 would look like 2^53)
-        noisy[key_column(i)] = exact[key_column(i)].array
+        noisy[key_column(i)] = _unsigned_zero(exact[key_column(i)].array)
     keep = np.ones(n, dtype=bool)
     for p in planned:
         col = measure_column(p.measure)
@@ -111,6 +111,19 @@ def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataF
                 noised = noised * float(scale)
         noisy[col] = noised
     return NoisyColumns(noisy, None if keep.all() else keep)
+
+
+def _unsigned_zero(keys: Any) -> Any:
+    """Float keys with -0.0 released as 0.0.
+
+    The analysis takes -0.0 and 0.0 as one value, so they are one group, and the engine keeps
+    the sign of whichever zero it met first (DuckDB and PostgreSQL do; Spark writes 0.0): a
+    bit about one row's value and the rows' order, released without noise. -0.0 + 0.0 is
+    0.0 in IEEE arithmetic (and NaN, infinities, NULL and every other value stay as they are),
+    so every engine releases the group as 0.0."""
+    if getattr(keys.dtype, "kind", "") != "f":
+        return keys
+    return keys + 0.0
 
 
 def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np.ndarray:

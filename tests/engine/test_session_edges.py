@@ -23,9 +23,9 @@ values on DuckDB. Timestamps with a time zone are held in a table of their own (
 loaders hold them, and privplan reads them on DuckDB only (a policy ``timestamp`` over such a
 column is a conversion that depends on the time zone).
 
-One difference is pinned as an expected failure, not fixed here (it is DuckDB's own behaviour
-against the analysis): DuckDB and PostgreSQL release the sign of the first stored zero as the
-key of the group {-0.0, 0.0}, Spark releases 0.0 (``ZERO_SIGN``).
+The sign of a zero group key: DuckDB and PostgreSQL keep the sign of the first stored zero of
+the group {-0.0, 0.0}, Spark writes 0.0; privplan releases 0.0 on every engine (the sign would
+be a bit about one row), checked whatever the rows' order.
 
 The list of queries fits the time of a normal run (Spark answers about one query a second);
 the longer list, more disjoint pairs and more edges per query, is marked slow.
@@ -414,11 +414,9 @@ def test_refused_remotely_before_any_charge(edge_duckdb: str, engine: str,
 
 # -- the sign of a zero key (a difference found here, reported, not fixed) --------------------
 ZERO_KEY = "SELECT x, COUNT(*) AS c FROM t GROUP BY x"
-ZERO_SIGN = ("DuckDB releases the sign of the first stored zero as the key of the group "
-             "{-0.0, 0.0} (PostgreSQL too); Spark normalizes it to 0.0. The analysis takes "
-             "-0.0 and 0.0 as one value, so the sign is a bit about one row, released "
-             "without noise: DuckDB's own behaviour, to be fixed in the rewrite (a float key "
-             "as x + 0.0, which is 0.0 for both zeros in every engine)")
+# The analysis takes -0.0 and 0.0 as one value, so they are one group; DuckDB and PostgreSQL
+# keep the sign of the first zero they meet (Spark writes 0.0). Released as it came, the sign
+# would be a bit about one row, without noise: every engine releases the group's key as 0.0.
 
 
 def _zero_key_signs(database: Any, policy: pp.Policy) -> list[bool]:
@@ -429,7 +427,6 @@ def _zero_key_signs(database: Any, policy: pp.Policy) -> list[bool]:
     return [bool(v) for v in np.signbit(keys[keys == 0])]
 
 
-@pytest.mark.xfail(strict=True, reason=ZERO_SIGN)
 def test_zero_key_sign_does_not_depend_on_the_row_order() -> None:
     policy = pp.Policy.from_dict({"tables": {"t": {"columns": {
         "x": {"type": "float", "lower": -10, "upper": 10}}}}})
@@ -442,12 +439,11 @@ def test_zero_key_sign_does_not_depend_on_the_row_order() -> None:
     assert signs[0] == signs[1] == [False]
 
 
-@pytest.mark.parametrize("engine", [
-    "postgres", pytest.param("spark", marks=pytest.mark.xfail(strict=True, reason=ZERO_SIGN))])
+@pytest.mark.parametrize("engine", ["postgres", "spark"])
 def test_zero_key_sign_is_duckdbs(edge_duckdb: str, engine: str,
                                   request: pytest.FixtureRequest) -> None:
     want = _zero_key_signs(edge_duckdb, _policy("row"))
-    assert want == [True]  # (the first zero stored in t is -0.0)
+    assert want == [False]  # (the first zero stored in t is -0.0: released as 0.0)
     assert _zero_key_signs(_remote(request, engine), _policy("row")) == want
 
 
