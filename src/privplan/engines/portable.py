@@ -18,7 +18,18 @@ construct outside a small portable subset is refused with what to do instead:
 * ``YEAR`` / ``MONTH`` / ``DAY`` of a date or timestamp (under TRY);
 * ``LIKE`` with a constant pattern without backslashes (DuckDB has no default escape
   character; PostgreSQL's and Spark's is the backslash);
-* ``TRY_CAST`` that cannot fail (to text, or a number to a wider number).
+* ``TRY_CAST`` that cannot fail (to text, or a number to a wider number);
+* a date or timestamp constant written as text (``DATE '...'``, ``CAST('...' AS TIMESTAMP)``,
+  or a string compared with a date or timestamp column) only in the ISO form every engine
+  reads alike: ``YYYY-MM-DD`` for a date, ``YYYY-MM-DD[ HH:MM:SS[.ffffff]]`` for a timestamp,
+  years 1 to 9999. Each engine parses other spellings its own way (``'infinity'``, ``'epoch'``,
+  years BC or past 9999, ``'2020-1-1'``, surrounding spaces): DuckDB accepts them where
+  PostgreSQL refuses them or Spark fails on them while reading rows, after the charge;
+* on Spark, integer constants of at most 38 digits (Spark's widest DECIMAL: a longer one is
+  refused when Spark analyses the query, where DuckDB computes it);
+* no cast to a type the engine lacks (HUGEINT, the unsigned types), and on PostgreSQL, whose
+  TRY_CAST is a CAST, a TRY_CAST of an integer column to ``DECIMAL(38,s)`` only when the
+  decimal holds every value of the column's type.
 
 Measures whose engine aggregate DuckDB alone computes (quantiles: ``histogram``; ``VAR`` /
 ``STDDEV`` of DISTINCT values) are refused, and so is a private column whose stored type the
@@ -27,6 +38,8 @@ policy reads through a conversion that could fail on the remote engine.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Mapping
 
 import sqlglot
@@ -46,6 +59,16 @@ _LOGIC = (exp.Connector, exp.Not, exp.Paren, exp.Case, exp.If, exp.Coalesce, exp
           exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
           exp.Is, exp.In, exp.Between, exp.Null, exp.Boolean, exp.Literal, exp.Collate,
           exp.DataType, exp.DataTypeParam, exp.Var, exp.Identifier, exp.Tuple)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
+                exp.NullSafeNEQ)
+_ISO = {"date": re.compile(r"\d{4}-\d{2}-\d{2}"),
+        "timestamp": re.compile(r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)?")}
+_SPARK_DIGITS = 38  # Spark's widest DECIMAL
+_INT_DIGITS = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19, "HUGEINT": 39,
+               "UTINYINT": 3, "USMALLINT": 5, "UINTEGER": 10, "UBIGINT": 20, "UHUGEINT": 39}
+_NO_SUCH_TYPE = ("HUGEINT", "UHUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+                 "BIGNUM", "VARINT", "INT128", "UINT128")
+"""DuckDB types neither PostgreSQL nor Spark has (a cast to one is refused there)."""
 _REFUSED_MEASURES = {"quantile": "quantiles (the engine's per-group histogram)",
                      "sum_sq_distinct": "VAR / STDDEV of DISTINCT values"}
 
@@ -69,7 +92,10 @@ def check_portable(core: CorePlan, types: Mapping[str, str], dialect: str) -> No
               if m.expression is not None]
     lowered = {c.lower(): t for c, t in types.items()}
     for tree in trees:
-        _Check(lowered, dialect, engine).check(tree, in_try=False)
+        check = _Check(lowered, dialect, engine)
+        check.check(tree, in_try=False)
+        if dialect == "spark":
+            check.numbers(tree)
 
 
 def check_stored_types(table: str, stored: Mapping[str, str], columns: Mapping[str, object],
@@ -92,6 +118,34 @@ def check_stored_types(table: str, stored: Mapping[str, str], columns: Mapping[s
                 "read it through a conversion that fails on some values there. Declare the "
                 "column's own type in the policy, or convert it in a view in the database and "
                 "name the view in the policy. Nothing was charged.")
+
+
+def _iso(text: str, kind: str) -> bool:
+    """``text`` is a valid date (``kind`` "date") or timestamp in the ISO form all three engines
+    read as the same value (see the module doc)."""
+    if not _ISO[kind].fullmatch(text):
+        return False
+    try:
+        (dt.date if kind == "date" else dt.datetime).fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _temporal(duckdb_type: str) -> str | None:
+    """"date" or "timestamp" for a DuckDB type a string converts to as such; "other" for another
+    date-time type (TIMESTAMPTZ, TIME, TIMESTAMP_NS ...); None for a type that is not one."""
+    kind = family(duckdb_type)
+    if kind in ("date", "timestamp"):
+        return kind
+    upper = duckdb_type.upper()
+    return "other" if upper.startswith(("DATE", "TIME", "INTERVAL")) else None
+
+
+def _unparen(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
 
 
 def _exact_to_double(duckdb_type: str) -> bool:
@@ -142,10 +196,48 @@ class _Check:
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Floor, exp.Ceil)):
             self._arithmetic(node, in_try)
             return
+        if isinstance(node, (*_COMPARISONS, exp.In, exp.Between)):
+            self._temporal_strings(node)
         if not isinstance(node, _LOGIC):
             raise self.refuse(node, f"{type(node).__name__.upper()} is not in the portable set")
         for child in node.iter_expressions():
             self.check(child, in_try)
+
+    def numbers(self, tree: exp.Expr) -> None:
+        """Spark reads an integer of more than 38 digits as a DECIMAL it cannot hold, and
+        refuses the query (DuckDB computes it; a longer decimal is a DOUBLE in DuckDB, and
+        rendered as one: :func:`privplan.engines.render._double_literal`)."""
+        for node in tree.find_all(exp.Literal):
+            digits = sum(ch.isdigit() for ch in node.this)
+            if not node.is_string and not any(c in node.this.lower() for c in ".e") and (
+                    digits > _SPARK_DIGITS):
+                raise self.refuse(node, f"a number of more than {_SPARK_DIGITS} digits, which "
+                                        "Spark cannot read")
+
+    def _temporal_strings(self, node: exp.Expr) -> None:
+        """A string the engine converts to a date or timestamp because it is compared with a
+        column of that type must be in the ISO form (see the module doc)."""
+        if isinstance(node, exp.In):
+            operands = [node.this, *node.expressions]
+        elif isinstance(node, exp.Between):
+            operands = [node.this, node.args["low"], node.args["high"]]
+        else:
+            operands = [node.this, node.expression]
+        operands = [_unparen(o) for o in operands]
+        kinds = {_temporal(self.types.get(o.name.lower(), "?")) for o in operands
+                 if isinstance(o, exp.Column)} - {None}
+        for o in operands:
+            if isinstance(o, exp.Literal) and o.is_string:
+                for kind in kinds:
+                    self._iso_constant(o, str(kind), node)
+
+    def _iso_constant(self, text: exp.Literal, kind: str, node: exp.Expr) -> None:
+        if kind not in _ISO or not _iso(text.this, kind):
+            raise self.refuse(node, f"the {kind if kind in _ISO else 'date-time'} constant "
+                                    f"{text.sql(dialect='duckdb')} is not written YYYY-MM-DD"
+                                    f"{'' if kind == 'date' else '[ HH:MM:SS[.ffffff]]'} with "
+                                    "a year from 1 to 9999, the only form every engine reads "
+                                    "as the same value")
 
     def _plain_column(self, arg: exp.Expr, node: exp.Expr) -> None:
         if not isinstance(arg, exp.Column):
@@ -154,18 +246,31 @@ class _Check:
     def _cast(self, node: exp.Expr, in_try: bool) -> None:
         inner = node.this
         target = node.args["to"].sql(dialect="duckdb").upper()
+        if target in _NO_SUCH_TYPE:
+            raise self.refuse(node, f"{self.engine} has no type {target}")
+        kind, text = _temporal(target), _unparen(inner)
+        if kind is not None and isinstance(text, exp.Literal) and text.is_string:
+            self._iso_constant(text, kind, node)  # (DATE '...', TIMESTAMP '...')
+            return
         if not any(isinstance(n, exp.Column) for n in inner.find_all(exp.Column)):
             # a constant: DuckDB's judge evaluated it before the charge; PostgreSQL's bind plans
             # the statement (folding constants) so one it cannot compute fails there too.
             # Spark folds constants only at run time (optimizing at bind is no cure: over a
             # local relation Spark's optimizer evaluates the rows themselves, and its errors
             # quote values), so there such a constant fails after the charge: an over-charge
-            # for a failure that does not depend on the data, never a release
+            # for a failure that does not depend on the data, never a release. (Not so where
+            # Spark converts a constant compared with a column: over a local relation the
+            # optimizer evaluates the comparison row by row, and `ts IN ('infinity')` failed
+            # only for rows whose ts is not NULL. Dates and timestamps written as text, the
+            # constants Spark reads otherwise than DuckDB, are checked above and in
+            # _temporal_strings: only the ISO form every engine reads alike gets this far.)
             return
         if isinstance(node, exp.TryCast) and isinstance(inner, exp.Column):
-            source = family(self.types.get(inner.name.lower(), "?"))
+            stored = self.types.get(inner.name.lower(), "?").upper()
+            source = family(stored)
             wide = (target.startswith("VARCHAR") or source == "int" and (
-                target in ("BIGINT", "HUGEINT", "DOUBLE") or target.startswith("DECIMAL(38")))
+                target in ("BIGINT", "DOUBLE") or target.startswith("DECIMAL(38")
+                and self._holds(target, stored)))
             if wide:
                 return
         if target == "DOUBLE" and isinstance(inner, exp.Column) and _exact_to_double(
@@ -175,6 +280,15 @@ class _Check:
                 self.types.get(inner.name.lower(), "?")) in ("int", "str", "bool"):
             return  # integer / boolean text is the same in all three engines
         raise self.refuse(node, "a conversion that may fail or round differently")
+
+    def _holds(self, decimal: str, integer: str) -> bool:
+        """``DECIMAL(38,s)`` holds every value of the integer type (PostgreSQL's TRY_CAST is a
+        CAST, which fails where DuckDB's gives NULL: ``DECIMAL(38,20)`` has 18 integer digits,
+        a BIGINT 19); Spark's ``try_cast`` gives NULL as DuckDB's."""
+        if self.dialect != "postgres":
+            return True
+        scale = int(decimal.replace(" ", "").rstrip(")").partition(",")[2] or 0)
+        return 38 - scale >= _INT_DIGITS.get(integer, 39)
 
     def _arithmetic(self, node: exp.Expr, in_try: bool) -> None:
         if isinstance(node, exp.Div):
