@@ -370,3 +370,23 @@ def test_date_time_and_long_number_constants(spark: Any) -> None:
         got = sess.sql("SELECT COUNT(*) AS n FROM iso_t WHERE x IS DISTINCT FROM 1e400 OR "
                        "x = 1.00000000000000000000000000000000000000001", epsilon=1.0)
     assert int(got.df["n"].iloc[0]) == 2  # (1.5 and NULL; the 41-digit decimal is DuckDB's 1.0)
+
+
+@pytest.mark.xfail(reason="render: a FLOAT column compared with a DECIMAL constant compares as "
+                   "FLOAT in DuckDB (the constant rounded to float32), as DOUBLE on Spark: "
+                   "another count (the analysed region covers both readings of the constant: "
+                   "no under-charge found)", strict=True)
+def test_float_column_compares_as_duckdb(spark: Any) -> None:
+    """Found by the remote disjointness oracle's harness (`f = 0.1` on a FLOAT column)."""
+    import numpy as np
+
+    import privplan as pp
+    from privplan.testing import noise_disabled
+
+    frame = pd.DataFrame({"f": [float(np.float32(0.1)), 1.0]}, dtype=object)
+    load_frame(spark, "real_t", frame, {"f": "FLOAT"})
+    policy = {"tables": {"real_t": {"privacy_unit": "row", "neighbourhood": "add_remove",
+                                    "columns": {"f": {"type": "float"}}}}}
+    with pp.connect(spark, policy=policy, budget=pp.PureDP(10)) as sess, noise_disabled():
+        got = sess.sql("SELECT COUNT(*) AS n FROM real_t WHERE f = 0.1", epsilon=1.0)
+    assert int(got.df["n"].iloc[0]) == 1  # (DuckDB: CAST(0.1 AS FLOAT) = f)
