@@ -61,6 +61,9 @@ pre-screen hits that the session answers with 0 or refuses are reported as typed
 discrepancies, not failures.
 
 Run ``python tests/adversarial/test_disjointness_oracle.py [slow]`` for the full report.
+
+The same pairs are asked of PostgreSQL and Spark sessions, against a DuckDB twin of each remote
+table, by ``test_disjointness_oracle_engines.py``.
 """
 
 from __future__ import annotations

@@ -329,3 +329,80 @@ def test_bind_gives_duckdb_types(loaded: str) -> None:
     finally:
         pg.close()
         con.close()
+
+
+def _iso_policy(table: str) -> dict[str, Any]:
+    return {"tables": {table: {"privacy_unit": "row", "neighbourhood": "add_remove", "columns": {
+        "d": {"type": "date"}, "ts": {"type": "timestamp"}}}}}
+
+
+def test_date_time_constants_only_in_iso_form(loaded: str) -> None:
+    """A date or timestamp written as text is read by each engine its own way: DuckDB reads
+    '5877642-06-25' as a date, PostgreSQL refuses it (out of its range) when it binds the query
+    (the disjointness oracle on PostgreSQL found it). privplan refuses every such constant not in
+    the ISO form all engines read alike, before anything is charged, and answers ISO ones as
+    DuckDB does."""
+    import privplan as pp
+    from privplan.testing import noise_disabled
+
+    with pp.connect(loaded, policy=_iso_policy("t"), budget=pp.PureDP(10)) as sess:
+        for where in ("d = '5877642-06-25'", "d < '0044-03-15 (BC)'", "ts <> 'infinity'",
+                      "d IN (' 2020-01-01', NULL)",
+                      "d BETWEEN '2020-1-1' AND '2020-12-31'",
+                      "ts = CAST('2020-01-01 24:00:00' AS TIMESTAMP)"):
+            with pytest.raises(UnsupportedQueryError, match="YYYY-MM-DD"):
+                sess.sql(f"SELECT COUNT(*) AS n FROM t WHERE {where}", epsilon=1.0)
+        assert sess.spent() == pp.PureDP(0)
+        with noise_disabled():
+            got = sess.sql("SELECT COUNT(*) AS n FROM t WHERE d BETWEEN '2020-01-01' AND "
+                           "DATE '2020-12-31' AND ts < '2020-01-01 12:00:00.000002'",
+                           epsilon=1.0)
+    assert int(got.df["n"].iloc[0]) == 2  # (rows 1 and 3)
+
+
+def test_numbers_the_server_reads_otherwise(loaded: str) -> None:
+    """Found by the disjointness oracle on PostgreSQL. `b = 1.00000000000000000001` compares a
+    BIGINT with a DECIMAL(21,20): DuckDB converts b with TRY_CAST to DECIMAL(38,20), NULL where
+    it overflows; PostgreSQL has no TRY_CAST and failed on |b| >= 10^18, while reading rows (a
+    failure that depends on them, here on a query charged nothing: its region is empty). The
+    renderer now guards that cast (NULL outside, as DuckDB), so it is answered as DuckDB
+    answers; a cast to HUGEINT (PostgreSQL has none) is refused before any charge; and `1e400`
+    (DuckDB's infinity, which PostgreSQL refused to read) is answered as DuckDB answers."""
+    import privplan as pp
+    from privplan.testing import noise_disabled
+
+    policy = {"tables": {"t": {"privacy_unit": "row", "neighbourhood": "add_remove", "columns": {
+        "b": {"type": "int"}, "x": {"type": "float"}}}}}
+    with pp.connect(loaded, policy=policy, budget=pp.PureDP(10)) as sess:
+        with pytest.raises(UnsupportedQueryError, match="compute the same values"):
+            sess.sql("SELECT COUNT(*) AS n FROM t WHERE b = CAST(1 AS HUGEINT)", epsilon=1.0)
+        assert sess.spent() == pp.PureDP(0)
+        with noise_disabled():  # (t holds b = ±2^62: the unguarded cast failed on them)
+            empty = sess.sql("SELECT COUNT(*) AS n FROM t WHERE b = 1.00000000000000000001",
+                             epsilon=1.0)
+            assert int(empty.df["n"].iloc[0]) == 0 and sess.spent() == pp.PureDP(0)
+            got = sess.sql("SELECT COUNT(*) AS n FROM t WHERE b < 1.00000000000000000001 AND "
+                           "b > -1", epsilon=1.0)
+            assert int(got.df["n"].iloc[0]) == 1  # (b 0: the guard's NULL for ±2^62, as DuckDB)
+            got = sess.sql("SELECT COUNT(*) AS n FROM t WHERE x IS DISTINCT FROM 1e400 AND "
+                           "b < 1.0000000000000000001", epsilon=1.0)  # (DECIMAL(38,19): holds b)
+    assert int(got.df["n"].iloc[0]) == 2  # (b -2^62, x NaN; b 0, x -inf)
+
+
+@pytest.mark.xfail(reason="render: a REAL column compared with a DECIMAL constant compares as REAL "
+                   "in DuckDB (the constant rounded to float32), as double precision on "
+                   "PostgreSQL: another count (the analysed region covers both readings of the "
+                   "constant: no under-charge found)",
+                   strict=True)
+def test_real_column_compares_as_duckdb(loaded: str) -> None:
+    """Found by the remote disjointness oracle's harness (`f = 0.1` on a REAL column)."""
+    import privplan as pp
+    from privplan.testing import noise_disabled
+
+    frame = pd.DataFrame({"f": [float(np.float32(0.1)), 1.0]}, dtype=object)
+    load_frame(loaded, "real_t", frame, {"f": "REAL"})
+    policy = {"tables": {"real_t": {"privacy_unit": "row", "neighbourhood": "add_remove",
+                                    "columns": {"f": {"type": "float"}}}}}
+    with pp.connect(loaded, policy=policy, budget=pp.PureDP(10)) as sess, noise_disabled():
+        got = sess.sql("SELECT COUNT(*) AS n FROM real_t WHERE f = 0.1", epsilon=1.0)
+    assert int(got.df["n"].iloc[0]) == 1  # (DuckDB: CAST(0.1 AS REAL) = f)

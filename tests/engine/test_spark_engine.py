@@ -357,3 +357,100 @@ def test_grid_rounds_half_to_even_like_duckdb(spark: Any) -> None:
     finally:
         engine.close()
         con.close()
+
+
+def test_date_time_and_long_number_constants(spark: Any) -> None:
+    """Spark cannot read some constants DuckDB computes: a timestamp written 'infinity' (found by
+    the disjointness oracle: `ts NOT IN ('infinity') AND ts IS NULL` failed while Spark read the
+    rows, a failure that depends on them, on a query charged nothing since its region is empty),
+    '5877642-06-25' or ' 2020-01-01', and numbers of more than 38 digits (refused when Spark
+    analyses the query, where DuckDB answers), a cast to HUGEINT (Spark has none). privplan
+    refuses them all before anything is charged, and answers ISO dates and timestamps, and
+    numbers Spark reads otherwise but can be given DuckDB's double (1e400 is infinity), as
+    DuckDB does."""
+    import privplan as pp
+    from privplan.testing import noise_disabled
+
+    frame = pd.DataFrame({"i": [1, 2, None], "d": [dt.date(2020, 1, 1), dt.date(1999, 1, 1), None],
+                          "ts": [dt.datetime(2020, 1, 1, 12), None, dt.datetime(2021, 1, 1)]},
+                         dtype=object)
+    frame["x"] = pd.Series([INF, 1.5, None], dtype=object)
+    load_frame(spark, "iso_t", frame, {"i": "BIGINT", "d": "DATE", "ts": "TIMESTAMP",
+                                       "x": "DOUBLE"})
+    policy = {"tables": {"iso_t": {"privacy_unit": "row", "neighbourhood": "add_remove",
+                                   "columns": {"i": {"type": "int"}, "d": {"type": "date"},
+                                               "ts": {"type": "timestamp"},
+                                               "x": {"type": "float"}}}}}
+    refused = {"ts NOT IN ('infinity', NULL) AND ts IS NULL": "YYYY-MM-DD",
+               "ts <> TIMESTAMP 'infinity'": "YYYY-MM-DD",
+               "d = '5877642-06-25'": "YYYY-MM-DD", "d = ' 2020-01-01'": "YYYY-MM-DD",
+               "ts > CAST('epoch' AS TIMESTAMP)": "YYYY-MM-DD",
+               "i < -170141183460469231731687303715884105728": "38 digits",
+               "i = CAST(1 AS HUGEINT)": "Spark has no type"}
+    with pp.connect(spark, policy=policy, budget=pp.PureDP(10)) as sess:
+        for where, why in refused.items():
+            with pytest.raises(UnsupportedQueryError, match=why):
+                sess.sql(f"SELECT COUNT(*) AS n FROM iso_t WHERE {where}", epsilon=1.0)
+        assert sess.spent() == pp.PureDP(0)
+        with noise_disabled():
+            got = sess.sql("SELECT COUNT(*) AS n FROM iso_t WHERE d >= '2000-01-01' AND "
+                           "ts BETWEEN TIMESTAMP '2020-01-01 12:00:00' AND '2020-12-31' AND "
+                           "i < 99999999999999999999999999999999999999 AND "
+                           "x IS DISTINCT FROM 1e400", epsilon=1.0)  # (1e400: DuckDB's inf)
+    assert int(got.df["n"].iloc[0]) == 0
+    with pp.connect(spark, policy=policy, budget=pp.PureDP(10)) as sess, noise_disabled():
+        got = sess.sql("SELECT COUNT(*) AS n FROM iso_t WHERE x IS DISTINCT FROM 1e400 OR "
+                       "x = 1.00000000000000000000000000000000000000001", epsilon=1.0)
+    assert int(got.df["n"].iloc[0]) == 2  # (1.5 and NULL; the 41-digit decimal is DuckDB's 1.0)
+
+
+@pytest.mark.xfail(reason="render: a FLOAT column compared with a DECIMAL constant compares as "
+                   "FLOAT in DuckDB (the constant rounded to float32), as DOUBLE on Spark: "
+                   "another count (the analysed region covers both readings of the constant: "
+                   "no under-charge found)", strict=True)
+def test_float_column_compares_as_duckdb(spark: Any) -> None:
+    """Found by the remote disjointness oracle's harness (`f = 0.1` on a FLOAT column)."""
+    import numpy as np
+
+    import privplan as pp
+    from privplan.testing import noise_disabled
+
+    frame = pd.DataFrame({"f": [float(np.float32(0.1)), 1.0]}, dtype=object)
+    load_frame(spark, "real_t", frame, {"f": "FLOAT"})
+    policy = {"tables": {"real_t": {"privacy_unit": "row", "neighbourhood": "add_remove",
+                                    "columns": {"f": {"type": "float"}}}}}
+    with pp.connect(spark, policy=policy, budget=pp.PureDP(10)) as sess, noise_disabled():
+        got = sess.sql("SELECT COUNT(*) AS n FROM real_t WHERE f = 0.1", epsilon=1.0)
+    assert int(got.df["n"].iloc[0]) == 1  # (DuckDB: CAST(0.1 AS FLOAT) = f)
+
+
+def test_cached_batches_are_not_pruned_past_a_nan(spark: Any) -> None:
+    """Spark skips a cached relation's batches by their columns' min/max, bounds that leave
+    NaN out: ``x > 1e308`` over a cached view whose only such row is NaN counted 0 where DuckDB
+    (and Spark itself, uncached) count 1. The engine pins that pruning off for its statements
+    (and restores the user's setting)."""
+    from privplan.engines.spark_engine import SparkEngine
+
+    frame = pd.DataFrame({"x": [1.0, NAN, 2.0, -INF]}, dtype=object)
+    types = {"x": "DOUBLE"}
+    load_frame(spark, "nan_raw", frame, types)
+    cached = spark.table("nan_raw").cache()
+    cached.count()
+    cached.createOrReplaceTempView("nan_cached")
+    con = duckdb.connect(":memory:")
+    con.register("nan_arrow", arrow_table(frame, types))
+    con.execute('CREATE TABLE "nan_cached" AS SELECT * FROM nan_arrow')
+    engine = SparkEngine(spark)
+    key = "spark.sql.inMemoryColumnarStorage.partitionPruning"
+    before = spark.conf.get(key, None)
+    try:
+        for sql in ('SELECT COUNT(*) AS n FROM "nan_cached" WHERE "x" > 1e308',
+                    'SELECT COUNT(*) FILTER (WHERE "x" > 1.5) AS n FROM "nan_cached"'):
+            _same(sql, (engine, DuckDBEngine(con)))
+        assert int(engine.run('SELECT COUNT(*) AS n FROM "nan_cached" WHERE "x" > 1e308')[
+            "n"].iloc[0]) == 1
+        assert spark.conf.get(key, None) == before
+    finally:
+        engine.close()
+        cached.unpersist()
+        con.close()

@@ -17,9 +17,11 @@ tests locally and fails them in CI (``CI`` set): the PostgreSQL engine is never 
 from __future__ import annotations
 
 import atexit
+import datetime as dt
 import glob
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -41,6 +43,13 @@ PG_TYPES = {
     "FLOAT": "real", "REAL": "real", "DOUBLE": "double precision", "VARCHAR": "text",
     "DATE": "date", "TIMESTAMP": "timestamp", "TIMESTAMP WITH TIME ZONE": "timestamptz",
     "TIMESTAMPTZ": "timestamptz",
+}
+
+# a DuckDB collation -> the PostgreSQL collation :func:`load_frame` creates for it (ICU,
+# nondeterministic: equality itself ignores case / accents, as DuckDB's NOCASE / NOACCENT)
+PG_COLLATIONS = {
+    "NOCASE": ("privplan_nocase", "und-u-ks-level2"),
+    "NOCASE.NOACCENT": ("privplan_nocase_noaccent", "und-u-ks-level1"),
 }
 
 
@@ -151,7 +160,22 @@ def _pg_type(duckdb_type: str) -> str:
     upper = duckdb_type.upper().strip()
     if upper.startswith(("DECIMAL", "NUMERIC")):
         return upper.replace("DECIMAL", "numeric")
+    if upper.startswith("VARCHAR COLLATE "):
+        collation = upper.removeprefix("VARCHAR COLLATE ")
+        return f'text COLLATE "{PG_COLLATIONS[collation][0]}"'
     return PG_TYPES[upper]
+
+
+def _temporal(duckdb_type: str) -> bool:
+    return duckdb_type.upper().startswith(("DATE", "TIMESTAMP"))
+
+
+def _pg_text(duckdb_text: str) -> str:
+    """DuckDB's text of a date or timestamp as PostgreSQL reads it: ``0044-03-15 (BC)
+    12:00:00+00`` is ``0044-03-15 12:00:00+00 BC`` there (infinity and years after 9999 are
+    written alike)."""
+    match = re.fullmatch(r"(\d+-\d+-\d+) \(BC\)(.*)", duckdb_text)
+    return f"{match.group(1)}{match.group(2)} BC" if match else duckdb_text
 
 
 def _value(v: Any, duckdb_type: str) -> Any:
@@ -169,22 +193,42 @@ def _value(v: Any, duckdb_type: str) -> Any:
     if family == "BOOLEAN":
         return bool(v)
     if family == "DATE":
-        return pd.Timestamp(v).date()
+        return v if type(v) is dt.date else pd.Timestamp(v).date()
     if family.startswith("TIMESTAMP"):
-        return pd.Timestamp(v).to_pydatetime()
+        return v if type(v) is dt.datetime else pd.Timestamp(v).to_pydatetime()
     return v
+
+
+def _special(v: Any, duckdb_type: str) -> bool:
+    """A date / timestamp cell given as DuckDB's text (a value Python cannot hold)."""
+    return isinstance(v, str) and _temporal(duckdb_type)
 
 
 def load_frame(url: str, name: str, frame: pd.DataFrame, types: dict[str, str]) -> None:
     """(Re)create table ``name`` with the PostgreSQL column types holding the DuckDB types
     ``types`` (column -> DuckDB type name) and copy ``frame``'s rows in exactly: binary COPY,
-    so NaN, ±inf, -0.0, NULL, unicode, dates, timestamps and timestamptz arrive bit for bit."""
+    so NaN, ±inf, -0.0, NULL, unicode, dates, timestamps and timestamptz arrive bit for bit.
+
+    ``VARCHAR COLLATE NOCASE`` / ``NOCASE.NOACCENT`` columns get a nondeterministic ICU
+    collation of the same effect (:data:`PG_COLLATIONS`, created in the database). A date or
+    timestamp Python's ``datetime`` cannot hold (±infinity, a year before 1 or after 9999:
+    DuckDB's ``fetchall`` gives a clamped value or a string) is given as DuckDB's text of the
+    value (``CAST(x AS VARCHAR)``, e.g. ``infinity``, ``0044-03-15 (BC)``); such rows are
+    inserted apart, their temporal cells as text PostgreSQL converts."""
     import psycopg
 
     cols = list(types)
     quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
     table = '"' + name.replace('"', '""') + '"'
+    rows = list(frame[cols].itertuples(index=False, name=None))
+    special = [any(_special(v, types[c]) for v, c in zip(row, cols)) for row in rows]
     with psycopg.connect(url, autocommit=True) as con:
+        for t in types.values():
+            collation = t.upper().removeprefix("VARCHAR COLLATE ")
+            if collation in PG_COLLATIONS:
+                coll_name, locale = PG_COLLATIONS[collation]
+                con.execute(f'CREATE COLLATION IF NOT EXISTS "{coll_name}" '
+                            f"(provider = icu, locale = '{locale}', deterministic = false)")
         con.execute(f"DROP TABLE IF EXISTS {table}")
         con.execute(f"CREATE TABLE {table} ("
                     + ", ".join(f'"{c}" {_pg_type(t)}' for c, t in types.items()) + ")")
@@ -193,5 +237,21 @@ def load_frame(url: str, name: str, frame: pd.DataFrame, types: dict[str, str]) 
             oids = [d.type_code for d in cur.description or ()]
             with cur.copy(f"COPY {table} ({quoted}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(oids)
-                for row in frame[cols].itertuples(index=False, name=None):
-                    copy.write_row([_value(v, types[c]) for v, c in zip(row, cols)])
+                for row, apart in zip(rows, special):
+                    if not apart:
+                        copy.write_row([_value(v, types[c]) for v, c in zip(row, cols)])
+            # (each temporal cell of these rows as text, cast by the server)
+            cells = ", ".join(f"CAST(%s::text AS {_pg_type(types[c])})" if _temporal(types[c])
+                              else "%s" for c in cols)
+            text_rows = [[_text_cell(v, types[c]) if _temporal(types[c]) else _value(v, types[c])
+                          for v, c in zip(row, cols)] for row, apart in zip(rows, special) if apart]
+            if text_rows:
+                cur.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({cells})", text_rows)
+
+
+def _text_cell(v: Any, duckdb_type: str) -> str | None:
+    """A date / timestamp cell as PostgreSQL's input text (ISO, or DuckDB's text converted)."""
+    if _special(v, duckdb_type):
+        return _pg_text(v)
+    value = _value(v, duckdb_type)
+    return None if value is None else value.isoformat()

@@ -10,7 +10,10 @@ frame with the Spark types that hold the DuckDB types ``types`` (column -> DuckD
 the values copied exactly: ``None`` / ``pd.NA`` / ``NaT`` is NULL and a float NaN stays NaN
 (so hold a float column with both as ``object``), ±inf, -0.0, any unicode, dates and
 timestamps as they are. ``arrow_table`` is the same rows as an Arrow table, to register the
-same data in DuckDB.
+same data in DuckDB. A ``VARCHAR COLLATE NOCASE`` / ``NOCASE.NOACCENT`` / ``en_us`` column is
+a Spark string of the collation of the same effect (:data:`SPARK_COLLATIONS`); Spark has no
+infinite dates or timestamps and none outside years 1..9999 (DuckDB's ``fetchall`` gives those as
+strings or clamped values): a frame must not hold them.
 """
 
 from __future__ import annotations
@@ -38,11 +41,20 @@ def _unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     try:
-        from pyspark.sql import SparkSession
+        import pyspark  # noqa: F401
     except ImportError:
         _unavailable("pyspark (pip install privplan[spark])")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("a Java runtime (JDK 17 or later)")
+    session = local_session()
+    yield session
+    session.stop()
+
+
+def local_session() -> Any:
+    """The tests' local Spark (see the module doc); the caller stops it."""
+    from pyspark.sql import SparkSession
+
     session = (SparkSession.builder.master("local[2]").appName("privplan-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
@@ -53,13 +65,26 @@ def spark() -> Iterator[Any]:
                .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="privplan-spark-"))
                .getOrCreate())
     session.sparkContext.setLogLevel("OFF")
-    yield session
-    session.stop()
+    return session
+
+
+# a DuckDB collation -> the Spark collation of the same effect (Spark 4's collated strings)
+SPARK_COLLATIONS = {"NOCASE": "UTF8_LCASE", "NOCASE.NOACCENT": "UNICODE_CI_AI",
+                    "EN_US": "UNICODE"}
+
+
+def _collation(duck_type: str) -> str | None:
+    """The Spark collation of a ``VARCHAR COLLATE <name>`` column (None: not collated)."""
+    if not duck_type.upper().startswith("VARCHAR COLLATE "):
+        return None
+    return SPARK_COLLATIONS[duck_type.upper().removeprefix("VARCHAR COLLATE ")]
 
 
 def _arrow_type(duck_type: str) -> Any:
     import pyarrow as pa
 
+    if _collation(duck_type) is not None:
+        return pa.string()
     if duck_type in _ARROW:
         return getattr(pa, _ARROW[duck_type])()
     if duck_type == "TIMESTAMP":
@@ -79,6 +104,10 @@ def _null(value: Any) -> bool:
 def _value(value: Any, duck_type: str) -> Any:
     if _null(value):
         return None
+    if isinstance(value, str) and duck_type.startswith(("DATE", "TIMESTAMP")):
+        # (load_frame's PostgreSQL twin takes DuckDB's text of ±infinity and years outside
+        # 1..9999; Spark's dates and timestamps hold neither)
+        raise ValueError(f"Spark cannot hold the {duck_type} value {value!r}")
     if duck_type.startswith("TIMESTAMP") and isinstance(value, pd.Timestamp):
         return value.to_pydatetime()
     return value
@@ -106,6 +135,9 @@ def spark_type(duck_type: str) -> Any:
     if duck_type.startswith("DECIMAL("):
         precision, scale = duck_type[len("DECIMAL("):-1].split(",")
         return T.DecimalType(int(precision), int(scale))
+    collation = _collation(duck_type)
+    if collation is not None:
+        return T.StringType(collation)
     raise ValueError(f"no Spark type for {duck_type}")
 
 

@@ -20,7 +20,11 @@ construct outside a small portable subset is refused with what to do instead:
   character; PostgreSQL's and Spark's is the backslash);
 * ``TRY_CAST`` that cannot fail (to text, or a number to a wider number);
 * dates and timestamps written as text only in the form every engine reads alike:
-  ``YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]``, year 1 to 9999 (:func:`_plain_temporal_text`).
+  ``YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]]``, year 1 to 9999 (:func:`_plain_temporal_text`);
+* no cast to a type the engine lacks (HUGEINT, the unsigned types), and on Spark no integer
+  constant of more than 38 digits (Spark's widest DECIMAL: refused when Spark analyses the
+  query, where DuckDB computes it). (A TRY_CAST of an integer to a DECIMAL that cannot hold
+  it is guarded by the renderer on PostgreSQL, whose TRY_CAST is a CAST.)
 
 Every measure's aggregate is portable (a quantile's histogram is rendered as a two-level
 aggregate, :mod:`privplan.engines.histograms`). A private column whose stored type the policy
@@ -50,6 +54,10 @@ _LOGIC = (exp.Connector, exp.Not, exp.Paren, exp.Case, exp.If, exp.Coalesce, exp
           exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ,
           exp.Is, exp.In, exp.Between, exp.Null, exp.Boolean, exp.Literal, exp.Collate,
           exp.DataType, exp.DataTypeParam, exp.Var, exp.Identifier, exp.Tuple)
+_SPARK_DIGITS = 38  # Spark's widest DECIMAL
+_NO_SUCH_TYPE = ("HUGEINT", "UHUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+                 "BIGNUM", "VARINT", "INT128", "UINT128")
+"""DuckDB types neither PostgreSQL nor Spark has (a cast to one is refused there)."""
 _COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
              exp.NullSafeNEQ, exp.In, exp.Between, exp.Case, exp.If, exp.Coalesce, exp.Nullif)
 _TEMPORAL_TEXT = re.compile(
@@ -69,7 +77,10 @@ def check_portable(core: CorePlan, types: Mapping[str, str], dialect: str) -> No
               if m.expression is not None]
     lowered = {c.lower(): t for c, t in types.items()}
     for tree in trees:
-        _Check(lowered, dialect, engine).check(tree, in_try=False)
+        check = _Check(lowered, dialect, engine)
+        check.check(tree, in_try=False)
+        if dialect == "spark":
+            check.numbers(tree)
 
 
 def check_stored_types(table: str, stored: Mapping[str, str], columns: Mapping[str, object],
@@ -238,9 +249,22 @@ class _Check:
                                     "differently; write it as YYYY-MM-DD or YYYY-MM-DD "
                                     "HH:MM:SS[.ffffff], year 1 to 9999")
 
+    def numbers(self, tree: exp.Expr) -> None:
+        """Spark reads an integer of more than 38 digits as a DECIMAL it cannot hold, and
+        refuses the query (DuckDB computes it; a longer decimal is a DOUBLE in DuckDB, and
+        rendered as one: :func:`privplan.engines.render._double_literal`)."""
+        for node in tree.find_all(exp.Literal):
+            digits = sum(ch.isdigit() for ch in node.this)
+            if not node.is_string and not any(c in node.this.lower() for c in ".e") and (
+                    digits > _SPARK_DIGITS):
+                raise self.refuse(node, f"a number of more than {_SPARK_DIGITS} digits, which "
+                                        "Spark cannot read")
+
     def _cast(self, node: exp.Expr, in_try: bool) -> None:
         inner = node.this
         target = node.args["to"].sql(dialect="duckdb").upper()
+        if target in _NO_SUCH_TYPE:
+            raise self.refuse(node, f"{self.engine} has no type {target}")
         if _temporal_type(node):
             self._temporal_text(inner)
         if not any(isinstance(n, exp.Column) for n in inner.find_all(exp.Column)):
@@ -254,7 +278,7 @@ class _Check:
         if isinstance(node, exp.TryCast) and isinstance(inner, exp.Column):
             source = family(self.types.get(inner.name.lower(), "?"))
             wide = (target.startswith("VARCHAR") or source == "int" and (
-                target in ("BIGINT", "HUGEINT", "DOUBLE") or target.startswith("DECIMAL(38")))
+                target in ("BIGINT", "DOUBLE") or target.startswith("DECIMAL(38")))
             if wide:
                 return
         if target == "DOUBLE" and isinstance(inner, exp.Column) and _exact_to_double(

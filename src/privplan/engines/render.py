@@ -14,9 +14,13 @@ between what DuckDB computes and what the other engine would compute for the sam
   infinity, where PostgreSQL raises: the grid value is guarded by a bound (:func:`_grid`).
 * **Floating-point literals.** ``1e0`` is a DOUBLE in DuckDB and a NUMERIC in PostgreSQL, which
   would compare a BIGINT column exactly instead of as a double (9007199254740993 = 1e0·2^53 in
-  DuckDB, not in PostgreSQL): such literals are cast to DOUBLE PRECISION. So is a decimal
-  literal of more than 38 digits, which DuckDB types DOUBLE too (no DECIMAL holds it):
-  ``n = 4611686018427387904.00000000000000000000001`` holds for n = 2^62 in DuckDB only.
+  DuckDB, not in PostgreSQL): such literals are cast to DOUBLE PRECISION. A literal DuckDB
+  reads as a DOUBLE that the other engine cannot read as one — out of range (``1e400`` is
+  infinity in DuckDB; PostgreSQL and Spark refuse it), a nonzero one that rounds to 0
+  (``1e-400``), or a decimal of more than 38 digits (a DOUBLE in DuckDB, which no DECIMAL
+  holds: ``n = 4611686018427387904.00000000000000000000001`` holds for n = 2^62 in DuckDB;
+  exact in PostgreSQL, refused by Spark) — is written as the text of DuckDB's double, cast:
+  ``CAST('Infinity' AS DOUBLE)``, exact in both (:func:`_double_literal`).
 * **TRY.** The totality checker wraps what could fail in ``TRY(...)`` (DuckDB: a failure is
   NULL). Only constructs whose failures each engine can reproduce are rendered (the session
   refuses the others before anything is charged, :mod:`privplan.engines.portable`): date parts
@@ -89,11 +93,29 @@ def _rewrite(node: exp.Expr, dialect: str) -> exp.Expr:
         return _try(node.this, dialect)
     if isinstance(node, exp.TryCast) and dialect == "postgres":
         return _try_cast(node)
-    if dialect == "postgres" and isinstance(node, exp.Literal) and not node.is_string and (
-            "e" in node.this.lower()
-            or "." in node.this and sum(c.isdigit() for c in node.this) > _DECIMAL_DIGITS):
-        return exp.cast(node.copy(), "DOUBLE")
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return _double_literal(node, dialect)
     return node
+
+
+def _double_literal(node: exp.Literal, dialect: str) -> exp.Expr:
+    """A numeric literal as the other engine must read it to get DuckDB's value (see the
+    module doc): a DOUBLE in DuckDB (an exponent, or a decimal of more than 38 digits) is a
+    double there too; one the engine cannot read as that double (out of range: ``1e400`` is
+    DuckDB's infinity; a nonzero one that rounds to 0; more than 38 digits, which Spark
+    refuses) is written as the text of DuckDB's double, cast."""
+    text = node.this.lower()
+    digits = sum(ch.isdigit() for ch in text)
+    if "e" not in text and not ("." in text and digits > _DECIMAL_DIGITS):
+        return node  # (an integer or a DECIMAL in all three engines)
+    value = float(text)
+    special = (value in (float("inf"), float("-inf")) or digits > _DECIMAL_DIGITS
+               and "e" not in text
+               or value == 0.0 and any(ch in "123456789" for ch in text.partition("e")[0]))
+    if special:
+        spelled = {float("inf"): "Infinity", float("-inf"): "-Infinity"}.get(value, repr(value))
+        return exp.cast(exp.Literal.string(spelled), "DOUBLE")
+    return exp.cast(node.copy(), "DOUBLE") if dialect == "postgres" else node
 
 
 def _try_cast(node: exp.TryCast) -> exp.Expr:
