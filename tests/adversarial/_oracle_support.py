@@ -369,6 +369,24 @@ def layouts_first(members: Sequence[T], layout: Callable[[T], str], rest: bool =
     return [*firsts.values(), *(f for f in members if id(f) not in chosen)]
 
 
+def class_lines(groups: Mapping[tuple[str, str], Sequence[Any]],
+                details: Mapping[tuple[str, str], str], more: int) -> list[str]:
+    """The failure report's lines for each failure class ``(kind, cause)``: the layouts where
+    it occurs, its shrunk reproducer (``details``, when made), and up to ``more`` pairs
+    (findings with ``run.layout.name`` and ``describe()``)."""
+    out: list[str] = []
+    for (kind, cause), members in groups.items():
+        layouts = Counter(f.run.layout.name for f in members)
+        out += ["", f"== {kind.upper()} | cause: {cause}",
+                f"   {len(members)} pair(s) on layouts {dict(layouts)}"]
+        if (kind, cause) in details:
+            out.append(details[(kind, cause)])
+        out.append("   more pairs (smallest first, one per layout first):")
+        shown = layouts_first(members, lambda f: f.run.layout.name)
+        out += [f"   - {f.describe()}" for f in shown[:more]]
+    return out
+
+
 def timings_line(timings: Mapping[str, float]) -> str:
     """The summary's line of phase timings."""
     return "timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())

@@ -102,11 +102,11 @@ from ._oracle_support import (
     REFUSALS,
     BaseLayoutRun,
     StorageLayout,
+    class_lines,
     engine_message,
     failures_line,
     first_line,
     group_findings,
-    layouts_first,
     load_data,
     load_layouts,
     mask,
@@ -1006,15 +1006,7 @@ class OracleReport:
             if err in self.crash_details:
                 out.append(self.crash_details[err])
             out += [f"   - {p.describe()}" for p in pairs[:3]]
-        for (kind, cause), members in self.groups().items():
-            layouts = Counter(f.run.layout.name for f in members)
-            out += ["", f"== {kind.upper()} | cause: {cause}",
-                    f"   {len(members)} pair(s) on layouts {dict(layouts)}"]
-            if (kind, cause) in self.details:
-                out.append(self.details[(kind, cause)])
-            out.append("   more pairs (smallest first, one per layout first):")
-            shown = layouts_first(members, lambda f: f.run.layout.name)
-            out += [f"   - {f.describe()}" for f in shown[:MORE_PAIRS]]
+        out += class_lines(self.groups(), self.details, MORE_PAIRS)
         return "\n".join(out)
 
 

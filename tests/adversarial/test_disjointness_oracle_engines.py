@@ -89,9 +89,9 @@ if not __package__:  # run as a script (see the end of the file): import as part
 
 from ._oracle_support import (
     REFUSALS,
+    class_lines,
     first_line,
     group_findings,
-    layouts_first,
     load_data,
     mask,
     rotated,
@@ -571,15 +571,7 @@ class RemoteReport:
 
     def render(self) -> str:
         out = [self.summary()]
-        for (kind, cause), members in self.groups().items():
-            layouts = Counter(f.run.layout.name for f in members)
-            out += ["", f"== {kind.upper()} | cause: {cause}",
-                    f"   {len(members)} pair(s) on layouts {dict(layouts)}"]
-            if (kind, cause) in self.details:
-                out.append(self.details[(kind, cause)])
-            out.append("   more pairs (smallest first, one per layout first):")
-            shown = layouts_first(members, lambda f: f.run.layout.name)
-            out += [f"   - {f.describe()}" for f in shown[:MORE_PAIRS]]
+        out += class_lines(self.groups(), self.details, MORE_PAIRS)
         return "\n".join(out)
 
 
