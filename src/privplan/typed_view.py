@@ -14,7 +14,7 @@ __all__ = ["check_not_null", "typed_source", "typed_view"]
 _ENGINE_TYPES = {
     "int": ("BIGINT", ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                        "USMALLINT", "UINTEGER")),
-    "float": ("DOUBLE", ("FLOAT", "DOUBLE", "REAL")),
+    "float": ("DOUBLE", ("DOUBLE",)),  # (FLOAT / REAL widened: see typed_view)
     "str": ("VARCHAR", ("VARCHAR",)),
     "bool": ("BOOLEAN", ("BOOLEAN",)),
     "date": ("DATE", ("DATE",)),
@@ -41,7 +41,11 @@ def typed_view(table_sql: str, columns: Mapping[str, Any],
       a column whose stored type differs is read through ``TRY_CAST`` to the policy type (a value
       that does not convert becomes NULL; TRY_CAST cannot fail).
     * ``float`` columns are read as floating point: a DECIMAL or HUGEINT column would make the
-      clamping arithmetic of a SUM overflow (an error that only some values cause).
+      clamping arithmetic of a SUM overflow (an error that only some values cause). A FLOAT
+      (REAL, 32-bit) column is read as a DOUBLE too (exactly: every float32 is a double):
+      compared with a constant, DuckDB would round the constant to float32 where PostgreSQL
+      and Spark compare in double (``f = 0.1`` held for the float32 0.1 on DuckDB only), so
+      the same query would count other rows on another engine.
     * ``str`` columns are read ``COLLATE "binary"``: the analysis compares strings by code
       point, while a column declared ``COLLATE NOCASE`` (or a connection's
       ``default_collation``) would make ``s = 'a'`` and ``s = 'A'`` overlap. The collation

@@ -553,10 +553,12 @@ TEXT_RELEASED = ("HUGEINT", "UHUGEINT")
 def released_type(plain_type: str) -> str:
     """The DuckDB type of a key of type ``plain_type`` as it is released (DESIGN.md §3, "One
     row per released key"): HUGEINT, UHUGEINT and DECIMALs of more than 15 digits as text
-    (VARCHAR); every other type as it is."""
+    (VARCHAR); FLOAT (REAL) as DOUBLE; every other type as it is."""
     t = plain_type.upper().strip()
     if t in TEXT_RELEASED:
         return "VARCHAR"
+    if t in ("FLOAT", "REAL", "FLOAT4"):
+        return "DOUBLE"
     m = re.fullmatch(r"(?:DECIMAL|NUMERIC)\((\d+)\s*,\s*\d+\)", t)
     if m is not None and int(m.group(1)) > EXACT_DECIMAL_DIGITS:
         return "VARCHAR"
