@@ -1122,22 +1122,7 @@ class Oracle:
         """Greedy reduction: replace a subtree by one of its children (or drop a NOT) while the
         pair stays judged disjoint and fails the same way (an overlap on the same storage, or
         any engine error)."""
-        p1, p2 = finding.pair.p1, finding.pair.p2
-        changed = True
-        while changed and budget > 0:
-            changed = False
-            for side in (0, 1):
-                for smaller in _reductions(p1 if side == 0 else p2):
-                    budget -= 1
-                    a, b = (smaller, p2) if side == 0 else (p1, smaller)
-                    if self.still_fails(finding, a, b):
-                        p1, p2, changed = a, b, True
-                        break
-                    if budget <= 0:
-                        break
-                if changed or budget <= 0:
-                    break
-        return replace(finding.pair, p1=p1, p2=p2)
+        return shrink_pair(finding.pair, lambda a, b: self.still_fails(finding, a, b), budget)
 
     def explain_failures(self) -> None:
         """Witness and shrunk reproducer for the smallest pair of each failure class."""
@@ -1176,6 +1161,27 @@ class Oracle:
                         f"   minimal: region_of(parse_one({node.sql()!r}), ...) raises\n"
                         f"   a session asked SELECT COUNT(*) ... WHERE {node.sql()} says: {said}")
                     break
+
+
+def shrink_pair(pair: Pair, still_fails: Callable[[Node, Node], bool], budget: int) -> Pair:
+    """``pair`` greedily reduced: one side's subtree replaced by a smaller tree
+    (:func:`_reductions`) while ``still_fails`` on the two sides, at most ``budget`` tries."""
+    p1, p2 = pair.p1, pair.p2
+    changed = True
+    while changed and budget > 0:
+        changed = False
+        for side in (0, 1):
+            for smaller in _reductions(p1 if side == 0 else p2):
+                budget -= 1
+                a, b = (smaller, p2) if side == 0 else (p1, smaller)
+                if still_fails(a, b):
+                    p1, p2, changed = a, b, True
+                    break
+                if budget <= 0:
+                    break
+            if changed or budget <= 0:
+                break
+    return replace(pair, p1=p1, p2=p2)
 
 
 def _reductions(node: Node) -> Iterator[Node]:

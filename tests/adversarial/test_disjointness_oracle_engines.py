@@ -112,11 +112,11 @@ from .test_disjointness_oracle import (
     Pool,
     Staging,
     Verdicts,
-    _reductions,
     disjoint_pairs,
     judged_disjoint,
     load_pools,
     region,
+    shrink_pair,
     staging_rows,
 )
 
@@ -646,23 +646,8 @@ class RemoteOracle:
     def shrink(self, finding: Finding) -> Pair:
         """Greedy reduction (as the DuckDB oracle's): a subtree replaced by a child while the
         pair stays judged disjoint and fails the same way."""
-        p1, p2 = finding.pair.p1, finding.pair.p2
-        budget = SHRINK_BUDGET[self.engine]
-        changed = True
-        while changed and budget > 0:
-            changed = False
-            for side in (0, 1):
-                for smaller in _reductions(p1 if side == 0 else p2):
-                    budget -= 1
-                    a, b = (smaller, p2) if side == 0 else (p1, smaller)
-                    if self.still_fails(finding, a, b):
-                        p1, p2, changed = a, b, True
-                        break
-                    if budget <= 0:
-                        break
-                if changed or budget <= 0:
-                    break
-        return replace(finding.pair, p1=p1, p2=p2)
+        return shrink_pair(finding.pair, lambda a, b: self.still_fails(finding, a, b),
+                           SHRINK_BUDGET[self.engine])
 
     def explain(self, report: RemoteReport) -> None:
         for key, members in list(report.groups().items())[:WITNESS_GROUPS]:
