@@ -129,3 +129,30 @@ def test_float_arithmetic_is_still_refused() -> None:
     """(A negative constant is accepted; arithmetic on an unbounded float still is not.)"""
     with pytest.raises(UnsupportedQueryError, match="not bounded far from overflow"):
         _check("x + 1 > 2", "postgres")
+
+
+CLAMP = "CASE WHEN {v} < -100.0 THEN -100.0 WHEN {v} > 100.0 THEN 100.0 ELSE {v} END"
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "spark"])
+def test_the_planners_clamp_bounds_an_expression(dialect: str) -> None:
+    """The SUM of an expression clamps the column to its bounds before the arithmetic (the
+    planner's CASE): the CASE is bounded by its limits (a NaN compares above every number on
+    every engine, so it becomes the upper limit), so the product is far from overflow."""
+    for v in ("x", "CAST(n AS DOUBLE)"):
+        _check(f"({CLAMP.format(v=v)}) * 2.0 > 0", dialect)
+        _check(f"({CLAMP.format(v=v)}) / 3 > 0", dialect)
+
+
+@pytest.mark.parametrize("sql, why", [
+    # not the clamp: the ELSE branch is the unbounded column itself
+    ("(CASE WHEN x < -100.0 THEN -100.0 ELSE x END) * 2.0 > 0", "not bounded"),
+    # (the clamp written in the other order is not recognised: refused, conservatively)
+    ("(CASE WHEN x > 100.0 THEN 100.0 WHEN x < -100.0 THEN -100.0 ELSE x END) * 2.0 > 0",
+     "not bounded"),
+    # bounded, but an operand outside the portable subset is still refused
+    ("(CASE WHEN lower(s) = 'a' THEN 1 ELSE 0 END) * 2 > 0", "LOWER"),
+])
+def test_other_cases_in_arithmetic_are_refused(sql: str, why: str) -> None:
+    with pytest.raises(UnsupportedQueryError, match=why):
+        _check(sql, "postgres")

@@ -208,6 +208,10 @@ SLOW_QUERIES: list[tuple[str, dict[str, Any]]] = [
     ("SELECT COUNT(*) AS c FROM t WHERE x = 0.0", ONE),
     ("SELECT COUNT(*) AS c FROM t WHERE x > 0", ONE),
     ("SELECT MIN(x) AS lo, MAX(n) AS hi FROM t", ONE),
+    # the SUM of an expression: the column clamped to its bounds (a CASE the portable subset
+    # bounds by its limits: NaN compares above every number on every engine), then scaled
+    ("SELECT SUM(n * 2) AS s2, SUM(n / 3) AS s3, SUM(x * 2) AS x2, AVG(h - 1) AS h1 FROM t",
+     ONE),
     # literals DuckDB reads as doubles the other engines cannot read as such (1e400: DuckDB's
     # infinity; more than 38 digits): written as the text of DuckDB's double, cast
     ("SELECT COUNT(*) AS c FROM t WHERE x > 1e400", ONE),
@@ -242,10 +246,6 @@ REMOTE_REFUSED: dict[str, tuple[frozenset[str], type[pp.PrivplanError], str]] = 
         frozenset({"postgres"}), pp.UnsupportedQueryError,
         ("TRY(n + 1) on a BIGINT near overflow: PostgreSQL has no NULL-on-overflow addition "
          "(Spark: try_add)")),
-    "SELECT SUM(n * 2) AS s FROM t": (
-        BOTH, pp.UnsupportedQueryError,
-        ("the SUM of an expression clamps the column as a DOUBLE, whose product the portable "
-         "subset cannot bound")),
     "SELECT COUNT(*) AS c FROM t WHERE lower(s) = 'a'": (
         BOTH, pp.UnsupportedQueryError, "LOWER is not in the portable subset (case mapping)"),
     "SELECT COUNT(*) AS c FROM t WHERE s ILIKE 'a%'": (

@@ -12,7 +12,9 @@ construct outside a small portable subset is refused with what to do instead:
 * comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``IS [NOT] DISTINCT FROM``, ``AND`` /
   ``OR`` / ``NOT``, ``CASE``, ``COALESCE``, ``NULLIF``, columns and constants;
 * arithmetic whose result is bounded far below overflow, with only nonzero constants as
-  divisors, over integer columns and constants (a float column has no bound: refused);
+  divisors, over integer columns, constants and the planner's clamp of a column to its bounds
+  (``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``, so ``SUM(x * 2)`` runs; a bare
+  float column has no bound: refused);
   ``FLOOR`` / ``CEIL`` of such a value; under ``TRY`` the same, plus on Spark ``+ - *`` of any
   integers (``try_add`` & co. fail exactly where DuckDB's TRY gives NULL);
 * ``YEAR`` / ``MONTH`` / ``DAY`` of a date or timestamp (under TRY);
@@ -306,6 +308,31 @@ class _Check:
             _FLOAT_LIMIT)
         if bound is None or bound >= limit:
             raise self.refuse(node, "its value is not bounded far from overflow")
+        for child in node.iter_expressions():  # (a bounded operand must be portable too)
+            self.check(child, in_try)
+
+    def _case_bound(self, node: exp.Case) -> float | None:
+        """A CASE's value is one of its results: the largest of their bounds. The clamp the
+        planner writes for a SUM of an expression, ``CASE WHEN v < lo THEN lo WHEN v > hi THEN
+        hi ELSE v END``, is bounded by its limits whatever ``v`` is: a NaN compares above
+        every number in DuckDB, PostgreSQL and Spark alike (so it becomes ``hi``), and a
+        NULL stays NULL."""
+        ifs = node.args.get("ifs") or []
+        default = node.args.get("default")
+        if (len(ifs) == 2 and default is not None and isinstance(ifs[0].this, exp.LT)
+                and isinstance(ifs[1].this, exp.GT) and ifs[0].this.this == default
+                and ifs[1].this.this == default
+                and ifs[0].this.expression == ifs[0].args.get("true")
+                and ifs[1].this.expression == ifs[1].args.get("true")):
+            lo, hi = self._bound(ifs[0].args["true"]), self._bound(ifs[1].args["true"])
+            if lo is not None and hi is not None and isinstance(
+                    _unparen(ifs[0].args["true"]), (exp.Literal, exp.Neg)):
+                return max(lo, hi)
+        bounds = [self._bound(r) for r in [*(i.args.get("true") for i in ifs), default]
+                  if r is not None]
+        if not bounds or any(b is None for b in bounds):
+            return None
+        return max(b for b in bounds if b is not None)
 
     def _bound(self, node: exp.Expr) -> float | None:
         """An upper bound on |value| of a numeric expression, None if unknown/unbounded."""
@@ -317,6 +344,12 @@ class _Check:
             return _INT_BOUND.get(self.types.get(node.name.lower(), "?").upper())
         if isinstance(node, exp.Try):
             return self._bound(node.this)
+        if isinstance(node, exp.Cast) and node.to.is_type("double") and isinstance(
+                node.this, exp.Column) and family(
+                    self.types.get(node.this.name.lower(), "?")) == "int":
+            return self._bound(node.this)  # (an integer read as a double: no larger)
+        if isinstance(node, exp.Case):
+            return self._case_bound(node)
         if isinstance(node, (exp.Neg, exp.Floor, exp.Ceil)):
             inner = self._bound(node.this)
             return None if inner is None else inner + 1
