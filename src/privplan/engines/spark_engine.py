@@ -192,6 +192,19 @@ class SparkEngine:
                             conf.set(key, value)
 
     @contextlib.contextmanager
+    def _reworded(self, what: str) -> Iterator[None]:
+        """Spark's (or the renderer's) error, shown as ``what: <its first line>``, for the two
+        places whose errors quote no private value: defining a view (analysis only, no row
+        is read) and reading public tables."""
+        try:
+            yield
+        except UnsupportedQueryError as err:
+            raise UnsupportedQueryError(
+                f"{what}: {str(err).removeprefix('the engine rejected the query: ')}") from None
+        except self._errors() as err:
+            raise UnsupportedQueryError(f"{what}: {_first_line(err)}") from None
+
+    @contextlib.contextmanager
     def _quiet(self) -> Iterator[None]:
         """Keep pyspark from logging a failure's message while rows are read: pyspark writes
         every captured Spark error, with its message (a failed cast quotes the value), to its
@@ -370,16 +383,8 @@ class SparkEngine:
         # view gets one of its own, and table_sql names it)
         view = name if name.replace("_", "").isalnum() else (
             "__privplan_view_" + hashlib.sha256(name.encode()).hexdigest()[:16])
-        try:
-            with self._pinned():
-                self._frame(select_sql).createOrReplaceTempView(view)
-        except UnsupportedQueryError as err:
-            raise UnsupportedQueryError(
-                f"the engine rejected the per-unit subquery: "
-                f"{str(err).removeprefix('the engine rejected the query: ')}") from None
-        except self._errors() as err:
-            raise UnsupportedQueryError(
-                f"the engine rejected the per-unit subquery: {_first_line(err)}") from None
+        with self._reworded("the engine rejected the per-unit subquery"), self._pinned():
+            self._frame(select_sql).createOrReplaceTempView(view)
         self._views.add(view)
         self._registered[name.lower()] = view
         self._shadow.forget(view)
@@ -414,16 +419,8 @@ class SparkEngine:
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only; its rows as DuckDB's ``fetchall`` gives them,
         and its errors shown (public data is not protected)."""
-        try:
-            with self._pinned():
-                return self._arrow(sql, self._frame(sql)).fetchall()
-        except UnsupportedQueryError as err:
-            raise UnsupportedQueryError(
-                f"a query over the public table failed: "
-                f"{str(err).removeprefix('the engine rejected the query: ')}") from None
-        except self._errors() as err:
-            raise UnsupportedQueryError(
-                f"a query over the public table failed: {_first_line(err)}") from None
+        with self._reworded("a query over the public table failed"), self._pinned():
+            return self._arrow(sql, self._frame(sql)).fetchall()
 
     # -- the session's relations ---------------------------------------------------------------
     def materialized(self, select_sql: str) -> str | None:
