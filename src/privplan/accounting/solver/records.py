@@ -56,12 +56,26 @@ def _max_cell(
         if key in seen:
             continue
         seen.add(key)
-        value = sum((inst.mechs[i].wx[j] for i in np.flatnonzero(hits)), Fraction(0))
+        value = _hit_sum(inst, j, hits)
         if sc.denom is not None and value != sc.exact(v):
             raise InternalError(f"max-cell search value {v} disagrees with exact {value}")
         if value > out.value:  # above the old best (even a bound): exact unless cut below
             out = _Best(value, True, (cell,))
     return _with_open(out, sc, opened)
+
+
+def _hit_sum(inst: _Instance, j: int, hits: np.ndarray) -> Fraction:
+    """The exact sum of coordinate ``j`` of the weights of the mechanisms ``hits`` marks.
+
+    On an exact scale the search weights are the integers weight x ``denom`` held in floats,
+    and every sum of them stays below 2**53 (:func:`~privplan.accounting.solver.atoms.
+    _make_scale`), so their float sum is exact in any order: one numpy sum instead of a
+    Fraction addition per mechanism, which grew with the session's history. Otherwise the
+    Fractions themselves are added."""
+    sc = inst.scales[j]
+    if sc.denom is not None:
+        return Fraction(int(inst.wf[hits, j].sum()), sc.denom)
+    return sum((inst.mechs[i].wx[j] for i in np.flatnonzero(hits)), Fraction(0))
 
 
 def _with_open(best: _Best, sc: _Scale, opened: float) -> _Best:
