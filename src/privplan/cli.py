@@ -135,15 +135,15 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    """Make the durable bounded copies of a database's user-level tables."""
+    """Make the durable copies of a database's private tables (bounded rows, SUM grids)."""
     from privplan.engines.durable_copies import copies_path
     from privplan.prepare import prepare_copies
 
     made = prepare_copies(args.database, args.policy)
     if not made:
-        print("no user-level table in the policy: nothing to prepare")
+        print("no private table in the policy: nothing to prepare")
         return 0
-    print(f"made the bounded copies of {', '.join(made)} in {copies_path(Path(args.database))}; "
+    print(f"made the copies of {', '.join(made)} in {copies_path(Path(args.database))}; "
           "sessions on this database file read them until it changes (then run this again)")
     return 0
 
@@ -274,8 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     budget.set_defaults(func=cmd_budget)
 
     prepare = sub.add_parser(
-        "prepare", help="make the bounded copies of user-level tables once, beside the "
-        "database, so fresh sessions answer user-level queries without making them")
+        "prepare", help="make the copies of the private tables once, beside the database "
+        "(user-level tables' bounded rows, every table's SUM grids), so fresh sessions answer "
+        "without clamping or bounding every row again")
     prepare.add_argument("database", help="DuckDB file")
     prepare.add_argument("--policy", required=True, help="policy YAML file")
     prepare.set_defaults(func=cmd_prepare)

@@ -42,10 +42,21 @@ def db(source: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def _answers(db: Path, seed: int) -> tuple[list, list, list[str]]:
+ROW_LEVEL = Path(pp.__file__).parent / "demo" / "policy.yaml"
+ROW_QUERIES = [
+    "SELECT department, COUNT(*) AS n, AVG(cost) AS c, COUNT(cost) AS k FROM visits "
+    "GROUP BY department",
+    "SELECT SUM(cost) FILTER (WHERE age >= 65) AS old, AVG(length_of_stay) AS los, "
+    "VARIANCE(age) AS v FROM visits WHERE insured",
+    "SELECT hospital, SUM(cost) AS s FROM visits WHERE cost > 100 GROUP BY hospital",
+]
+
+
+def _answers(db: Path, seed: int, policy: Path = POLICY, queries: list[str] = QUERIES
+             ) -> tuple[list, list, list[str]]:
     frames, costs, noises = [], [], []
-    with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
-        for i, sql in enumerate(QUERIES):
+    with pp.connect(db, policy=policy, budget=pp.PureDP(100)) as sess:
+        for i, sql in enumerate(queries):
             with seeded_noise(seed + i):
                 res = sess.sql(sql, epsilon=1)
             frames.append(res.df.to_dict("list"))
@@ -64,6 +75,25 @@ def test_a_fresh_session_reads_the_copies_and_answers_the_same(db: Path) -> None
     assert with_copies[2][-1] == ["read durable"]
     assert with_copies[:2] == without[:2]
     assert with_copies[2][:-1] == without[2][:-1]
+
+
+def test_a_default_row_level_session_reads_the_grids_and_answers_the_same(db: Path) -> None:
+    """Row level: a default session clamps every row in its statement; after ``prepare`` it
+    reads the stored SUM grids instead (a prepared session's copy, made once), with the same
+    answers, charges and noise, and makes no copy of its own."""
+    without = _answers(db, 11, ROW_LEVEL, ROW_QUERIES)
+    assert without[2][-1] == ["read durable"]  # (a default row-level session makes none)
+    assert prepare_copies(db, ROW_LEVEL) == ["visits"]
+    with pp.connect(db, policy=ROW_LEVEL, budget=pp.PureDP(100)) as sess:
+        ran: list[str] = []
+        real = sess.engine.run
+        sess.engine.run = lambda st: ran.append(st) or real(st)  # type: ignore[method-assign]
+        sess.sql(ROW_QUERIES[0], epsilon=1)
+        alias = sess.engine.durable[0]
+    assert f"FROM {alias}." in ran[0] and "SUM(__grid_cost)" in ran[0]
+    assert "CASE" not in ran[0]  # (no row clamped again)
+    with_copies = _answers(db, 11, ROW_LEVEL, ROW_QUERIES)
+    assert with_copies == without
 
 
 def test_noise_free_answers_match_the_bounding_done_in_session(db: Path) -> None:
@@ -144,7 +174,11 @@ def test_a_failed_write_is_a_clear_error_and_leaves_nothing(db: Path) -> None:
 
 def test_cli_prepare(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["prepare", str(db), "--policy", str(POLICY)]) == 0
-    assert "made the bounded copies of visits" in capsys.readouterr().out
+    assert "made the copies of visits" in capsys.readouterr().out
     row_level = Path(pp.__file__).parent / "demo" / "policy.yaml"
     assert cli_main(["prepare", str(db), "--policy", str(row_level)]) == 0
+    assert "made the copies of visits" in capsys.readouterr().out  # (row level: SUM grids)
+    public_only = db.parent / "public.yaml"
+    public_only.write_text("tables:\n  hospitals:\n    public: true\n")
+    assert cli_main(["prepare", str(db), "--policy", str(public_only)]) == 0
     assert "nothing to prepare" in capsys.readouterr().out

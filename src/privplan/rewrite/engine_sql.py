@@ -206,13 +206,21 @@ def _condition(m: Measure) -> str | None:
     return None
 
 
-def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) -> str:
+def measure_sql(m: Measure, column_type: str | None, stored: str | None = None, *,
+                counted: str | None = None, wide_sums: bool = False) -> str:
     """The measure's aggregate. ``stored``: a column already holding ``m``'s clamped grid
-    values (the bounded copy's, same resolution and bounds), read instead of clamping again."""
+    values (the bounded copy's, same resolution and bounds), read instead of clamping again.
+    ``counted``: for a COUNT of a column, a stored grid column of that column to count
+    instead (NULL exactly where the column is: the grid of a value is never NULL, the grid of
+    NULL is NULL). ``wide_sums``: the engine sums BIGINTs into a 128-bit integer (DuckDB), so
+    a centred sum over a stored grid is written ``SUM(g) - c * COUNT(g)``, the same integer
+    as ``SUM(g - c)``, which the engine computes from the bare column (no expression per
+    row: about a quarter of the statement's time at 10M rows)."""
     cond = _condition(m)
     filt = f" FILTER (WHERE {cond})" if cond else ""
     if m.kind in ("count", "select_count", "count_units", "count_distinct"):
         arg = ("*" if m.column is None else m.expression if m.expression is not None
+               else counted if counted is not None and m.kind == "count"
                else exp.column(m.column).sql(dialect="duckdb"))
         distinct = "DISTINCT " if m.kind in ("count_units", "count_distinct") or (
             m.kind == "select_count" and m.column is not None) else ""
@@ -227,6 +235,10 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None) 
         return f"CAST(COALESCE(SUM(DISTINCT {g}){filt}, 0) AS BIGINT)"
     if m.kind == "sum_sq_distinct":
         return _sum_sq_distinct(g, cond)
+    if m.centre and m.kind == "sum" and stored is not None and wide_sums:
+        # (HUGEINT: c * COUNT cannot overflow; the difference is the centred sum, which fits)
+        return (f"CAST(COALESCE(SUM({g}){filt} - CAST({int(m.centre)} AS HUGEINT) * "
+                f"COUNT({g}){filt}, 0) AS BIGINT)")
     if m.centre:  # a centred sum (AVG, VAR): of g - c, which lies in [lo - c, hi - c]
         g = f"({g} - {int(m.centre)})"
     if m.kind == "sum":
@@ -371,8 +383,11 @@ def _group_bounded(core: CorePlan, rel: str) -> str:
             f"WHERE {' AND '.join(conditions)}) AS __rows")
 
 
-def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measure]) -> str:
-    """The engine statement (DuckDB dialect) returning one row per group: keys then measures."""
+def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measure],
+             dialect: str = "duckdb") -> str:
+    """The engine statement (DuckDB dialect) returning one row per group: keys then measures.
+    ``dialect``: the engine it will run on (rendered for it later); only DuckDB's sums are
+    written with its 128-bit integers (see :func:`measure_sql`)."""
     key_items = [f"{key_sql(k)} AS {key_column(i)}" for i, k in enumerate(core.keys)]
     grids = stored_grids(core) if core.prebounded else {}
 
@@ -385,11 +400,17 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
             return None
         return _ident(grid_column(m.column))  # type: ignore[arg-type]
 
-    measure_items = [
-        f"{measure_sql(m, column_types.get(m.column) if m.column else None, stored(m))} AS "
-        f"{measure_column(m)}"
-        for m in measures
-    ]
+    def counted(m: Measure) -> str | None:
+        has_grid = m.kind == "count" and m.column in grids and m.expression is None
+        return _ident(grid_column(m.column)) if has_grid else None  # type: ignore[arg-type]
+
+    def item(m: Measure) -> str:
+        column_type = column_types.get(m.column) if m.column else None
+        aggregate = measure_sql(m, column_type, stored(m), counted=counted(m),
+                                wide_sums=dialect == "duckdb")
+        return f"{aggregate} AS {measure_column(m)}"
+
+    measure_items = [item(m) for m in measures]
     where = f" WHERE {core.where.sql(dialect='duckdb')}" if core.where is not None else ""
     group = (" GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
              if core.keys else "")
