@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 import pytest
 from test_sql_examples import fmt  # the example-file format shared with the runner
@@ -225,3 +226,30 @@ def test_frozen_values_tell_types_apart_and_refuse_what_they_cannot_hash() -> No
                          prepare=False, generation=0) is not None
     assert PlanCache.key("q", {"clamps": {"c": {0}}}, policy=None, kind=pp.PureDP,
                          prepare=False, generation=0) is None
+
+
+def test_binding_is_reused_only_while_no_one_can_change_the_catalog(demo_db: Path) -> None:
+    """A cached plan's statement is bound again before every charge, except where nothing can
+    have changed what it binds to: a database file the session opened read only itself (the
+    file lock keeps writers out), with no table registered, in the same engine generation."""
+    sess = _session(demo_db)
+    with noise_disabled():
+        sess.sql(GROUPED, epsilon=1)
+        bound = dict(sess.engine._bound)
+        assert len(bound) == 1 and next(iter(bound))[0] == sess.engine.generation
+        sess.sql(GROUPED, epsilon=1)
+        assert sess.engine._bound == bound  # (read, not bound again)
+        frame = duckdb.connect(str(demo_db), read_only=True).execute(
+            "SELECT * FROM visits").df()
+        sess.register("visits", frame)  # the caller's object: it may change in place
+        sess.sql(GROUPED, epsilon=1)
+        assert sess.engine._bound == bound  # nothing cached while a table is registered
+    sess.close()
+    con = duckdb.connect(str(demo_db), read_only=True)
+    shared = pp.connect(con, policy=demo_policy_path(), budget=pp.PureDP(10))
+    with noise_disabled():
+        shared.sql(GROUPED, epsilon=1)
+        shared.sql(GROUPED, epsilon=1)
+    assert shared.engine._bound == {}  # the caller's connection: they may alter the table
+    shared.close()
+    con.close()
