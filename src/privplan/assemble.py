@@ -80,22 +80,23 @@ def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataF
     ``draw=False`` (stand-in answers only, see :func:`check_outer_query`): no noise, no
     selection.
     """
-    if core.keys:
-        exact = exact.sort_values([key_column(i) for i in range(len(core.keys))],
-                                  na_position="last", kind="stable").reset_index(drop=True)
+    order = _key_order(exact, len(core.keys))
     n = len(exact)
     noisy: dict[str, Any] = {}
     for i in range(len(core.keys)):
         # the column's own array: a nullable integer key stays integer (to_numpy would make
         # it float, and 2^53 + 1 would look like 2^53)
-        noisy[key_column(i)] = _unsigned_zero(exact[key_column(i)].array)
+        keys = exact[key_column(i)].array
+        noisy[key_column(i)] = _unsigned_zero(keys if order is None else keys.take(order))
     keep = np.ones(n, dtype=bool)
     for p in planned:
         col = measure_column(p.measure)
         if p.measure.kind == "quantile":
-            noisy[col] = _quantile_values(p, exact[col], draw)
+            hist = exact[col] if order is None else exact[col].take(order)
+            noisy[col] = _quantile_values(p, hist, draw)
             continue
-        values = exact[col].to_numpy(dtype=np.int64, na_value=0)
+        values = _int_values(exact[col])
+        values = values if order is None else values[order]
         noised = values + p.noise.sample(n) if draw else values
         if p.measure.kind == "select_count":
             if not draw:
@@ -111,6 +112,31 @@ def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataF
                 noised = noised * float(scale)
         noisy[col] = noised
     return NoisyColumns(noisy, None if keep.all() else keep)
+
+
+def _key_order(exact: pd.DataFrame, keys: int) -> np.ndarray | None:
+    """The positions of ``exact``'s rows in key order (NULLs last, ties in engine order: a
+    stable sort), or None when there are no keys or the rows are in that order already."""
+    if not keys or len(exact) < 2:
+        return None
+    names = [key_column(i) for i in range(keys)]
+    index = exact.index  # (positions are read from the index: 0, 1, ... as the engine's)
+    plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+    rows = exact if plain else exact.reset_index(drop=True)
+    if keys == 1:  # (one key: the column's own sort, the DataFrame's sort by that column)
+        order = rows[names[0]].sort_values(na_position="last", kind="stable").index
+    else:
+        order = rows.sort_values(names, na_position="last", kind="stable").index
+    positions = np.asarray(order, dtype=np.int64)
+    return None if (positions == np.arange(len(positions))).all() else positions
+
+
+def _int_values(column: pd.Series) -> np.ndarray:
+    """A BIGINT measure column as int64 (a NULL, which the statement COALESCEs away, as 0)."""
+    values = column.to_numpy()
+    if values.dtype == np.int64:
+        return values
+    return column.to_numpy(dtype=np.int64, na_value=0)
 
 
 def _unsigned_zero(keys: Any) -> Any:

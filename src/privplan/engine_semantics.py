@@ -197,7 +197,7 @@ def check_one_row_per_key(core: CorePlan, frame: Any) -> None:
     1. The count column stays in the frame (noise reads only key and measure columns)."""
     if DUPLICATES not in frame.columns:
         return
-    if len(frame) and int(frame[DUPLICATES].max()) > 1:
+    if len(frame) and int(frame[DUPLICATES].to_numpy().max()) > 1:
         raise InternalError(
             "the engine returned two rows for one group key; nothing was released. This is a "
             "bug in privplan's key typing: please report it with the query.")
