@@ -62,3 +62,29 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     os.replace(tmp, path)
     print(f"wrote {path}")
+
+
+def prepared_file(db: Path, policy: Any) -> tuple[Path, float | None]:
+    """A second name for the DuckDB file ``db`` (a hard link: the same bytes, no copy) with
+    ``privplan prepare``'s durable copies made for ``policy`` beside it, so that a *default*
+    session opened on it reads them while sessions on ``db`` itself do not (the copies file is
+    found by the database's name). Returns the path and the seconds ``prepare`` took (None when
+    the copies were there already, for the file as it is: a session then reads them)."""
+    from privplan.engines.durable_copies import copies_path, open_copies
+    from privplan.prepare import prepare_copies
+
+    twin = db.with_name(db.stem + ".prepared" + db.suffix)
+    if twin.exists() and not os.path.samefile(twin, db):
+        twin.unlink()  # (db was generated again since)
+    if not twin.exists():
+        os.link(db, twin)
+    if copies_path(twin).exists():
+        con = duckdb.connect(str(twin), read_only=True)
+        try:
+            if open_copies(con, twin) is not None:
+                return twin, None
+        finally:
+            con.close()
+    start = time.perf_counter()
+    prepare_copies(twin, policy)
+    return twin, time.perf_counter() - start

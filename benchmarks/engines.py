@@ -25,6 +25,9 @@ rotating order (plain, engine statement, DP; then statement, DP, plain; ...):
   query (``PureDP(1e6)`` budget: nothing is refused), a row-level policy (the demo policy's
   ``visits`` table), opened as a user opens one (``pp.connect`` with the DuckDB file, the
   ``postgresql://`` URL or the SparkSession);
+* **file** (DuckDB only): DP in a default session opened on a second name of the DuckDB file
+  (a hard link) beside which ``privplan prepare`` made its durable copies: the session reads
+  the stored SUM grids instead of clamping every row (:mod:`privplan.engines.durable_copies`);
 * **prep.**: the same in a session opened with ``prepare=True`` (its first, untimed query
   makes the session's clamped copy of the table: a DuckDB table, a cached Spark view; on
   PostgreSQL, whose statements run in read-only transactions, the copy is inlined, so this
@@ -56,7 +59,7 @@ from typing import Any
 
 import duckdb
 import yaml
-from _common import machine_info, timed, write_json
+from _common import machine_info, prepared_file, timed, write_json
 from overhead import cached_database
 
 import privplan as pp
@@ -112,6 +115,11 @@ class Backend:
         """What ``pp.connect`` is given for this engine."""
         raise NotImplementedError
 
+    def prepared_target(self) -> Any | None:
+        """What ``pp.connect`` is given for a default session that reads ``privplan
+        prepare``'s durable copies, or None (only a DuckDB file has them)."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -128,6 +136,11 @@ class DuckDBBackend(Backend):
     def __init__(self, path: Path) -> None:
         self.path = path
         self.con = duckdb.connect(str(path), read_only=True)
+        # the same file under a second name, with `privplan prepare`'s copies beside it
+        self.twin, self.prepare_s = prepared_file(path, pp.Policy.from_dict(policy()))
+
+    def prepared_target(self) -> Any | None:
+        return self.twin
 
     def run_native(self, sql: str) -> list[tuple[Any, ...]]:
         return self.con.execute(sql).fetchall()
@@ -315,6 +328,9 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
     statements = engine_statements(backend, sql)
     sess = open_session(backend, pp.PureDP(1e6))
     prepared = open_session(backend, pp.PureDP(1e6), prepare=True)
+    twin = backend.prepared_target()
+    on_file = None if twin is None else pp.connect(twin, policy=policy(),
+                                                   budget=pp.PureDP(1e6))
     outputs: dict[str, Any] = {}
 
     def plain() -> float:
@@ -337,19 +353,28 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
     def prep() -> float:
         return timed(lambda: prepared.sql(sql, epsilon=EPSILON))[0]
 
+    def file() -> float:
+        assert on_file is not None
+        return timed(lambda: on_file.sql(sql, epsilon=EPSILON))[0]
+
     runs: dict[str, Callable[[], float]] = {"plain": plain, "stmt": stmt, "dp": dp,
                                             "prep": prep}
+    if on_file is not None:
+        runs["file"] = file
     times: dict[str, list[float]] = {k: [] for k in runs}
     try:
         for fn in runs.values():  # warm-up: buffers, plan cache, the session's column types
             fn()  # (and the prepared session's copy)
         order = list(runs)
         for i in range(repeat):
-            for key in order[i % 4:] + order[:i % 4]:
+            k = i % len(order)
+            for key in order[k:] + order[:k]:
                 times[key].append(runs[key]())
     finally:
         sess.close()
         prepared.close()
+        if on_file is not None:
+            on_file.close()
 
     med = {k: statistics.median(v) for k, v in times.items()}
     exact = {"plain": outputs["plain"], "stmt": outputs["stmt"][0] if statements else []}
@@ -368,6 +393,10 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
         "prepared_median_s": med["prep"],
         "dp_over_plain": med["dp"] / med["plain"] if med["plain"] > 0 else None,
         "prepared_over_plain": med["prep"] / med["plain"] if med["plain"] > 0 else None,
+        "prepared_file_median_s": med.get("file"),
+        "prepared_file_over_plain": (med["file"] / med["plain"]
+                                     if "file" in med and med["plain"] > 0 else None),
+        "prepared_file_times_s": times.get("file"),
         "stmt_over_plain": med["stmt"] / med["plain"] if med["plain"] > 0 else None,
         "dp_over_stmt": med["dp"] / med["stmt"] if med["stmt"] > 0 else None,
         "plain_times_s": times["plain"],
@@ -383,17 +412,25 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
 
 
 # -- output -------------------------------------------------------------------------------------
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     head = (f"{'engine':<9} {'rows':>11} {'query':<18} {'plain s':>9} {'stmt s':>9} "
-            f"{'DP s':>9} {'DP/plain':>9} {'prep./plain':>11} {'stmt/plain':>10}")
+            f"{'DP s':>9} {'DP/plain':>9} {'file/plain':>10} {'prep./plain':>11} "
+            f"{'stmt/plain':>10}")
     print(head)
     print("-" * len(head))
     for r in results:
         flag = "" if not r["matches_duckdb"] or all(r["matches_duckdb"].values()) else " !"
         print(f"{r['engine']:<9} {r['rows']:>11,} {r['query']:<18} {r['plain_median_s']:>9.3f} "
               f"{r['stmt_median_s']:>9.3f} {r['dp_median_s']:>9.3f} {r['dp_over_plain']:>9.2f} "
+              f"{_ratio(r['prepared_file_over_plain']):>10} "
               f"{r['prepared_over_plain']:>11.2f} {r['stmt_over_plain']:>10.2f}{flag}")
-    print("(medians; prep. = DP in a session opened with prepare=True; stmt = privplan's "
+    print("(medians; file = DP in a default session on the DuckDB file after `privplan "
+          "prepare` (it reads the stored SUM grids); prep. = DP in a session opened with "
+          "prepare=True; stmt = privplan's "
           "engine statement run alone on the native client; '!' = an exact answer differs "
           "from DuckDB's)")
 
@@ -430,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 backend: Backend
                 if name == "duckdb":
-                    seconds, backend = 0.0, DuckDBBackend(db)
+                    backend = DuckDBBackend(db)  # ("load": `privplan prepare`, if it ran now)
+                    seconds = backend.prepare_s or 0.0  # type: ignore[attr-defined]
                 elif name == "postgres":
                     assert server is not None
                     seconds = load_postgres(server.url, db)

@@ -21,6 +21,11 @@ DuckDB -> pandas), noise (the rest of each core's run) and post (the remainder: 
 ledger, post-processing SQL, accuracy). If privplan's internals change the split is reported
 as missing; the totals still work.
 
+The same default session is also timed on a second name of the file (a hard link) on which
+``privplan prepare`` made the durable copies (``file`` in the table, ``prepared_file_ratio`` in
+the JSON): it reads the stored SUM grids instead of clamping every row; ``prepare_s`` is the
+one-off time ``prepare`` took (None when its copies were there already).
+
 Then the *fixed cost* per query (issue #19): at 1,000 rows, in one long-lived prepared session
 (its copy made and the query planned before, as in a notebook or dashboard), ``--fixed-repeat``
 DP answers interleaved with plain ones, per workload: DP time, plain time, and what privplan
@@ -59,7 +64,7 @@ from typing import Any
 
 import duckdb
 import many_keys
-from _common import machine_info, ms, timed, write_json
+from _common import machine_info, ms, prepared_file, timed, write_json
 
 import privplan as pp
 from privplan.demo.data import DEFAULT_SEED, demo_policy_path, write_demo_database
@@ -215,10 +220,11 @@ def engine_statements(db: Path, sql: str) -> list[str]:
 
 
 def measure(
-    db: Path, rows: int, name: str, sql: str, repeat: int, plain: duckdb.DuckDBPyConnection
+    db: Path, rows: int, name: str, sql: str, repeat: int, plain: duckdb.DuckDBPyConnection,
+    prepared_db: Path | None = None,
 ) -> dict[str, Any]:
-    def dp_once() -> tuple[float, dict[str, float] | None, float, int]:
-        sess = _session(db)
+    def dp_once(path: Path = db) -> tuple[float, dict[str, float] | None, float, int]:
+        sess = _session(path)
         try:
             # untimed: caches what a long-lived session caches once (the table's column types)
             sess.explain(sql, epsilon=EPSILON)
@@ -244,6 +250,8 @@ def measure(
     dp_once()  # warm-up (imports, sqlglot caches, DuckDB buffers)
     plain_once()
     floor_once()
+    if prepared_db is not None:
+        dp_once(prepared_db)
 
     # a prepared session (connect(prepare=True)) is long-lived by design: its first query
     # makes the clamped copy (timed on its own), later ones read it
@@ -255,6 +263,7 @@ def measure(
     plain_times: list[float] = []
     floor_times: list[float] = []
     explain_times: list[float] = []
+    file_times: list[float] = []
     phase_runs: list[dict[str, float]] = []
     dp_rows = plain_rows = 0
     for i in range(repeat):
@@ -266,6 +275,8 @@ def measure(
                 explain_times.append(e)
                 if phases is not None:
                     phase_runs.append(phases)
+                if prepared_db is not None:  # the same, on the file `privplan prepare` ran on
+                    file_times.append(dp_once(prepared_db)[0])
             else:
                 s, plain_rows = plain_once()
                 plain_times.append(s)
@@ -294,6 +305,9 @@ def measure(
         "prepared_first_query_s": prepared_first,
         "prepared_median_s": statistics.median(prepared_times),
         "prepared_ratio": statistics.median(prepared_times) / plain_med if plain_med else None,
+        "prepared_file_median_s": statistics.median(file_times) if file_times else None,
+        "prepared_file_ratio": (statistics.median(file_times) / plain_med
+                                if file_times and plain_med else None),
         "dp_times_s": dp_times,
         "plain_times_s": plain_times,
         "dp_breakdown_median_s": breakdown,
@@ -435,11 +449,15 @@ def print_fixed_cost(results: list[dict[str, Any]]) -> None:
 
 
 # -- reporting ------------------------------------------------------------------------------------
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     width = max(len(r["workload"]) for r in results)
     head = (
         f"{'rows':>10}  {'workload':<{width}}  {'DP ms':>8}  {'plain ms':>8}  {'ratio':>6}  "
-        f"{'floor':>6}  {'prep.':>6}  {'prep. 1st':>9}  "
+        f"{'floor':>6}  {'file':>6}  {'prep.':>6}  {'prep. 1st':>9}  "
         + "  ".join(f"{label:>6}" for label in LABELS)
         + f"  {'explain':>7}"
     )
@@ -451,6 +469,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(
             f"{r['rows']:>10,}  {r['workload']:<{width}}  {ms(r['dp_median_s']):>8}  "
             f"{ms(r['plain_median_s']):>8}  {ratio:>6}  {r['engine_floor_ratio']:>6.2f}  "
+            f"{_ratio(r.get('prepared_file_ratio')):>6}  "
             f"{r['prepared_ratio']:>6.2f}  {ms(r['prepared_first_query_s']):>9}  "
             + "  ".join(f"{ms(b.get(p)):>6}" for p in PHASES)
             + f"  {ms(r['explain_median_s']):>7}"
@@ -458,7 +477,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
     print(
         "\nms, medians over repetitions. floor = privplan's engine statement run alone on the "
         "plain connection / plain (the cost of clamping to the grid in DuckDB, before any "
-        "privplan code). prep. = DP/plain in a session opened with prepare=True (steady "
+        "privplan code). file = DP/plain of the same default session on the file after "
+        "`privplan prepare` (it reads the stored SUM grids). prep. = DP/plain in a session "
+        "opened with prepare=True (steady "
         "state), prep. 1st = its first query, which makes the clamped copy. DP phases (median each, so they need not add up): "
         "plan = parse/validate/plan/cost split, acct = accountant preview+admit, sqlgen = "
         "engine statement, bind = binding it, engine = run it (-> pandas), noise, post = "
@@ -503,13 +524,15 @@ def main(argv: list[str] | None = None) -> None:
 
     results: list[dict[str, Any]] = []
     generated: dict[str, float | None] = {}
+    prepared_s: dict[str, float | None] = {}  # `privplan prepare` per size (None: made before)
     for rows in sizes:
         db, gen_s = cached_database(rows, args.data_dir)
         generated[str(rows)] = gen_s
+        twin, prepared_s[str(rows)] = prepared_file(db, pp.Policy.from_yaml(demo_policy_path()))
         plain = duckdb.connect(str(db), read_only=True)
         try:
             for name in names:
-                r = measure(db, rows, name, WORKLOADS[name], args.repeat, plain)
+                r = measure(db, rows, name, WORKLOADS[name], args.repeat, plain, twin)
                 results.append(r)
                 print(
                     f"  {rows:,} {name}: DP {ms(r['dp_median_s'])} ms, plain "
@@ -549,6 +572,7 @@ def main(argv: list[str] | None = None) -> None:
         "target_ratio_at_10m": TARGET_RATIO,
         "phases": list(PHASES),
         "generation_s": generated,
+        "prepare_s": prepared_s,
         "results": results,
         "in_lists": in_lists,
         "fixed_cost_phases": list(FIXED_PHASES),

@@ -60,6 +60,7 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
     assert data["benchmark"] == "overhead"
     assert data["rows"] == [100_000]
     assert data["repeat"] == 1
+    assert set(data["prepare_s"]) == {"100000"} and data["prepare_s"]["100000"] > 0
     assert {"cpus", "platform", "python", "duckdb"} <= set(data["machine"])
     assert data["machine"]["cpus"] is None or data["machine"]["cpus"] >= 1
 
@@ -71,6 +72,8 @@ def test_overhead_quick_writes_json(tmp_path: Path) -> None:
         assert len(r["dp_times_s"]) == len(r["plain_times_s"]) == 1
         assert r["dp_median_s"] > 0 and r["plain_median_s"] > 0
         assert r["ratio"] is not None and r["ratio"] > 0
+        # the default session on the file `privplan prepare` ran on
+        assert r["prepared_file_ratio"] is not None and r["prepared_file_ratio"] > 0
         # the DP answer has the same shape as the plain one (public groups are all released)
         assert r["dp_output_rows"] == r["plain_output_rows"]
         breakdown = r["dp_breakdown_median_s"]
