@@ -9,7 +9,9 @@ columns, switching from exact-integer to tolerance arithmetic, a column turning 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from fractions import Fraction
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, Partition, TableModel, UnitModel
-from privplan.accounting.solver import compose
+from privplan.accounting.solver import compose, records
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 from privplan.errors import PolicyError
@@ -197,3 +199,25 @@ def test_long_point_sets_give_the_same_atoms_as_short_ones() -> None:
     assert axis.ranges(ColumnSet.points([float(i) for i in range(80)])) == \
         axis.ranges(ColumnSet.points([Decimal(i) for i in range(80)])) == \
         axis.ranges(ColumnSet.points(list(range(80))))
+
+
+@pytest.mark.slow
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.integers(2, 5))
+def test_a_session_asking_again_composes_as_without_merging(session, times: int) -> None:
+    """A dashboard: the same batches admitted again and again. The incremental single-record
+    search merges equal rows (``records._distinct_rows``, here from the first row on); every
+    total must equal ``compose`` from scratch with no merging at all."""
+    kind, batches = session
+    acc = Accountant(TABLES, kind, exact_limit=10**7)
+    admitted: list[MechanismSpec] = []
+    for round_ in range(times):
+        for batch in batches:
+            batch = [replace(m, id=f"{m.id}.r{round_}") for m in batch]
+            with mock.patch.object(records, "_MERGE_FROM", 0):
+                total = acc.admit(batch)
+            admitted += batch
+            with mock.patch.object(records, "_MERGE_FROM", 10**9):
+                scratch = compose(admitted, TABLES, kind, exact_limit=10**7)
+            assert total.cost == scratch.cost, (total, scratch)
+            assert total.exact == scratch.exact

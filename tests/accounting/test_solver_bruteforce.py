@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from unittest import mock
 
@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, Partition, TableModel, UnitModel
-from privplan.accounting.solver import atoms, compose, search, units
+from privplan.accounting.solver import atoms, compose, records, search, units
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 
@@ -485,3 +485,17 @@ def test_unit_search_counts_a_group_once() -> None:
     table.cap = np.array([1 << 30, 1 << 30, 2])
     found = table.search(3, Fraction(10**9), (Fraction(0), ()), search._Budget(10**6))
     assert found is not None and found[0] == 12
+
+
+@pytest.mark.slow
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(unit=False, neighbourhood="add_remove"), st.integers(2, 4), st.integers(0, 12))
+def test_repeated_mechanisms_merged_match_brute_force(case: Case, times: int, limit: int
+                                                      ) -> None:
+    """A session asking the same questions again (every mechanism ``times`` times, as a
+    dashboard does): the single-record search merges equal rows before it searches
+    (``records._distinct_rows``, here from the first row on); exact mode must still equal the
+    oracle over all the repeated mechanisms, and a cut search stay above it."""
+    case.mechs = [replace(m, id=f"{m.id}.r{i}") for i in range(times) for m in case.mechs]
+    with mock.patch.object(records, "_MERGE_FROM", 0):
+        check(case, limit)

@@ -43,6 +43,8 @@ def _max_cell(
     everything = np.ones(len(inst.axes), dtype=bool)
     opened = _NEG_INF
     within = _rows_around(inst, domains)
+    if sc.denom is not None:
+        within, w_rows = _distinct_rows(inst, w_rows, within)
     for dom in domains:
         m, lo, hi, box = _meeting(inst, dom, within)
         opened = max(opened, _bb(lo, hi, w_rows[m], box[0], box[1], everything, thr, leaf, budget))
@@ -62,6 +64,39 @@ def _max_cell(
         if value > out.value:  # above the old best (even a bound): exact unless cut below
             out = _Best(value, True, (cell,))
     return _with_open(out, sc, opened)
+
+
+_MERGE_FROM = 64  # rows from which equal rows are merged before the search
+
+
+def _distinct_rows(inst: _Instance, w_rows: np.ndarray, within: np.ndarray | None
+                   ) -> tuple[np.ndarray | None, np.ndarray]:
+    """The rows to search (``within``, or every row) with equal boxes merged: one row of each
+    group of equal boxes (the first), carrying the group's summed weight. Returns their indices
+    (ascending) and the weights per row (only the chosen rows' are read).
+
+    Why the search finds the same cells and values: a cell's value is the sum of the weights of
+    the rows holding it, and a row holding a cell holds it whatever else it holds, so equal boxes
+    can be added up first. Only on an exact scale: the weights are integers below 2**53 held in
+    floats, so the sums are exact in any order. Why: a session that asks the same question again
+    and again adds one row per answer with the same box, and the search over them grew with the
+    history (a dashboard); merged, it stays the size of the distinct regions asked about."""
+    idx = np.arange(len(inst.lo), dtype=np.int64) if within is None else within
+    if len(idx) < _MERGE_FROM:
+        return within, w_rows
+    boxes = np.concatenate((inst.lo[idx], inst.hi[idx]), axis=1)
+    # (stable: equal boxes keep their row order; without columns every box is the same)
+    order = np.lexsort(boxes.T[::-1]) if boxes.shape[1] else np.arange(len(idx))
+    ordered = boxes[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    if first.all():
+        return within, w_rows
+    starts = np.flatnonzero(first)
+    reps = idx[order[starts]]
+    merged = w_rows.copy()
+    merged[reps] = np.add.reduceat(w_rows[idx][order], starts)
+    return np.sort(reps), merged
 
 
 def _hit_sum(inst: _Instance, j: int, hits: np.ndarray) -> Fraction:
