@@ -480,8 +480,9 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
     cols += [f"__agg.{measure_column(m)} AS {measure_column(m)}" if m.kind == "quantile"
              else f"COALESCE(__agg.{measure_column(m)}, 0) AS {measure_column(m)}"
              for m in measures]  # (an empty group's histogram stays NULL: no rows)
-    return (f"WITH __agg AS ({inner}), __dom AS ({dom_sql}) "
-            f"SELECT {', '.join(cols)} FROM __dom LEFT JOIN __agg ON {on}")
+    # (subqueries, not a WITH: DuckDB materializes CTEs, about 0.4 ms a statement)
+    return (f"SELECT {', '.join(cols)} FROM ({dom_sql}) AS __dom "
+            f"LEFT JOIN ({inner}) AS __agg ON {on}")
 
 
 DUPLICATES = "__privplan_rows_per_key"
