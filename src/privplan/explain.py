@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from privplan.accounting.solver import Composition
@@ -79,7 +79,7 @@ class MechanismExplanation:
         }
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class Explanation:
     """The plan of one query with its costs: print it, or use ``to_dict()`` / ``to_json()``."""
 
@@ -91,32 +91,9 @@ class Explanation:
     total_before: Any
     projected_total: Any
     budget: Any
-    witness_text: str | Callable[[], str] = field(repr=False)  # (or what makes it, lazily)
+    witness: str
     within_budget: bool
     notes: tuple[str, ...] = field(default=())
-
-    @property
-    def witness(self) -> str:
-        """The worst-case neighbouring pair in words. Made when first read: describing it
-        searches the accountant's cells again (about a millisecond a query), and most answers
-        are never asked for it. It depends on the plan and the ledger only, not on a row."""
-        text = self.witness_text
-        if callable(text):
-            text = text()
-            object.__setattr__(self, "witness_text", text)
-        return text
-
-    def _key(self) -> tuple[Any, ...]:
-        return (*(getattr(self, f.name) for f in fields(self) if f.name != "witness_text"),
-                self.witness)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Explanation):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,8 +268,8 @@ def explain_planned(
         sql=planned.plan.sql, mechanisms=tuple(mechs), query_cost=planned.composition.cost,
         query_rule=planned.composition.rule, marginal=preview.cost - before.cost,
         total_before=before.cost, projected_total=preview.cost, budget=budget,
-        witness_text=lambda: _readable_witness(
-            preview.witness_detail, {p.spec.id: p.measure.label for p in planned.measures}),
+        witness=_readable_witness(preview.witness_detail,
+                                  {p.spec.id: p.measure.label for p in planned.measures}),
         within_budget=bool(preview.cost <= budget),
         notes=tuple(notes),
     )
