@@ -289,20 +289,33 @@ class _MechColumns:
         return self.loaded
 
 
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as a one-dimensional object array (tuples stay elements, not rows)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):  # (one by one: a slice assignment would unpack tuples)
+        out[i] = value
+    return out
+
+
 class _Mechs:
     """An instance's mechanisms in admission order, immutable; :meth:`plus` shares the old part.
 
     A restored solver's first mechanisms are a :class:`_MechColumns` (read lazily); the ones
     admitted since are plain :class:`_Mech` with their specs."""
 
-    __slots__ = ("_base", "_n0", "_tail", "_tail_specs")
+    __slots__ = ("_base", "_n0", "_tail", "_tail_ids", "_tail_keys", "_tail_specs")
 
     def __init__(self, base: _MechColumns | None, tail: tuple[_Mech, ...],
-                 tail_specs: tuple[MechanismSpec, ...]) -> None:
+                 tail_specs: tuple[MechanismSpec, ...],
+                 columns: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self._base = base
         self._n0 = len(base.ids) if base is not None else 0
         self._tail = tail
         self._tail_specs = tail_specs
+        # the tail's ids and key tuples as object arrays (grown by plus, not rebuilt): the
+        # witness of a session that asked many questions reads them for hundreds of indices
+        self._tail_ids, self._tail_keys = columns if columns is not None else (
+            _objects([m.id for m in tail]), _objects([m.keys for m in tail]))
 
     @classmethod
     def empty(cls) -> _Mechs:
@@ -330,11 +343,11 @@ class _Mechs:
         """The ids of the mechanisms at ``indices`` (without making restored ones)."""
         idx = np.asarray(indices, dtype=np.int64)
         if self._base is None or not idx.size:
-            return tuple(self._tail[i].id for i in idx.tolist())
+            return tuple(self._tail_ids[idx].tolist())
         base = self._base.id_array()
-        n0, tail = self._n0, self._tail
+        n0 = self._n0
         head = base[idx[idx < n0]].tolist()
-        return (*head, *(tail[i - n0].id for i in idx[idx >= n0].tolist()))
+        return (*head, *self._tail_ids[idx[idx >= n0] - n0].tolist())
 
     def key_columns(self, indices: Sequence[int]) -> set[int]:
         """The key columns of the mechanisms at ``indices`` (without making restored ones)."""
@@ -344,12 +357,15 @@ class _Mechs:
             head = idx[idx < self._n0]
             for k in np.unique(self._base.keys_idx[head]).tolist():
                 out.update(self._base.keys_table[k])
-        for i in idx[idx >= self._n0].tolist():
-            out.update(self._tail[i - self._n0].keys)
+        for keys in set(self._tail_keys[idx[idx >= self._n0] - self._n0].tolist()):
+            out.update(keys)
         return out
 
     def plus(self, added: Sequence[_Mech], specs: Sequence[MechanismSpec]) -> _Mechs:
-        return _Mechs(self._base, self._tail + tuple(added), self._tail_specs + tuple(specs))
+        columns = (np.concatenate((self._tail_ids, _objects([m.id for m in added]))),
+                   np.concatenate((self._tail_keys, _objects([m.keys for m in added]))))
+        return _Mechs(self._base, self._tail + tuple(added), self._tail_specs + tuple(specs),
+                      columns)
 
     def specs(self) -> list[MechanismSpec]:
         head = self._base.specs() if self._base is not None else []
