@@ -447,9 +447,8 @@ class Session(SessionViews, Generic[B]):
                 resolve_public_joins(core, self.engine)
             type_public_domains(core, judge(), sql, self.engine)
             if self._copies(core) or core.unit is None:
-                # the session's bounded copy, once made, is read directly (a cheap bind); at
-                # row level a default session reads only a durable copy `privplan prepare`
-                # made (the very rows a prepared session would copy: engines/durable_copies)
+                # the session's bounded copy, once made, is read directly; a default session's
+                # only copies are durable ones (`privplan prepare`: engines/durable_copies)
                 made = self.engine.materialized(_bounded_select(core))
                 if made is not None:
                     core.table_sql, core.prebounded = made, True
@@ -544,9 +543,8 @@ class Session(SessionViews, Generic[B]):
 
     def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
         types = {n: c.type for n, c in core.table_policy.columns.items()}
-        return with_key_check(core_sql(core, types, [p.measure for p in planned],
-                                       self.engine.dialect),
-                              len(core.keys))
+        measures = [p.measure for p in planned]
+        return with_key_check(core_sql(core, types, measures, self.engine.dialect), len(core.keys))
 
     def _copies(self, core: CorePlan) -> bool:
         """Whether the core reads a session copy: always for user level (the bounded rows);
