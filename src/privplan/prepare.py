@@ -40,7 +40,7 @@ def prepare_copies(database: str | Path, policy: Any) -> list[str]:
 
 def _copy_selects(sess: Any, tables: Sequence[str]) -> list[tuple[str, str]]:
     """The statement that makes each table's copy, as a prepared session plans it."""
-    out = []
+    out: list[tuple[str, str]] = []
     for table in tables:
         planned, _ = sess.plan(f'SELECT COUNT(*) FROM "{table}"', {"epsilon": 1})
         out.extend((table, _bounded_select(core)) for core in planned.plan.cores)
