@@ -9,6 +9,7 @@ import gc
 import json
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 import privplan as pp
+
+HERE = Path(__file__).resolve().parent
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -62,6 +65,18 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     os.replace(tmp, path)
     print(f"wrote {path}")
+
+
+def git_revision() -> dict[str, Any]:
+    """The repository's commit, and whether privplan's tracked sources (``src/``) differ from
+    it (``None`` outside git)."""
+    def git(*cmd: str) -> str | None:
+        proc = subprocess.run(["git", *cmd], cwd=HERE, capture_output=True, text=True,
+                              check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", str(HERE.parent / "src"))
+    return {"commit": git("rev-parse", "HEAD"), "src_modified": None if changed is None
+            else bool(changed)}
 
 
 def prepared_file(db: Path, policy: Any) -> tuple[Path, float | None]:

@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from _common import machine_info, write_json
+from _common import git_revision, machine_info, write_json
 
 import privplan as pp
 
@@ -569,18 +569,6 @@ def evaluate(df: pd.DataFrame, ws: list[Workload], releases: dict[str, dict[str,
                     "sql": [query_sql(q, TABLE) for q in w["queries"]], "metrics": metrics,
                     "repeat": w["repeat"]})
     return out
-
-
-def git_revision() -> dict[str, Any]:
-    """The repository's commit, and whether privplan's tracked sources (``src/``) differ from
-    it (``None`` outside git)."""
-    def git(*cmd: str) -> str | None:
-        proc = subprocess.run(["git", *cmd], cwd=HERE, capture_output=True, text=True,
-                              check=False)
-        return proc.stdout.strip() if proc.returncode == 0 else None
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", str(HERE.parent / "src"))
-    return {"commit": git("rev-parse", "HEAD"), "src_modified": None if changed is None
-            else bool(changed)}
 
 
 def describe_data(df: pd.DataFrame) -> dict[str, Any]:
