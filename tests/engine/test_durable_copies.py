@@ -182,3 +182,18 @@ def test_cli_prepare(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     public_only.write_text("tables:\n  hospitals:\n    public: true\n")
     assert cli_main(["prepare", str(db), "--policy", str(public_only)]) == 0
     assert "nothing to prepare" in capsys.readouterr().out
+
+
+def test_a_closed_session_leaves_no_attachment_behind(db: Path) -> None:
+    """Sessions on one file in one process share DuckDB's database instance: each detaches the
+    copies it attached when it closes (a server opening a session per request would otherwise
+    pile them up)."""
+    prepare_copies(db, POLICY)
+    keep = duckdb.connect(str(db), read_only=True)  # (holds the shared instance open)
+    for _ in range(3):
+        with pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
+            assert sess.engine.durable is not None
+            sess.sql(QUERIES[0], epsilon=1)
+    names = [r[0] for r in keep.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
+    keep.close()
+    assert not [n for n in names if n.startswith("__privplan")], names

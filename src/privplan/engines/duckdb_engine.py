@@ -369,11 +369,14 @@ class DuckDBEngine:
     def close(self) -> None:
         """Release what the session made; a connection the caller passed in stays open (it
         is theirs), without the tables the session registered on it."""
-        if self._work_db is not None:
-            try:
-                self.con.execute(f"DETACH {self._work_db}")
-            except duckdb.Error:
-                pass  # the connection may already be closed by its owner
+        # (the durable copies too: sessions on one file in one process share DuckDB's database
+        # instance, which would keep every closed session's attachment)
+        for alias in (self._work_db, self.durable[0] if self.durable else None):
+            if alias is not None:
+                try:
+                    self.con.execute(f"DETACH {alias}")
+                except duckdb.Error:
+                    pass  # the connection may already be closed by its owner
         if self._owned:
             self.con.close()
             return
