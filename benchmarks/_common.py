@@ -22,6 +22,8 @@ import pandas as pd
 import privplan as pp
 
 HERE = Path(__file__).resolve().parent
+# the peers' virtual environments, one per peer, outside the repository (see README.md)
+PEER_ENVS = Path(os.environ.get("PRIVPLAN_PEER_ENVS", HERE.parent.parent / "peer-envs"))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -103,3 +105,19 @@ def prepared_file(db: Path, policy: Any) -> tuple[Path, float | None]:
     start = time.perf_counter()
     prepare_copies(twin, policy)
     return twin, time.perf_counter() - start
+
+
+def exported(db: Path, out: Path, select_sql: str, options: str) -> Path:
+    """The rows of ``select_sql`` on the DuckDB file ``db`` written to ``out`` by DuckDB's
+    ``COPY ... TO`` with ``options`` (written aside, then renamed), kept while newer than
+    ``db``: the CSV and Parquet inputs of the engines and peers that do not read DuckDB."""
+    if out.exists() and out.stat().st_mtime >= db.stat().st_mtime:
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        con.execute(f"COPY ({select_sql}) TO '{tmp}' ({options})")
+    finally:
+        con.close()
+    tmp.replace(out)
+    return out

@@ -57,7 +57,6 @@ import argparse
 import itertools
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -67,7 +66,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from _common import git_revision, machine_info, write_json
+from _common import PEER_ENVS, git_revision, machine_info, write_json
 
 import privplan as pp
 
@@ -428,9 +427,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--peers", default=",".join(ALL_PEERS),
                     help="comma-separated, or 'none' (default: all five)")
-    ap.add_argument("--envs", type=Path,  # one virtual environment per peer, outside the repo
-                    default=Path(os.environ.get("PRIVPLAN_PEER_ENVS",
-                                                Path(__file__).resolve().parents[2] / "peer-envs")))
+    ap.add_argument("--envs", type=Path, default=PEER_ENVS)  # (one per peer, outside the repo)
     ap.add_argument("--workloads", nargs="+", metavar="ID",
                     help="run only these workloads (default: all)")
     ap.add_argument("--quick", action="store_true", help="2,000 rows and 3 repetitions")

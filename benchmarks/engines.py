@@ -59,7 +59,7 @@ from typing import Any
 
 import duckdb
 import yaml
-from _common import machine_info, prepared_file, timed, write_json
+from _common import exported, machine_info, prepared_file, timed, write_json
 from overhead import cached_database
 
 import privplan as pp
@@ -188,18 +188,8 @@ class SparkBackend(Backend):
 
 def export(db: Path, fmt: str) -> Path:
     """The ``visits`` table of ``db`` as a CSV (no header) or Parquet file next to it (cached)."""
-    out = db.with_suffix(f".{fmt}")
-    if out.exists() and out.stat().st_mtime >= db.stat().st_mtime:
-        return out
-    tmp = out.with_name(out.name + ".tmp")
     options = "FORMAT csv, HEADER false" if fmt == "csv" else "FORMAT parquet"
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        con.execute(f"COPY visits TO '{tmp}' ({options})")
-    finally:
-        con.close()
-    tmp.replace(out)
-    return out
+    return exported(db, db.with_suffix(f".{fmt}"), "SELECT * FROM visits", options)
 
 
 def visits_types(db: Path) -> dict[str, str]:

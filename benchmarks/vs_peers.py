@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from _common import git_revision, machine_info, timed, write_json
+from _common import PEER_ENVS, exported, git_revision, machine_info, timed, write_json
 from overhead import cached_database
 
 import privplan as pp
@@ -177,18 +177,9 @@ def bounds_and_keys(policy: pp.Policy) -> tuple[dict[str, list[float]], dict[str
 def export(db: Path, fmt: str) -> Path:
     """The queried columns of ``visits`` as a Parquet file or a CSV file with a header, next to
     ``db`` (cached while newer than ``db``)."""
-    out = db.with_name(f"{db.stem}.vs_peers.{fmt}")
-    if out.exists() and out.stat().st_mtime >= db.stat().st_mtime:
-        return out
-    tmp = out.with_name(out.name + ".tmp")
     options = "FORMAT csv, HEADER true" if fmt == "csv" else "FORMAT parquet"
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        con.execute(f"COPY (SELECT {', '.join(COLUMNS)} FROM {TABLE}) TO '{tmp}' ({options})")
-    finally:
-        con.close()
-    tmp.replace(out)
-    return out
+    return exported(db, db.with_name(f"{db.stem}.vs_peers.{fmt}"),
+                    f"SELECT {', '.join(COLUMNS)} FROM {TABLE}", options)
 
 
 # -- measurement outcomes and cells -------------------------------------------------------------
@@ -575,9 +566,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--peers", default=",".join(PEERS),
                     help="comma-separated, or 'none' (default: all)")
-    ap.add_argument("--envs", type=Path,  # one virtual environment per peer, outside the repo
-                    default=Path(os.environ.get("PRIVPLAN_PEER_ENVS",
-                                                Path(__file__).resolve().parents[2] / "peer-envs")))
+    ap.add_argument("--envs", type=Path, default=PEER_ENVS)  # (one per peer, outside the repo)
     ap.add_argument("--peer-timeout", type=float, default=900.0,
                     help="seconds per peer and size, start-up and load included")
     ap.add_argument("--slow-seconds", type=float, default=30.0,
