@@ -141,7 +141,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     made = prepare_copies(args.database, args.policy)
     if not made:
-        print("no private table in the policy: nothing to prepare")
+        print("nothing to prepare: the policy has no user-level table and no bounded numeric "
+              "column (no bounded rows or SUM grids to store)")
         return 0
     print(f"made the copies of {', '.join(made)} in {copies_path(Path(args.database))}; "
           "sessions on this database file read them until it changes (then run this again)")

@@ -11,6 +11,7 @@ from typing import Any
 from privplan.accounting.definitions import PureDP
 from privplan.engines.durable_copies import file_stamp, write_copies
 from privplan.errors import PolicyError
+from privplan.rewrite.engine_sql import stored_grids
 from privplan.session import _bounded_select, connect
 
 __all__ = ["prepare_copies"]
@@ -39,9 +40,11 @@ def prepare_copies(database: str | Path, policy: Any) -> list[str]:
 
 
 def _copy_selects(sess: Any, tables: Sequence[str]) -> list[tuple[str, str]]:
-    """The statement that makes each table's copy, as a prepared session plans it."""
+    """The statement that makes each table's copy, as a prepared session plans it (a row-level
+    table without a bounded numeric column has no grid to store: its copy would be the table)."""
     out: list[tuple[str, str]] = []
     for table in tables:
         planned, _ = sess.plan(f'SELECT COUNT(*) FROM "{table}"', {"epsilon": 1})
-        out.extend((table, _bounded_select(core)) for core in planned.plan.cores)
+        out.extend((table, _bounded_select(core)) for core in planned.plan.cores
+                   if core.unit is not None or stored_grids(core))
     return out

@@ -446,12 +446,11 @@ class Session(SessionViews, Generic[B]):
             if core.joins:
                 resolve_public_joins(core, self.engine)
             type_public_domains(core, judge(), sql, self.engine)
-            if self._copies(core) or core.unit is None:
-                # the session's bounded copy, once made, is read directly; a default session's
-                # only copies are durable ones (`privplan prepare`: engines/durable_copies)
-                made = self.engine.materialized(_bounded_select(core))
-                if made is not None:
-                    core.table_sql, core.prebounded = made, True
+            # the session's copy, once made, is read directly; at row level a default session's
+            # only copies are durable ones (`privplan prepare`: engines/durable_copies)
+            made = self.engine.materialized(_bounded_select(core))
+            if made is not None:
+                core.table_sql, core.prebounded = made, True
         return plan_costs(plan, value, policy, query_id=self.ledger.next_query_id())
 
     def _public_columns(self) -> dict[str, set[str]]:

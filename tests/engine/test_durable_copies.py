@@ -182,6 +182,11 @@ def test_cli_prepare(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     public_only.write_text("tables:\n  hospitals:\n    public: true\n")
     assert cli_main(["prepare", str(db), "--policy", str(public_only)]) == 0
     assert "nothing to prepare" in capsys.readouterr().out
+    no_bounds = db.parent / "no_bounds.yaml"  # (row level, no grid: its copy would be the table)
+    no_bounds.write_text("tables:\n  visits:\n    columns:\n      hospital: {type: str}\n")
+    assert prepare_copies(db, no_bounds) == []
+    assert cli_main(["prepare", str(db), "--policy", str(no_bounds)]) == 0
+    assert "nothing to prepare" in capsys.readouterr().out
 
 
 def test_a_closed_session_leaves_no_attachment_behind(db: Path) -> None:
