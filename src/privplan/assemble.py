@@ -31,10 +31,12 @@ from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_c
 from privplan.rewrite.postprocess import (
     derived_column,
     derived_values,
+    flat_order,
     flat_output,
     hidden_column,
     layout,
     post_sql,
+    released,
     with_derived,
 )
 from privplan.sql.plan import AggregateUse, CorePlan
@@ -116,18 +118,21 @@ def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataF
 
 def _key_order(exact: pd.DataFrame, keys: int) -> np.ndarray | None:
     """The positions of ``exact``'s rows in key order (NULLs last, ties in engine order: a
-    stable sort), or None when there are no keys or the rows are in that order already."""
+    stable sort), or None when there are no keys or the rows are in that order already.
+
+    Sorted as ``DataFrame.sort_values(keys, na_position="last", kind="stable")`` does, by
+    stable sorts of one column at a time from the last key to the first (each array's own
+    argsort: a tenth of the DataFrame sort's fixed cost)."""
     if not keys or len(exact) < 2:
         return None
-    names = [key_column(i) for i in range(keys)]
-    index = exact.index  # (positions are read from the index: 0, 1, ... as the engine's)
-    plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
-    rows = exact if plain else exact.reset_index(drop=True)
-    if keys == 1:  # (one key: the column's own sort, the DataFrame's sort by that column)
-        order = rows[names[0]].sort_values(na_position="last", kind="stable").index
-    else:
-        order = rows.sort_values(names, na_position="last", kind="stable").index
-    positions = np.asarray(order, dtype=np.int64)
+    positions: np.ndarray | None = None
+    for i in reversed(range(keys)):
+        column = exact[key_column(i)].array
+        if positions is not None:
+            column = column.take(positions)
+        step = np.asarray(column.argsort(kind="stable", na_position="last"), dtype=np.int64)
+        positions = step if positions is None else positions[step]
+    assert positions is not None
     return None if (positions == np.arange(len(positions))).all() else positions
 
 
@@ -187,11 +192,13 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
     Why (DESIGN.md invariant 8): a failure that does not depend on the data must spend nothing.
     ``ORDER BY 5``, ``LIMIT -1``, ``HAVING n < 'a'``, a UNION ALL of different widths fail on
     any answer, so they fail here, on a row of fixed values that depends only on the plan's
-    types. An outer query that is only keys and aggregates cannot fail and is not run; a query
-    text already checked with the same statement types is not run again.
+    types. An outer query that is only keys and aggregates cannot fail and is not run (one that
+    also sorts them is, through DuckDB: the answer path may hand it a sort key's type that
+    :class:`~privplan.rewrite.postprocess.FlatOrder` leaves to DuckDB); a query text already checked with the same statement types is not run again.
     """
     plan = planned.plan
-    if len(plan.cores) == 1 and layout(plan.cores[0])[1]:
+    if len(plan.cores) == 1 and layout(plan.cores[0])[1] \
+            and not flat_order(plan.cores[0]).active:
         return
     key = (plan.sql, tuple(tuple(s) for s in schemas),
            tuple((p.measure.id, p.measure.scale) for p in planned.measures))
@@ -271,7 +278,9 @@ def assemble(
     if FLAT_OUTPUT and single and isinstance(frames[0], NoisyColumns):
         items, flat = layout(plan.cores[0])
         if flat is not None:
-            return _assemble_flat(planned, frames[0], items, flat)
+            answer = _assemble_flat(planned, frames[0], items, flat)
+            if answer is not None:
+                return answer
     frames = [f.frame() if isinstance(f, NoisyColumns) else f for f in frames]
     df = outer_query(planned, frames)
     accuracy, bounds = _accuracy(
@@ -287,25 +296,34 @@ def assemble(
 def _assemble_flat(planned: PlannedQuery, noisy: NoisyColumns,
                    items: list[tuple[int, str, AggregateUse | None]],
                    flat: list[tuple[str, str]]) -> tuple[pd.DataFrame, pd.DataFrame,
-                                                         dict[str, ColumnAccuracy]]:
-    """:func:`assemble` of one core whose outer query is only keys and aggregates (see
-    :func:`~privplan.rewrite.postprocess.flat_columns`), straight from the noisy columns: the
-    same frame (values, dtypes, names) as the DataFrame path (:func:`outer_query` with
-    :func:`~privplan.rewrite.postprocess.flat_output`, then the hidden columns dropped),
-    without building the intermediate frames. Derived aggregates are row by row, so computing
-    them before partition selection's filter gives the values computed after it."""
+                                                         dict[str, ColumnAccuracy]] | None:
+    """:func:`assemble` of one core whose outer query is only keys and aggregates, perhaps
+    sorted and cut (see :func:`~privplan.rewrite.postprocess.flat_columns` and
+    :class:`~privplan.rewrite.postprocess.FlatOrder`), straight from the noisy columns: the
+    same frame (values, dtypes, names) as DuckDB's post-processing (:func:`outer_query`, then
+    the hidden columns dropped), without building the intermediate frames. Derived aggregates
+    are row by row, so computing them before partition selection's filter gives the values
+    computed after it. None when a sort key's type is not one :class:`FlatOrder` sorts (the
+    caller then lets DuckDB do it)."""
     core = planned.plan.cores[0]
     columns = dict(noisy.columns)
     for j, use in enumerate(core.aggregates.values()):
         columns[derived_column(j)] = derived_values(use, columns)
     keep = noisy.keep
+    order = flat_order(core)
+    rows: np.ndarray | None = None
+    if order.active:
+        n = len(next(iter(columns.values()))) if columns else 0
+        rows = order.rows(columns, np.arange(n) if keep is None else np.flatnonzero(keep))
+        if rows is None:
+            return None
 
     def kept(values: Any) -> Any:
+        if rows is not None:
+            return values[rows]
         return values if keep is None else values[keep]
 
-    df = pd.DataFrame({name: columns[column] for name, column in flat})
-    if keep is not None:
-        df = df[keep].reset_index(drop=True)
+    df = pd.DataFrame({name: released(kept(columns[column])) for name, column in flat})
     accuracy, bounds = _accuracy(
         planned, items, lambda i: kept(columns[flat[i][1]]),
         lambda i, part: kept(np.asarray(columns[measure_id_column(_part(items[i][2], part))],

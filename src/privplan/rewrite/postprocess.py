@@ -4,12 +4,15 @@ The noisy table holds group keys (public or DP-selected), noisy measures and the
 derived from them (AVG, VAR, ... computed once in numpy by :func:`with_derived`), nothing else,
 so HAVING, ORDER BY, LIMIT and expressions are post-processing of DP outputs (free of privacy
 cost) and cannot touch a raw value: a reference to a raw column simply does not bind. An outer
-query that is only keys and aggregates needs no DuckDB round trip (:func:`flat_output`).
+query that is only keys and aggregates needs no DuckDB round trip (:func:`flat_output`), nor
+one that also sorts and cuts them (ORDER BY output columns, LIMIT/OFFSET constants: see
+:class:`FlatOrder`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -130,11 +133,11 @@ def output_items(core: CorePlan) -> list[tuple[int, str, AggregateUse | None]]:
 def flat_columns(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]]
                  ) -> list[tuple[str, str]] | None:
     """(output name, noisy-table column) of each output item when the outer query is only
-    group keys and aggregates with unique names (no HAVING, ORDER BY, LIMIT, DISTINCT or
-    expressions), so it needs no DuckDB round trip; None otherwise. ``items`` is
-    :func:`output_items` of ``core``."""
+    group keys and aggregates with unique names (no HAVING, DISTINCT or expressions; ORDER BY
+    and LIMIT/OFFSET only as :func:`flat_order` takes them), so it needs no DuckDB round trip;
+    None otherwise. ``items`` is :func:`output_items` of ``core``."""
     s = core.select
-    if any(s.args.get(a) for a in ("having", "order", "limit", "offset", "distinct", "qualify")):
+    if any(s.args.get(a) for a in ("having", "distinct", "qualify")):
         return None
     derived = {id(use): derived_column(j) for j, use in enumerate(core.aggregates.values())}
     out: list[tuple[str, str]] = []
@@ -152,7 +155,146 @@ def flat_columns(core: CorePlan, items: list[tuple[int, str, AggregateUse | None
             return None  # DuckDB would rename duplicates; let it
         seen.add(name.lower())
         out.append((name, column))
-    return out
+    return out if _flat_order(core, out) is not None else None
+
+
+@dataclass(frozen=True)
+class FlatOrder:
+    """The ORDER BY and LIMIT/OFFSET of a flat outer query, on noisy-table columns: ``by`` is
+    (column, descending, NULLs first) per sort key, ``limit`` None for no limit.
+
+    :meth:`rows` sorts as DuckDB's post-processing statement does (ascending or descending
+    values, NULL and NaN — which DuckDB reads as NULL from a pandas float column — first or
+    last as the Ordered node says, strings by code point as DuckDB's binary collation by
+    UTF-8 bytes); rows whose sort keys are equal stay in key order, one of the orders SQL
+    allows (DuckDB's own tie order is unspecified). Post-processing of released values only.
+    """
+
+    by: tuple[tuple[str, bool, bool], ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.by) or self.limit is not None or self.offset > 0
+
+    def rows(self, columns: Mapping[str, Any], rows: np.ndarray) -> np.ndarray | None:
+        """The positions (into ``columns``) of the answer's rows, in order: ``rows`` (the
+        kept rows, in key order) sorted and cut. None when a sort key's type is one whose
+        order is not known to match DuckDB's (the caller lets DuckDB sort)."""
+        if self.by:
+            keys: list[np.ndarray] = []
+            for column, descending, nulls_first in self.by:
+                codes = _sort_codes(columns[column], rows)
+                if codes is None:
+                    return None
+                null, rank = codes
+                keys.append(~null if nulls_first else null)  # before the value: NULLs apart
+                keys.append(-rank if descending else rank)
+            # np.lexsort: stable, the last key primary
+            rows = rows[np.lexsort(keys[::-1])]
+        end = None if self.limit is None else self.offset + self.limit
+        return rows[self.offset:end]
+
+
+def _sort_codes(values: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(is NULL, dense rank of the value) of ``values[rows]``; None for a type not handled."""
+    if isinstance(values, np.ndarray):
+        picked = values[rows]
+        if picked.dtype.kind in "biu":
+            return np.zeros(len(picked), dtype=bool), picked.astype(np.int64, copy=False) \
+                if picked.dtype.kind != "u" else np.unique(picked, return_inverse=True)[1]
+        if picked.dtype.kind == "f":
+            null = np.isnan(picked)
+            return null, np.where(null, 0.0, picked)
+        if picked.dtype.kind == "M" and picked.dtype.name.startswith("datetime64"):
+            null = np.isnat(picked)
+            return null, np.where(null, 0, picked.view(np.int64))
+        return None
+    series = pd.Series(values).iloc[rows] if not isinstance(values, pd.Series) else \
+        values.iloc[rows]
+    dtype = series.dtype
+    if isinstance(dtype, pd.StringDtype):
+        null = series.isna().to_numpy()
+        text = series.to_numpy(dtype=object, na_value="")
+        return null, np.unique(text, return_inverse=True)[1].astype(np.int64)
+    if dtype.kind in "biuf" or (dtype.kind == "M" and getattr(dtype, "tz", None) is None):
+        null = series.isna().to_numpy()
+        if dtype.kind == "M":
+            numbers = series.to_numpy(dtype="datetime64[ns]").view(np.int64)
+        else:
+            numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        numbers = np.where(null, 0, numbers)
+        return null, np.unique(numbers, return_inverse=True)[1].astype(np.int64)
+    return None
+
+
+def flat_order(core: CorePlan) -> FlatOrder:
+    """The :class:`FlatOrder` of a core whose :func:`layout` is flat (empty when the outer
+    query neither sorts nor cuts), derived once per core."""
+    def compute() -> FlatOrder:
+        flat = layout(core)[1]
+        assert flat is not None, "flat_order of a core whose outer query is not flat"
+        order = _flat_order(core, flat)
+        assert order is not None
+        return order
+
+    return derived(core, "flat_order", compute)
+
+
+def _flat_order(core: CorePlan, flat: list[tuple[str, str]]) -> FlatOrder | None:
+    """ORDER BY items that name an output column (a bare name, as DuckDB resolves it first), a
+    group key or an aggregate of the core, with constant non-negative LIMIT/OFFSET; None for
+    anything else (positions, expressions, a LIMIT that is not a constant: DuckDB runs those).
+    """
+    s = core.select
+    outputs = {name.lower(): column for name, column in flat}
+    derived_of = {sql: derived_column(j) for j, sql in enumerate(core.aggregates)}
+    by: list[tuple[str, bool, bool]] = []
+    order = s.args.get("order")
+    for ordered in (order.expressions if order is not None else []):
+        if not isinstance(ordered, exp.Ordered):
+            return None
+        target = ordered.this
+        if isinstance(target, exp.Column) and not target.table \
+                and target.name.lower() in outputs:
+            column: str | None = outputs[target.name.lower()]
+        elif is_aggregate(target):
+            column = derived_of.get(target.sql(dialect="duckdb"))
+        else:
+            column = key_of(core, target)
+        if column is None:
+            return None
+        by.append((column, bool(ordered.args.get("desc")),
+                   bool(ordered.args.get("nulls_first"))))
+    bounds: list[int | None] = []
+    for arg, kind in (("limit", exp.Limit), ("offset", exp.Offset)):
+        node = s.args.get(arg)
+        if node is None:
+            bounds.append(None)
+            continue
+        value = node.args.get("expression")
+        if type(node) is not kind or {k for k, v in node.args.items() if v} != {
+                "expression"} or not isinstance(value, exp.Literal) or not value.is_int \
+                or int(value.this) < 0:
+            return None
+        bounds.append(int(value.this))
+    return FlatOrder(tuple(by), bounds[0], bounds[1] or 0)
+
+
+def released(values: Any) -> Any:
+    """A key column as DuckDB's post-processing statement returns it: a nullable integer or
+    boolean array with no NULL among the released rows becomes its numpy dtype (DuckDB gives
+    ``int64``/``bool`` for a column without NULLs, ``Int64``/``boolean`` with one).
+
+    Why (privacy): the engine's frame holds every exact group, and its key column is nullable
+    when *any* group's key is NULL, including groups partition selection then drops. Kept as it
+    is, the dtype of the released key would tell that such a group existed. So the dtype is a
+    function of the released values alone, as on the DuckDB path."""
+    if isinstance(values, (pd.arrays.IntegerArray, pd.arrays.BooleanArray)) \
+            and not values.isna().any():
+        return values.to_numpy(dtype=values.dtype.numpy_dtype)
+    return values
 
 
 def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]],
@@ -162,9 +304,9 @@ def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]
     :func:`post_select` run by DuckDB, without the cost of a DuckDB round trip. None otherwise.
     """
     columns = flat_columns(core, items)
-    if columns is None:
-        return None
-    out: dict[str, Any] = {name: frame[column].array for name, column in columns}
+    if columns is None or flat_order(core).active:
+        return None  # (sorting and cutting a DataFrame: DuckDB, the reference of FlatOrder)
+    out: dict[str, Any] = {name: released(frame[column].array) for name, column in columns}
     hidden_items: dict[str, Any] = {}
     if hidden:
         for i, _, use in items:
