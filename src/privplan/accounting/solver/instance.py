@@ -29,6 +29,7 @@ from privplan.accounting.solver.atoms import (
     sorted_atom_values,
     widen_to_limit,
 )
+from privplan.accounting.solver.box_groups import BoxGroups, extended_groups
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import Value
 
@@ -53,6 +54,7 @@ class _Instance:
     headroom: int  # largest multiple of the total weight a search value can reach
     widened: bool
     notes: tuple[str, ...]
+    box_groups: BoxGroups | None  # rows with equal boxes (made on first use)
 
     @classmethod
     def empty(cls, q: int, headroom: int, poisoned: frozenset[str] = frozenset()) -> _Instance:
@@ -70,6 +72,7 @@ class _Instance:
         inst.narrow = np.zeros(0, dtype=np.int64)
         inst.widened, inst.notes = False, ()
         inst.cell_maps = ((), 0)
+        inst.box_groups = None
         return inst
 
     def remap(self, cell: Cell) -> Cell:
@@ -157,6 +160,8 @@ class _Instance:
             arr = arr.reshape(len(new_rows), d, 2)
             narrow = narrow + ((arr[:, :, 0] > 0) | (arr[:, :, 1] < inst.sizes - 1)).sum(axis=0)
         inst.lo, inst.hi = lo, _ = self._grown(arr, remaps, new_tops)
+        inst.box_groups = extended_groups(self, inst.lo, inst.hi,
+                                          moved=bool(remaps or new_tops))
         inst.narrow = narrow
         inst.row_mech = np.concatenate((self.row_mech, np.array(new_row_mech, dtype=np.int64)))
         inst.mechs = mechs = self.mechs.plus(added, specs)

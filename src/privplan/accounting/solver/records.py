@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from privplan.accounting.solver.atoms import _NEG_INF, Cell, Cell2, _Best, _Scale
+from privplan.accounting.solver.box_groups import box_groups
 from privplan.accounting.solver.instance import _Instance
 from privplan.accounting.solver.search import _bb, _Budget, _meeting, _rep, _rows_around
 from privplan.errors import InternalError
@@ -84,18 +85,15 @@ def _distinct_rows(inst: _Instance, w_rows: np.ndarray, within: np.ndarray | Non
     idx = np.arange(len(inst.lo), dtype=np.int64) if within is None else within
     if len(idx) < _MERGE_FROM:
         return within, w_rows
-    boxes = np.concatenate((inst.lo[idx], inst.hi[idx]), axis=1)
-    # (stable: equal boxes keep their row order; without columns every box is the same)
-    order = np.lexsort(boxes.T[::-1]) if boxes.shape[1] else np.arange(len(idx))
-    ordered = boxes[order]
-    first = np.ones(len(ordered), dtype=bool)
-    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
-    if first.all():
+    # (equal boxes, equal ids: kept as the instance grows, see box_groups; np.unique's
+    # return_index is each group's first row in ``idx``'s ascending order)
+    _, first, inverse = np.unique(box_groups(inst).ids[idx], return_index=True,
+                                  return_inverse=True)
+    if len(first) == len(idx):
         return within, w_rows
-    starts = np.flatnonzero(first)
-    reps = idx[order[starts]]
+    reps = idx[first]
     merged = w_rows.copy()
-    merged[reps] = np.add.reduceat(w_rows[idx][order], starts)
+    merged[reps] = np.bincount(inverse.reshape(-1), weights=w_rows[idx], minlength=len(first))
     return np.sort(reps), merged
 
 

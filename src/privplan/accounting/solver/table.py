@@ -26,6 +26,7 @@ from privplan.accounting.solver.atoms import (
     DEFAULT_EXACT_LIMIT,
     Axis,
     Cell,
+    Cell2,
     _Best,
     _disjoint,
     _MechColumns,
@@ -297,6 +298,7 @@ class TableSolver:
         k = self.model.unit.max_rows
         incremental = bool(old.mechs) and not rebuilt
         domains = _disjoint(new_rows) if incremental else [inst.full_box_tuple()]
+        around = [_bounding_box(new_rows)] if incremental and new_rows else domains
         single, pair, unit = [], [], []
 
         def moved(b: _Best) -> _Best:
@@ -307,7 +309,7 @@ class TableSolver:
         )
         for j in range(self._q):
             prev = moved(self._single[j]) if incremental else None
-            s = _max_cell(inst, j, domains, prev, budget)
+            s = _max_cell(inst, j, around, prev, budget)
             single.append(s)
             if k > 1:  # only slabs a new region meets can change
                 prev_u = moved(self._unit[j]) if incremental else None
@@ -397,6 +399,7 @@ class TableSolver:
         inst.axes = tuple(Axis(list(v)) for v in state.axes)
         inst.poisoned = frozenset(state.poisoned)
         inst.cell_maps = ((None,) * d, 0)
+        inst.box_groups = None
         inst.widened, inst.notes = state.widened, tuple(state.notes)
         inst.scales = tuple(_Scale(dn, tot, tol) for dn, tot, tol in state.scales)
         for name in _ARRAYS:
@@ -440,3 +443,15 @@ class TableSolver:
             return inst.mechs.ids(witness_idx), detail, rule
 
         return TableCost(self.table, weights, exact=exact, explain=explain)
+
+
+def _bounding_box(rows: Sequence[Cell2]) -> Cell2:
+    """The smallest box holding every row: the single-record search's domain after an
+    extension. Why searching it is enough and still exact: a record outside every new row is
+    in no new region, so its value is what it was (the previous best covers it); the box's
+    other records are records like any other, so their values are true values (none is
+    over-counted), and the max over a superset of the changed records, with the previous
+    best, is the new max. One search instead of one per disjoint piece of the new rows (~0.1
+    ms each at small sizes)."""
+    return tuple((min(r[c][0] for r in rows), max(r[c][1] for r in rows))
+                 for c in range(len(rows[0])))
