@@ -240,5 +240,5 @@ def test_key_order_equals_the_dataframe_sort(seed: int) -> None:
         sub = frame[names].rename(columns={n: f"__k{i}" for i, n in enumerate(names)})
         want = np.asarray(sub.sort_values(list(sub.columns), na_position="last",
                                           kind="stable").index)
-        got = assemble_module._key_order(sub, width)
+        got = assemble_module._key_order(dict(sub.items()), width)
         assert (np.arange(len(sub)) if got is None else got).tolist() == want.tolist(), names

@@ -194,10 +194,12 @@ def check_one_row_per_key(core: CorePlan, frame: Any) -> None:
     fresh noise. The statement counts, with the engine's own equality, the rows sharing each
     key (:func:`~privplan.rewrite.engine_sql.with_key_check`); this runs on the exact rows before
     any noise is drawn and raises :class:`InternalError` (nothing is released) if a count is not
-    1. The count column stays in the frame (noise reads only key and measure columns)."""
-    if DUPLICATES not in frame.columns:
+    1. The count column stays in the frame (noise reads only key and measure columns).
+    ``frame``: a DataFrame or its columns by name."""
+    counts = frame.get(DUPLICATES)
+    if counts is None:
         return
-    if len(frame) and int(frame[DUPLICATES].to_numpy().max()) > 1:
+    if len(counts) and int(counts.to_numpy().max()) > 1:
         raise InternalError(
             "the engine returned two rows for one group key; nothing was released. This is a "
             "bug in privplan's key typing: please report it with the query.")

@@ -559,8 +559,9 @@ class Session(SessionViews, Generic[B]):
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
         exact = self.engine.run(stmt)
-        check_one_row_per_key(core, exact)  # (before any noise is drawn)
-        return noisy_columns(core, planned, exact)
+        columns = dict(exact.items())
+        check_one_row_per_key(core, columns)  # (before any noise is drawn)
+        return noisy_columns(core, planned, exact, columns=columns)
 
 
 def _bounded_select(core: CorePlan) -> str:
