@@ -85,10 +85,18 @@ def _distinct_rows(inst: _Instance, w_rows: np.ndarray, within: np.ndarray | Non
     idx = np.arange(len(inst.lo), dtype=np.int64) if within is None else within
     if len(idx) < _MERGE_FROM:
         return within, w_rows
-    # (equal boxes, equal ids: kept as the instance grows, see box_groups; np.unique's
-    # return_index is each group's first row in ``idx``'s ascending order)
-    _, first, inverse = np.unique(box_groups(inst).ids[idx], return_index=True,
-                                  return_inverse=True)
+    groups = box_groups(inst)  # (equal boxes, equal ids: kept as the instance grows)
+    if within is None:
+        # every row: each group's first row is known, and the sums are one bincount (no sort
+        # of the history, which grows by the rows of every answer)
+        if len(groups.first) == len(idx):
+            return within, w_rows
+        reps = np.array(groups.first, dtype=np.int64)  # ascending: ids follow first rows
+        merged = w_rows.copy()
+        merged[reps] = np.bincount(groups.ids, weights=w_rows, minlength=len(reps))
+        return reps, merged
+    # (np.unique's return_index is each group's first row in ``idx``'s ascending order)
+    _, first, inverse = np.unique(groups.ids[idx], return_index=True, return_inverse=True)
     if len(first) == len(idx):
         return within, w_rows
     reps = idx[first]

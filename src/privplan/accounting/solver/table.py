@@ -297,8 +297,14 @@ class TableSolver:
         budget = _Budget(self.exact_limit)
         k = self.model.unit.max_rows
         incremental = bool(old.mechs) and not rebuilt
-        domains = _disjoint(new_rows) if incremental else [inst.full_box_tuple()]
-        around = [_bounding_box(new_rows)] if incremental and new_rows else domains
+        # the single-record search: one box around the new rows (see _bounding_box); the
+        # unit and pair searches: the new rows' disjoint pieces (made only for them)
+        if not incremental:
+            around = [inst.full_box_tuple()]
+        else:
+            around = [_bounding_box(new_rows)] if new_rows else []
+        pieces = incremental and (k > 1 or self.model.neighbourhood == "replace")
+        domains = _disjoint(new_rows) if pieces else None
         single, pair, unit = [], [], []
 
         def moved(b: _Best) -> _Best:
@@ -320,7 +326,7 @@ class TableSolver:
                         j,
                         k,
                         ucols,
-                        domains if incremental else None,
+                        domains,
                         s,
                         prev_u,
                         budget,
@@ -330,7 +336,7 @@ class TableSolver:
                 continue
             if self.model.neighbourhood == "replace":
                 prev_p = moved(self._pair[j]) if incremental else None
-                pair.append(_max_pair(inst, j, domains if incremental else None, s, prev_p, budget))
+                pair.append(_max_pair(inst, j, domains, s, prev_p, budget))
         out._single, out._pair, out._unit = tuple(single), tuple(pair), tuple(unit)
         return out
 
