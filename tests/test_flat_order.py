@@ -133,6 +133,28 @@ def test_flat_order_equals_duckdb_with_ties_in_key_order(
     assert same_as_plain >= len(QUERIES) // 2  # (the interval check really ran)
 
 
+def test_integers_beyond_double_precision_keep_their_order() -> None:
+    """Nullable 64-bit integer keys 2^53, 2^53 + 1, 2^53 + 2 (equal as doubles) sort as
+    DuckDB sorts them."""
+    big = 2**53
+    policy = pp.Policy.from_dict({"tables": {"t": {"privacy_unit": "row", "columns": {
+        "k": {"type": "int", "lower": 0, "upper": 2**60,
+              "public_values": [big, big + 1, big + 2]}}}}})
+    sess = pp.connect(":memory:", policy=policy, budget=pp.PureDP(100))
+    try:
+        sess.register("t", pd.DataFrame({"k": pd.array([big + 1, big, None, big + 2],
+                                                       dtype="Int64")}))
+        with noise_disabled():
+            for sql, want in [
+                ("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k DESC", [2, 1, 0]),
+                ("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k", [0, 1, 2]),
+            ]:
+                got = sess.sql(sql, epsilon=1).df
+                assert [int(v) - big for v in got["k"]] == want, sql
+    finally:
+        sess.close()
+
+
 def test_sort_key_types_left_to_duckdb_still_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sort key of a type FlatOrder does not sort (object arrays, e.g. DECIMAL keys as Python
     Decimals; here every type, by making the sort codes unavailable) falls back to DuckDB's

@@ -222,6 +222,8 @@ def _sort_codes(values: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] 
         null = series.isna().to_numpy()
         if dtype.kind == "M":
             numbers = series.to_numpy(dtype="datetime64[ns]").view(np.int64)
+        elif dtype.kind in "biu":  # (in their own width: 2^53 + 1 is not 2^53)
+            numbers = series.to_numpy(dtype=getattr(dtype, "numpy_dtype", dtype), na_value=0)
         else:
             numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
         numbers = np.where(null, 0, numbers)
