@@ -17,19 +17,24 @@ from privplan.errors import InternalError
 
 
 def _max_cell(
-    inst: _Instance, j: int, domains: Sequence[Cell2], prev: _Best | None, budget: _Budget
+    inst: _Instance, j: int, domains: Sequence[Cell2], prev: _Best | None, budget: _Budget,
+    new_from: int | None = None,
 ) -> _Best:
     """max over records x in the domains of sum{c_i : x in R_i}, with the previous best.
 
     Add/remove with one row per unit: adding or removing x changes exactly the mechanisms whose
     region holds x (CSF'24 Thm IV.11); a GROUP BY changes one group (Thm IV.12), so it counts
-    once. Exact unless the budget ran out (then a proven bound, exact=False).
+    once. Exact unless the budget ran out (then a proven bound, exact=False). ``new_from``: the
+    first new mechanism when ``prev`` is the best before they were added (see
+    :func:`_still_the_max`).
     """
     sc = inst.scales[j]
     if prev is None:
         prev = _Best(Fraction(0), True)
     if not inst.mechs or not inst.wf[:, j].any():
         return prev
+    if new_from is not None and (kept := _still_the_max(inst, j, prev, new_from)) is not None:
+        return kept
     best = [sc.to_float(prev.value)]
     cands: list[tuple[float, Cell]] = []
 
@@ -65,6 +70,28 @@ def _max_cell(
         if value > out.value:  # above the old best (even a bound): exact unless cut below
             out = _Best(value, True, (cell,))
     return _with_open(out, sc, opened)
+
+
+def _still_the_max(inst: _Instance, j: int, prev: _Best, new_from: int) -> _Best | None:
+    """The previous best cell, with its new value, when no search can find more; else None.
+
+    Why it is then exact: a record's new value is its old value plus the weights of the new
+    mechanisms whose regions hold it, so no record exceeds (previous max) + (all the new
+    weights). A cell whose new value, computed exactly from every mechanism, equals that bound
+    is the new max. Weights are exact (integers on an exact scale, else Fractions). It is the
+    usual case of a session asking the same question again (a dashboard): its worst record is
+    in every new region, and the search is skipped."""
+    if not prev.exact or prev.bound_note or len(prev.cells) != 1:
+        return None
+    cell = prev.cells[0]
+    if len(cell) != len(inst.axes):
+        return None
+    new = np.zeros(len(inst.mechs), dtype=bool)
+    new[new_from:] = True
+    value = _hit_sum(inst, j, inst.hit_mask(cell))
+    if value != prev.value + _hit_sum(inst, j, new):
+        return None  # (a new mechanism with a weight misses it, or it is not the old max)
+    return _Best(value, True, (cell,))
 
 
 _MERGE_FROM = 64  # rows from which equal rows are merged before the search

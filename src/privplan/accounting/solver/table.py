@@ -315,7 +315,8 @@ class TableSolver:
         )
         for j in range(self._q):
             prev = moved(self._single[j]) if incremental else None
-            s = _max_cell(inst, j, around, prev, budget)
+            s = _max_cell(inst, j, around, prev, budget,
+                          new_from=len(old.mechs) if incremental else None)
             single.append(s)
             if k > 1:  # only slabs a new region meets can change
                 prev_u = moved(self._unit[j]) if incremental else None
