@@ -11,6 +11,8 @@ coordinates, and it is rebuilt (from one row per id) when atoms moved or columns
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 
@@ -35,22 +37,27 @@ class BoxGroups:
         old = len(self.ids)
         first = list(self.first)
         if moved:
-            lookup = {_key(lo, hi, row): g for g, row in enumerate(first)}
+            lookup = dict(zip(_keys(lo, hi, np.array(first, dtype=np.int64)),
+                              range(len(first))))
         else:
             lookup = dict(self.lookup)
         new = np.empty(lo.shape[0] - old, dtype=np.int64)
-        for i, row in enumerate(range(old, lo.shape[0])):
-            key = _key(lo, hi, row)
+        for i, key in enumerate(_keys(lo, hi, np.arange(old, lo.shape[0]))):
             g = lookup.get(key)
             if g is None:
                 g = lookup[key] = len(first)
-                first.append(row)
+                first.append(old + i)
             new[i] = g
         return BoxGroups(np.concatenate((self.ids, new)), first, lookup)
 
 
-def _key(lo: np.ndarray, hi: np.ndarray, row: int) -> bytes:
-    return lo[row].tobytes() + hi[row].tobytes()
+def _keys(lo: np.ndarray, hi: np.ndarray, rows: np.ndarray) -> list[bytes]:
+    """Each row's box (its lo and hi atoms) as bytes: equal exactly for equal boxes."""
+    block = np.ascontiguousarray(np.concatenate((lo[rows], hi[rows]), axis=1))
+    width = block.dtype.itemsize * block.shape[1]
+    if not width:  # (no columns: every box is the whole table, one key)
+        return [b""] * len(rows)
+    return cast(list[bytes], block.view(np.dtype((np.void, width))).ravel().tolist())
 
 
 def box_groups(inst: object) -> BoxGroups:
