@@ -17,7 +17,7 @@ import pandas as pd
 
 from privplan.engines.duckdb_engine import PostProcessor, post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
-from privplan.explain import halfwidth_95
+from privplan.explain import halfwidth_95, noise_std
 from privplan.mechanisms.accuracy import (
     joint_halfwidths,
     ratio_interval,
@@ -399,11 +399,13 @@ def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | 
         if use.func in ("count", "sum"):
             p, scale = count_or_sum_noise(use, by_id)
             acc = ColumnAccuracy(column=name, method=p.noise.describe(),
-                                 std=p.noise.std() * scale,
+                                 std=noise_std(p.noise) * scale,
                                  halfwidth=halfwidth_95(p.noise) * scale)
             accuracy[name] = acc
             # a later UNION ALL branch may have put text in this column: no interval there
-            values = pd.to_numeric(column(i), errors="coerce")
+            values = column(i)
+            if not (isinstance(values, np.ndarray) and values.dtype.kind in "iuf"):
+                values = pd.to_numeric(values, errors="coerce")
             with np.errstate(all="ignore"):  # (numpy arrays, as pandas does: inf - inf is NaN)
                 bounds[f"{name}_low"] = values - acc.halfwidth
                 bounds[f"{name}_high"] = values + acc.halfwidth

@@ -197,6 +197,7 @@ def _relations(spec: Any, history: dict[str, list[Any]]) -> tuple[str, ...]:
 
 
 _MECHANISM_ID = re.compile(r"\bq\d+\.c\d+_m\d+\b")
+_REPEATED_NAME = re.compile(r"(?<![\w(])([^,;()]+?), \1(?=,|$| and|;| \()")
 
 
 def readable_witness(text: str, mechanisms: Sequence[Any]) -> str:
@@ -217,13 +218,19 @@ def _readable_witness(text: str, labels: dict[str, str]) -> str:
     previous = None
     while previous != out:  # "q1, q1, SUM(cost)" -> "q1, SUM(cost)"
         previous = out
-        out = re.sub(r"(?<![\w(])([^,;()]+?), \1(?=,|$| and|;| \()", r"\1", out)
+        out = _REPEATED_NAME.sub(r"\1", out)
     return out
 
 
 def region_text(measure: Any) -> str:
     """A measure's region as SQL text (:func:`region_to_sql`), once per measure object."""
     return derived(measure, "region_sql", lambda: region_to_sql(measure.region))
+
+
+def noise_std(noise: Any) -> float:
+    """The noise's standard deviation, once per noise object (a pure function of its
+    calibration)."""
+    return derived(noise, "std", noise.std)
 
 
 def halfwidth_95(noise: Any) -> int:
@@ -252,7 +259,7 @@ def explain_planned(
             region=show(region_text(m)),
             partition=show(", ".join(p.spec.partition.keys)) if p.spec.partition else None,
             sensitivity=m.sensitivity, noise=p.noise.describe(),
-            noise_std=None if quantile else p.noise.std() * scale,
+            noise_std=None if quantile else noise_std(p.noise) * scale,
             halfwidth_95=None if quantile else halfwidth_95(p.noise) * scale,
             cost=p.spec.cost, threshold=p.threshold,
             notes=tuple(show(n) for n in m.region.notes),
