@@ -51,9 +51,8 @@ from privplan.query_budget import query_budget, query_groups
 from privplan.result import Result
 from privplan.rewrite.engine_sql import (
     bounded_source,
-    core_sql,
+    engine_statement,
     private_join_source,
-    with_key_check,
 )
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.session_inputs import as_policy as _as_policy
@@ -543,7 +542,7 @@ class Session(SessionViews, Generic[B]):
     def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
         types = {n: c.type for n, c in core.table_policy.columns.items()}
         measures = [p.measure for p in planned]
-        return with_key_check(core_sql(core, types, measures, self.engine.dialect), len(core.keys))
+        return engine_statement(core, types, measures, self.engine.dialect)
 
     def _copies(self, core: CorePlan) -> bool:
         """Whether the core reads a session copy: always for user level (the bounded rows);

@@ -488,15 +488,34 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
 DUPLICATES = "__privplan_rows_per_key"
 
 
-def with_key_check(sql: str, keys: int) -> str:
+def with_key_check(sql: str, keys: int, *, fenced: bool = False) -> str:
     """``sql`` plus a column counting, *with the engine's own equality*, the rows that share
     each row's key: the session checks it is 1 everywhere before any noise is drawn (one
-    released key, one exact aggregate; checked, not assumed)."""
+    released key, one exact aggregate; checked, not assumed). ``fenced`` (DuckDB): ``sql`` is
+    computed once, as a MATERIALIZED CTE, before the count (see :func:`engine_statement`)."""
     if not keys:
         return sql
     part = ", ".join(key_column(i) for i in range(keys))
-    return (f"SELECT *, COUNT(*) OVER (PARTITION BY {part}) AS {DUPLICATES} "
-            f"FROM ({sql}) AS __released")
+    count = f"SELECT *, COUNT(*) OVER (PARTITION BY {part}) AS {DUPLICATES} FROM "
+    if fenced:
+        return f"WITH __released AS MATERIALIZED ({sql}) {count}__released"
+    return f"{count}({sql}) AS __released"
+
+
+def engine_statement(core: CorePlan, column_types: dict[str, str], measures: list[Measure],
+                     dialect: str = "duckdb") -> str:
+    """The statement a session runs for ``core``: :func:`core_sql` with the key check.
+
+    On DuckDB a statement without the public-domain join (groups chosen by partition
+    selection, or no public key) computes its groups in a MATERIALIZED CTE before counting
+    them. Why: DuckDB's ``window_self_join`` optimizer turns ``COUNT(*) OVER (PARTITION BY
+    keys)`` over a GROUP BY into a second aggregation of the same input, which reads the
+    private table (or a prepared copy) twice: 1.5x the statement at 1M rows.
+    The CTE changes no value (the same rows, counted with the same equality). With the domain
+    join on top DuckDB does not rewrite, and the CTE would only cost (~0.3 ms)."""
+    fenced = dialect == "duckdb" and bool(core.keys) and not core.public_keys
+    return with_key_check(core_sql(core, column_types, measures, dialect), len(core.keys),
+                          fenced=fenced)
 
 
 def _checked(sql: str) -> str:
