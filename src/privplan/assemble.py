@@ -140,8 +140,9 @@ def _draws(planned: list[PlannedMeasure], n: int) -> dict[int, np.ndarray]:
 
 
 def _key_order(exact: Mapping[str, pd.Series], keys: int) -> np.ndarray | None:
-    """The positions of ``exact``'s rows (a frame's columns by name) in key order (NULLs last, ties in engine order: a
-    stable sort), or None when there are no keys or the rows are in that order already.
+    """The positions of ``exact``'s rows (a frame's columns by name) in key order (NULLs
+    last, ties in engine order: a stable sort), or None when there are no keys or the rows
+    are in that order already.
 
     Sorted as ``DataFrame.sort_values(keys, na_position="last", kind="stable")`` does, by
     stable sorts of one column at a time from the last key to the first (each array's own
@@ -217,7 +218,8 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
     any answer, so they fail here, on a row of fixed values that depends only on the plan's
     types. An outer query that is only keys and aggregates cannot fail and is not run (one that
     also sorts them is, through DuckDB: the answer path may hand it a sort key's type that
-    :class:`~privplan.rewrite.postprocess.FlatOrder` leaves to DuckDB); a query text already checked with the same statement types is not run again.
+    :class:`~privplan.rewrite.postprocess.FlatOrder` leaves to DuckDB); a query text already
+    checked with the same statement types is not run again.
     """
     plan = planned.plan
     if len(plan.cores) == 1 and layout(plan.cores[0])[1] \
