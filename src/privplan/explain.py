@@ -197,7 +197,7 @@ def _relations(spec: Any, history: dict[str, list[Any]]) -> tuple[str, ...]:
 
 
 _MECHANISM_ID = re.compile(r"\bq\d+\.c\d+_m\d+\b")
-_REPEATED_NAME = re.compile(r"(?<![\w(])([^,;()]+?), \1(?=,|$| and|;| \()")
+_REPEATED_NAME = re.compile(r"(?<!\w)([^,;()]+?), \1(?=,|$| and|;| \(|\))")
 
 
 def readable_witness(text: str, mechanisms: Sequence[Any]) -> str:

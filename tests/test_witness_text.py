@@ -1,0 +1,46 @@
+"""The worst case in the user's words names each earlier query once.
+
+Earlier mechanisms are shown by their query (``q1``); a query with several mechanisms must not
+be named twice in a row, also at the start of a parenthesised list ("18 mechanisms (q1, q2,
+...)", which read "(q1, q1, q2, ...)").
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import privplan as pp
+from privplan.demo.data import write_demo_database
+from privplan.explain import _readable_witness
+
+
+def test_repeated_names_are_merged_everywhere() -> None:
+    labels = {"q7.c0_m0": "COUNT(*)", "q7.c0_m1": "SUM(cost)"}
+    cases = {
+        "x affects 18 mechanisms (q1.c0_m0, q1.c0_m1, q2.c0_m0, q3.c0_m0 and 6 more)":
+            "x affects 18 mechanisms (q1, q2, q3 and 6 more)",
+        "x affects q1.c0_m0, q1.c0_m1, q7.c0_m0, q7.c0_m1": "x affects q1, COUNT(*), SUM(cost)",
+        "x affects 3 mechanisms (q1.c0_m0, q1.c0_m1)": "x affects 3 mechanisms (q1)",
+        "a record with x IN (1, 2) affects q1.c0_m0, q2.c0_m0":
+            "a record with x IN (1, 2) affects q1, q2",
+        "a record with SUM(a), SUM(a) affects q1.c0_m0": "a record with SUM(a), SUM(a) affects q1",
+    }
+    for text, want in cases.items():
+        assert _readable_witness(text, labels) == want, text
+
+
+def test_a_dashboard_session_names_each_query_once(tmp_path: Path) -> None:
+    db = write_demo_database(tmp_path / "demo.duckdb", rows=500)
+    policy = pp.Policy.from_yaml(Path(pp.__file__).parent / "demo" / "policy.yaml")
+    sess = pp.connect(db, policy=policy, budget=pp.PureDP(1000))
+    try:
+        sql = "SELECT hospital, COUNT(*), AVG(cost) FROM visits GROUP BY hospital"
+        for _ in range(8):
+            witness = sess.sql(sql, epsilon=1).explanation.witness
+        names = re.findall(r"\bq\d+\b|COUNT\(\*\)|SUM\(cost\)|COUNT\(cost\)", witness)
+        assert len(names) >= 3, witness
+        assert all(a != b for a, b in itertools.pairwise(names)), witness
+    finally:
+        sess.close()
