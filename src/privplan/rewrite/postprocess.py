@@ -201,9 +201,10 @@ def _sort_codes(values: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] 
     """(is NULL, dense rank of the value) of ``values[rows]``; None for a type not handled."""
     if isinstance(values, np.ndarray):
         picked = values[rows]
-        if picked.dtype.kind in "biu":
-            return np.zeros(len(picked), dtype=bool), picked.astype(np.int64, copy=False) \
-                if picked.dtype.kind != "u" else np.unique(picked, return_inverse=True)[1]
+        if picked.dtype.kind in "bi":
+            return np.zeros(len(picked), dtype=bool), picked.astype(np.int64, copy=False)
+        if picked.dtype.kind == "u":  # (ranks: a uint64 above 2^63 does not fit int64)
+            return np.zeros(len(picked), dtype=bool), np.unique(picked, return_inverse=True)[1]
         if picked.dtype.kind == "f":
             null = np.isnan(picked)
             return null, np.where(null, 0.0, picked)
