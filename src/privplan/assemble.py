@@ -15,8 +15,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 
-from privplan.engines.duckdb_engine import PostProcessor, post_process, post_processor
-from privplan.errors import PostProcessingError, UnsupportedQueryError
+from privplan.engines.duckdb_engine import post_process
 from privplan.explain import halfwidth_95, noise_std
 from privplan.mechanisms.accuracy import (
     joint_halfwidths,
@@ -80,7 +79,7 @@ def noisy_columns(core: CorePlan, planned: list[PlannedMeasure], exact: pd.DataF
     reproducible, and released rows are in key order whatever the data. Columns of ``exact``
     other than keys and measures (the engine's per-key row count) are not read.
 
-    ``draw=False`` (stand-in answers only, see :func:`check_outer_query`): no noise, no
+    ``draw=False`` (stand-in answers only, see :mod:`privplan.gate.outer`): no noise, no
     selection. ``columns``: ``dict(exact.items())`` when the caller has it.
     """
     # the columns read in one pass (a name lookup on a fresh frame first builds its column
@@ -203,58 +202,6 @@ def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np
     if m.resolution == 1:
         return grid
     return grid * float(m.resolution)
-
-
-_CHECKED: dict[tuple[Any, ...], bool] = {}
-_CHECKED_MAX = 1024
-
-
-def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]]) -> None:
-    """Run the outer query (HAVING, ORDER BY, LIMIT, expressions, UNION ALL) on stand-in
-    answers of the engine statements' types, before anything is charged.
-
-    Why (DESIGN.md invariant 8): a failure that does not depend on the data must spend nothing.
-    ``ORDER BY 5``, ``LIMIT -1``, ``HAVING n < 'a'``, a UNION ALL of different widths fail on
-    any answer, so they fail here, on a row of fixed values that depends only on the plan's
-    types. An outer query that is only keys and aggregates cannot fail and is not run (one that
-    also sorts them is, through DuckDB: the answer path may hand it a sort key's type that
-    :class:`~privplan.rewrite.postprocess.FlatOrder` leaves to DuckDB); a query text already
-    checked with the same statement types is not run again.
-    """
-    plan = planned.plan
-    if len(plan.cores) == 1 and layout(plan.cores[0])[1] \
-            and not flat_order(plan.cores[0]).active:
-        return
-    key = (plan.sql, tuple(tuple(s) for s in schemas),
-           tuple((p.measure.id, p.measure.scale) for p in planned.measures))
-    if key in _CHECKED:
-        return
-    first: PostProcessingError | None = None
-    for variant in range(PostProcessor.SAMPLE_VARIANTS):
-        frames = [noisy_frame(core, planned.for_core(i),
-                              post_processor().sample(schema, variant),
-                              draw=False)
-                  for i, (core, schema) in enumerate(zip(plan.cores, schemas))]
-        try:
-            # the very code that runs after the charge, on the stand-ins: each branch is
-            # turned into a frame before the UNION ALL, as there (a constant such as DATE
-            # 'infinity' converts in a union of SQL types but not into pandas: one statement
-            # over all the branches passed where the real path failed, after the charge)
-            outer_query(planned, frames)
-            break
-        except PostProcessingError as err:
-            first = first or err
-    else:
-        # refused only when every stand-in fails: one that passes means some answer passes
-        # (`HAVING sex = 1` over a text key holding digits), and a failure on the real noisy
-        # answer is then a PostProcessingError after the charge, about released values only
-        raise UnsupportedQueryError(
-            f"{first} (checked on stand-in values before anything was spent: it would fail "
-            "on any answer). Fix the outer query: column positions, LIMIT/OFFSET values, the "
-            "types compared in HAVING, the columns of each UNION ALL branch.") from None
-    if len(_CHECKED) >= _CHECKED_MAX:
-        _CHECKED.clear()
-    _CHECKED[key] = True
 
 
 def _union_sql(plan: Any, branches: int) -> str:

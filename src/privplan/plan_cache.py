@@ -44,7 +44,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from privplan.assemble import check_outer_query
+from privplan.gate import Admission
+from privplan.gate.outer import check_outer_query
 from privplan.planner import PlannedQuery
 from privplan.sql.per_unit import MARK
 
@@ -81,8 +82,7 @@ def frozen_value(value: Any) -> Hashable | None:
 @dataclass(frozen=True)
 class _Entry:
     policy: Any  # held, so the id in the key cannot be reused by another object
-    planned: PlannedQuery
-    statements: tuple[str, ...]
+    admission: Admission
 
 
 class PlanCache:
@@ -102,7 +102,7 @@ class PlanCache:
             return None
         return (sql, frozen, id(policy), kind, prepare, generation)
 
-    def get(self, key: Hashable | None, policy: Any) -> tuple[PlannedQuery, list[str]] | None:
+    def get(self, key: Hashable | None, policy: Any) -> Admission | None:
         if key is None:
             return None
         with self._lock:
@@ -110,14 +110,13 @@ class PlanCache:
             if entry is None or entry.policy is not policy:
                 return None
             self._entries.move_to_end(key)
-        return entry.planned, list(entry.statements)
+        return entry.admission
 
-    def put(self, key: Hashable | None, policy: Any, planned: PlannedQuery,
-            statements: list[str]) -> None:
-        if key is None or not cacheable(planned):
+    def put(self, key: Hashable | None, policy: Any, admission: Admission) -> None:
+        if key is None or not cacheable(admission.planned):
             return
         with self._lock:
-            self._entries[key] = _Entry(policy, planned, tuple(statements))
+            self._entries[key] = _Entry(policy, admission)
             self._entries.move_to_end(key)
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
@@ -156,15 +155,17 @@ def plan_key(sess: Any, sql: str, budget: Mapping[str, Any]) -> Hashable | None:
                          prepare=sess.prepare, generation=sess.engine.generation)
 
 
-def reuse(sess: Any, planned: PlannedQuery, statements: list[str]
-          ) -> tuple[PlannedQuery, list[str]]:
-    """A cached plan of ``sess`` with the pre-charge steps that do not depend on the query text
-    alone run again: the accountant knows the plan's virtual tables (it may have been rebuilt
-    from the ledger since), every statement binds to the engine as it is now and the outer
-    query passes on stand-ins of the types it binds to, and the mechanisms are named after the
-    ledger's next query."""
+def reuse(sess: Any, admission: Admission) -> Admission:
+    """A cached admission of ``sess`` with the pre-charge steps that do not depend on the query
+    text alone run again: the accountant knows the plan's virtual tables (it may have been
+    rebuilt from the ledger since), every statement binds to the engine as it is now and the
+    outer query passes on stand-ins of the types it binds to, and the mechanisms are named
+    after the ledger's next query. The gate's verdict on the statements is kept: they are the
+    same statements over tables of the same storage types (the engine's generation, in the
+    key, moves with any change the session can see)."""
+    planned = admission.planned
     for core in planned.plan.cores:
         if core.private_join is not None or MARK in core.table:
             sess._ensure_table(core.table_policy)
-    check_outer_query(planned, [sess.engine.bind(stmt) for stmt in statements])
-    return with_query_id(planned, sess.ledger.next_query_id()), statements
+    check_outer_query(planned, [sess.engine.bind(stmt) for stmt in admission.statements])
+    return admission.renamed(with_query_id(planned, sess.ledger.next_query_id()))

@@ -27,7 +27,7 @@ from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
-from privplan.assemble import NoisyColumns, assemble, check_outer_query, noisy_columns
+from privplan.assemble import NoisyColumns, assemble, noisy_columns
 from privplan.boundary import log, privplan_errors
 from privplan.engine_semantics import (
     check_one_row_per_key,
@@ -40,6 +40,7 @@ from privplan.engines.open import open_engine
 from privplan.engines.portable import check_portable, check_stored_types
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
+from privplan.gate import Admission, admit
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
 from privplan.plan_cache import PlanCache, plan_key, reuse
@@ -127,6 +128,8 @@ class Session(SessionViews, Generic[B]):
         self._not_null_checked: set[str] = set()
         self._public_schema: dict[str, set[str]] | None = None
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
+        # per derived (per-unit) table: its view's SELECT over stand-in rows, and theirs
+        self._derived_stand_ins: dict[str, tuple[str, dict[str, dict[str, str]]]] = {}
         if data_file is not None:
             self.engine.register(data_file[0], data_file[1])
 
@@ -211,7 +214,22 @@ class Session(SessionViews, Generic[B]):
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             return sql_nested(self, nested, budget)
-        planned, statements = self.plan(sql, budget)
+        admission = self._admit(sql, budget)
+        planned, statements = admission.planned, admission.statements
+        marginal, explanation = self._charge(admission, sql)
+        # -- run, noise, post-process ---------------------------------------------------------
+        frames = [self._run_core(core, planned.for_core(i), stmt)
+                  for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
+        # (the bounded copy of a user-level table is made only now, after the charge)
+        df, intervals, accuracy = assemble(planned, frames)
+        return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
+                      accuracy=accuracy, intervals=intervals, explanation=explanation)
+
+    def _charge(self, admission: Admission, sql: str) -> tuple[Any, Explanation]:
+        """The one charge of the session: an admitted query (it crossed the pre-charge gate,
+        :mod:`privplan.gate`) composed with the ledger and recorded, atomically, before
+        anything is run. Returns the marginal cost and the explanation."""
+        planned = admission.planned
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
         with self.ledger.charging() as txn:
@@ -233,13 +251,7 @@ class Session(SessionViews, Generic[B]):
         self._save_checkpoint()
         log.info("charged %s: %s (composed total %s of %s)", query_id, marginal.describe(),
                  preview.cost.describe(), self.budget.describe())
-        # -- run, noise, post-process ---------------------------------------------------------
-        frames = [self._run_core(core, planned.for_core(i), stmt)
-                  for i, (core, stmt) in enumerate(zip(planned.plan.cores, statements))]
-        # (the bounded copy of a user-level table is made only now, after the charge)
-        df, intervals, accuracy = assemble(planned, frames)
-        return Result(df=df, cost=marginal, query_cost=planned.composition.cost,
-                      accuracy=accuracy, intervals=intervals, explanation=explanation)
+        return marginal, explanation
 
     @privplan_errors
     def spent(self) -> B:
@@ -352,27 +364,33 @@ class Session(SessionViews, Generic[B]):
         self.accountant  # noqa: B018 - built first: building resets the models
         return dict(self._tables)
 
-    @with_list_fallback
     def plan(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
-        """Plan one DP query with every check :meth:`sql` runs before its charge, and the
-        engine statements that would answer it. Spends nothing and reads no row: the one
-        planning entry point of ``explain``, ``sql`` and reports. A query over a per-unit
-        pre-aggregation is planned over its derived table (see :meth:`_per_unit`). A query
-        planned before in the same state is reused (:mod:`privplan.plan_cache`)."""
+        """Plan one DP query with every check :meth:`sql` runs before its charge (the
+        pre-charge gate included), and the engine statements that would answer it. Spends
+        nothing and reads no private row: the one planning entry point of ``explain``, ``sql``
+        and reports."""
+        admission = self._admit(sql, budget)
+        return admission.planned, list(admission.statements)
+
+    @with_list_fallback
+    def _admit(self, sql: str, budget: Mapping[str, Any]) -> Admission:
+        """Plan ``sql`` and pass it through the pre-charge gate (:mod:`privplan.gate`): the
+        admission :meth:`_charge` requires. A query over a per-unit pre-aggregation is planned
+        over its derived table (see :meth:`_per_unit`). A query admitted before in the same
+        state is reused with the gate's verdict (:mod:`privplan.plan_cache`)."""
         self._require_open()
         if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
-            return reuse(self, *cached)
+            return reuse(self, cached)
         generation = self.engine.generation
         # BigQuery's AVG / contribution bounds with a privacy unit: per unit and group first
         per_group = per_group_query(sql, self.policy, self.kind, budget)
         text, budget = per_group if per_group is not None else (sql, budget)
         per_unit = self._per_unit(text)
         text, policy = per_unit if per_unit is not None else (text, None)
-        planned, statements = self._prepare(text, budget, policy)
-        planned.plan.sql = sql  # (explain shows the query as written)
+        admission = self._prepare(text, budget, policy, shown=sql)
         if per_unit is None and self.engine.generation == generation:
-            self._plans.put(key, self.policy, planned, statements)  # (see plan_cache)
-        return planned, statements
+            self._plans.put(key, self.policy, admission)  # (see plan_cache)
+        return admission
 
     def _per_unit(self, sql: str) -> tuple[str, Policy] | None:
         """A statement over a per-unit pre-aggregation (:mod:`privplan.sql.per_unit`): the
@@ -387,22 +405,28 @@ class Session(SessionViews, Generic[B]):
         inner.table_sql, types = self._typed_table(found.base)
         make_core_total(inner, types, judge(), found.where_sql)
         self.engine.create_view(found.table.name, derived_view_sql(found, inner))
+        stand_ins: dict[str, dict[str, str]] = {}
+        over = replace(inner, table_sql=self._stand_in_view(found.base, stand_ins))
+        self._derived_stand_ins[found.table.name] = (derived_view_sql(found, over), stand_ins)
         self._column_types.pop(found.table.name, None)  # (its engine types, read afresh)
         return found.outer_sql, replace(self.policy, tables={**self.policy.tables,
                                                               found.table.name: found.table})
 
-    def _prepare(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None
-                 ) -> tuple[PlannedQuery, list[str]]:
+    def _prepare(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None, *,
+                 shown: str | None = None) -> Admission:
         """Everything before the charge, from the query text, the policy and the schema only
         (DESIGN.md invariant 8: a failure here spends nothing): plan, build and bind the
-        engine statements, and run the outer query on stand-in answers of their types.
-        ``policy``: the session's, or a copy with a derived table (see :meth:`_per_unit`)."""
+        engine statements, and admit them through the gate (engine statements over stand-in
+        rows, privplan's own processing of their answers, the outer query on stand-in noisy
+        answers). ``policy``: the session's, or a copy with a derived table (see
+        :meth:`_per_unit`); ``shown``: the query as written (explain shows it)."""
         planned = self._plan(sql, budget, policy)
+        if shown is not None:
+            planned.plan.sql = shown
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
         schemas = [self.engine.bind(stmt) for stmt in statements]
-        check_outer_query(planned, schemas)
-        return planned, statements
+        return admit(self.engine, planned, statements, schemas)
 
     def _plan(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None
               ) -> PlannedQuery:
@@ -432,11 +456,15 @@ class Session(SessionViews, Generic[B]):
                 left, right = core.private_join
                 core.table_sql, types = private_join_source(left, self._typed_table(left), right,
                                                             self._typed_table(right))
+                core.stand_in_sql = private_join_source(
+                    left, (self._stand_in_view(left, core.stand_in_tables), {}), right,
+                    (self._stand_in_view(right, core.stand_in_tables), {}))[0]
                 self._ensure_table(core.table_policy)
             else:
                 if MARK in core.table:  # a derived per-unit table: a table of its own
                     self._ensure_table(core.table_policy)
                 core.table_sql, types = self._typed_table(core.table_policy)
+                core.stand_in_sql = self._stand_in_view(core.table_policy, core.stand_in_tables)
             # what the engine will compute, settled before the charge (DESIGN.md invariant 7)
             if core.joins:
                 types = {**types, **describe_public_joins(core, self.engine, types)}
@@ -519,6 +547,21 @@ class Session(SessionViews, Generic[B]):
             check_not_null(self.engine, table, view[0])
             self._not_null_checked.add(table.name)
         return view
+
+    def _stand_in_view(self, table: Any, stand_ins: dict[str, dict[str, str]]) -> str:
+        """The table as :meth:`_typed_table` reads it, over a named relation of stand-in rows
+        instead of the private table (the pre-charge gate's source, :mod:`privplan.gate`):
+        the relation's name and the columns' storage types are added to ``stand_ins``. A
+        derived per-unit table is its view's SELECT over the base table's stand-ins."""
+        actual = self._column_types[table.name]
+        derived = self._derived_stand_ins.get(table.name)
+        if derived is not None:
+            source, tables = derived
+            stand_ins.update(tables)
+            return typed_view(f"({source})", table.columns, actual)[0]
+        name = f"__privplan_stand_in_{table.name}"
+        stand_ins[name] = {c: actual[c] for c in table.columns}
+        return typed_view('"' + name.replace('"', '""') + '"', table.columns, actual)[0]
 
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""

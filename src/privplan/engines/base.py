@@ -29,6 +29,8 @@ engine: it runs on an in-process DuckDB over the noisy table, whatever the sourc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
@@ -55,3 +57,38 @@ class Engine(Protocol):
     def domain_table(self, values: list[Any]) -> str: ...
     def forget_durable(self) -> None: ...
     def close(self) -> None: ...
+    def stand_in_values(self, storage_type: str) -> Values: ...
+    def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
+              ) -> pd.DataFrame | None: ...
+
+
+class ProbeFailed(Exception):
+    """A statement over stand-in rows failed (:meth:`probe` of an engine). ``stage``: "bind"
+    (names, types: the statement cannot run at all) or "run" (evaluating some value failed).
+    The message is the engine's, about stand-in values only (no private row is read), so the
+    gate may show it."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage, self.message = stage, message
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A private table's stand-in for the pre-charge gate (:mod:`privplan.gate`): a relation
+    of edge values, in the engine's dialect, and its columns' storage types (DuckDB names, as
+    ``columns`` reports them), by which a remote engine types the probe's answer."""
+
+    relation: str
+    columns: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Values:
+    """A column type's edge values: ``rows`` a relation of columns ``i`` (0 .. count - 1) and
+    ``v`` (the value, NULL at i = 0), and ``ordinary`` an SQL expression of its first value that
+    is not NULL (what the column holds while other columns vary)."""
+
+    rows: str
+    count: int
+    ordinary: str

@@ -12,12 +12,14 @@ import hashlib
 import logging
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from privplan.engines.base import ProbeFailed, StandIn, Values
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.errors import (
     ExecutionError,
@@ -99,6 +101,7 @@ class DuckDBEngine:
         # defined, a session copy made or dropped): a session's plans are cached under it
         self.generation = 0
         self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
+        self._stand_in_values: dict[str, Values] = {}
 
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -396,6 +399,71 @@ class DuckDBEngine:
                 pass  # (closed by its owner, or never registered under that name)
         self._registered.clear()
 
+    # -- the pre-charge gate's stand-in rows (privplan.gate) ---------------------------------
+    def stand_in_values(self, storage_type: str) -> Values:
+        """The edge values a column of ``storage_type`` can store
+        (:mod:`privplan.gate.edge_values`): each candidate text converted by DuckDB's own cast,
+        the ones that do not convert dropped, each value kept once, NULL first — as a table
+        ``(i, v)`` of this engine's work database, made once per type (a statement then names
+        it instead of carrying its values: DuckDB reads a long statement slowly). Reads no
+        private table."""
+        known = self._stand_in_values.get(storage_type)
+        if known is not None:
+            return known
+        from privplan.gate.edge_values import CANDIDATES, extra_texts
+
+        texts = [t for t in (*CANDIDATES, *extra_texts(storage_type)) if t is not None]
+        t = storage_type
+        name = (f"{self._work_database()}.__privplan_values_"
+                f"{hashlib.sha256(t.encode()).hexdigest()[:16]}")
+        try:
+            self.con.execute(
+                f"CREATE OR REPLACE TABLE {name} AS WITH c AS (SELECT unnest($1) AS t, "
+                f"generate_subscripts($1, 1) AS k), conv AS (SELECT k, TRY_CAST(t AS {t}) AS v "
+                "FROM c), firsts AS (SELECT MIN(k) AS k FROM conv WHERE v IS NOT NULL GROUP BY "
+                f"TRY_CAST(v AS VARCHAR)) SELECT 0 AS i, CAST(NULL AS {t}) AS v UNION ALL "
+                "SELECT CAST(row_number() OVER (ORDER BY k) AS INTEGER) AS i, v FROM conv "
+                "WHERE k IN (SELECT k FROM firsts)", [texts])
+            ((count, shown),) = self.con.execute(
+                f"SELECT COUNT(*), MIN(CASE WHEN i = 1 THEN CAST(v AS VARCHAR) END) "
+                f"FROM {name}").fetchall()
+        except duckdb.Error:  # (a type no text converts to, or one DuckDB cannot name)
+            count, shown = 1, None
+            self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT 0 AS i, "
+                             f"CAST(NULL AS {t}) AS v")
+        ordinary = (f"CAST({_string(shown)} AS {t})" if shown is not None
+                    else f"CAST(NULL AS {t})")
+        values = Values(name, int(count), ordinary)
+        self._stand_in_values[storage_type] = values
+        return values
+
+    def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
+              ) -> pd.DataFrame | None:
+        """Run ``sql`` with each name of ``stand_ins`` bound to its relation of stand-in rows
+        (a WITH around the statement), and return every row, or bind it only. Reads no
+        private row: the caller replaced every private table by a stand-in. Raises
+        :class:`~privplan.engines.base.ProbeFailed` with the engine's message."""
+        ctes = ", ".join(f"{_quote(name)} AS ({stand_in.relation})"
+                         for name, stand_in in stand_ins.items())
+        text = f"WITH {ctes} SELECT * FROM ({sql}) AS __probe" if ctes else sql
+        try:
+            if bind_only:
+                self.con.sql(text)
+                return None
+            return _frame(self.con.execute(text))  # (as run() reads an answer)
+        except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
+            raise ProbeFailed("bind", _first_line(err)) from None
+        except duckdb.Error as err:
+            raise ProbeFailed("run", _first_line(err)) from None
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
 
 def _frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The result as a DataFrame. DuckDB's conversion of some types (TIMESTAMP WITH TIME ZONE)
@@ -405,6 +473,15 @@ def _frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
         return result.df()
+
+
+def _sample_item(value: str | None, column_type: str, name: str) -> str:
+    """One stand-in column: the value cast to the column's type, or NULL where it does not
+    fit (the extremes of a narrower integer or decimal type)."""
+    quoted = _quote(name)
+    if value is None:
+        return f"CAST(NULL AS {column_type}) AS {quoted}"
+    return f"COALESCE(TRY_CAST({value} AS {column_type}), CAST(NULL AS {column_type})) AS {quoted}"
 
 
 def _materialized_name(select_sql: str) -> str:
@@ -442,6 +519,22 @@ class PostProcessor:
                 except duckdb.Error:
                     self._reset()
 
+    def binds(self, sql: str, tables: dict[str, pd.DataFrame]) -> bool:
+        """Whether ``sql`` binds over these tables (names and types; nothing is evaluated)."""
+        for name, df in tables.items():
+            self.con.register(name, df)
+        try:
+            self.con.sql(sql)
+            return True
+        except duckdb.Error:
+            return False
+        finally:
+            for name in tables:
+                try:
+                    self.con.unregister(name)
+                except duckdb.Error:
+                    self._reset()
+
     def _reset(self) -> None:
         try:
             self.con.close()
@@ -449,24 +542,51 @@ class PostProcessor:
             pass
         self.con = _noisy_only(duckdb.connect(":memory:"))
 
-    SAMPLE_VARIANTS = 2
+    SAMPLE_VARIANTS = 8
+
+    # a stand-in value per type family and variant: 0 / '' first, then a text that reads as a
+    # number, both signs, each type's extremes, NULL (noise can take a count anywhere, a sum to
+    # infinity; keys are any value of their type)
+    _VARIANTS: tuple[dict[str, str], ...] = (
+        {"int": "0", "float": "0", "decimal": "0", "str": "''", "bool": "FALSE",
+         "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
+         "interval": "INTERVAL 1 DAY"},
+        {"int": "0", "float": "0", "decimal": "0", "str": "'1'", "bool": "FALSE",
+         "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
+         "interval": "INTERVAL 1 DAY"},
+        {"int": "1", "float": "1.5", "decimal": "1", "str": "'a'", "bool": "TRUE",
+         "date": "DATE '1970-01-01'", "timestamp": "TIMESTAMP '1970-01-01 00:00:01'",
+         "interval": "INTERVAL 1 SECOND"},
+        {"int": "-1", "float": "-1.5", "decimal": "-1", "str": "'A'", "bool": "TRUE",
+         "date": "DATE '1969-12-31'", "timestamp": "TIMESTAMP '1969-12-31 23:59:59'",
+         "interval": "-INTERVAL 1 DAY"},
+        {"int": "9223372036854775807", "float": "1e308", "decimal": "1e15",
+         "str": "'9223372036854775807'", "bool": "TRUE", "date": "DATE '9999-12-31'",
+         "timestamp": "TIMESTAMP '9999-12-31 23:59:59.999999'",
+         "interval": "INTERVAL 10000 YEAR"},
+        {"int": "-9223372036854775808", "float": "-1e308", "decimal": "-1e15",
+         "str": "'-1.5e10'", "bool": "FALSE", "date": "DATE '0001-01-01'",
+         "timestamp": "TIMESTAMP '0001-01-01 00:00:00'", "interval": "-INTERVAL 10000 YEAR"},
+        {"int": "NULL", "float": "NULL", "decimal": "NULL", "str": "NULL", "bool": "NULL",
+         "date": "NULL", "timestamp": "NULL", "interval": "NULL"},
+        {"int": "2", "float": "'inf'", "decimal": "2", "str": "'true'", "bool": "TRUE",
+         "date": "DATE '2020-02-29'", "timestamp": "TIMESTAMP '2020-02-29 12:00:00'",
+         "interval": "INTERVAL 1 MONTH"},
+    )
 
     def sample(self, columns: list[tuple[str, str]], variant: int = 0) -> pd.DataFrame:
         """A one-row frame with these (name, DuckDB type) columns, as a query result of
         those types converts to pandas: the stand-in for an engine answer when the outer query
-        is checked before the charge. Values are fixed (0, '', 2000-01-01, FALSE); variant 1
-        has the string '1' instead of '' (a text key holding digits, compared with a number or
-        a boolean in HAVING, converts: SmartNoise's PUMS metadata types ``sex`` as a string)."""
+        is checked before the charge (:mod:`privplan.gate.outer`). Variant 0 holds 0, '',
+        FALSE, 2000-01-01; variant 1 the string '1' (a text key holding digits, compared with a
+        number in HAVING, converts: SmartNoise's PUMS metadata types ``sex`` as a string); the
+        others both signs, each type's extremes, NULL, infinity (``_VARIANTS``)."""
         from privplan.sql.totality import family
 
         key = (tuple(columns), variant)
         if key not in self._samples:
-            samples = {"int": "0", "float": "0", "decimal": "0",
-                       "str": "'1'" if variant else "''", "bool": "FALSE",
-                       "date": "DATE '2000-01-01'", "timestamp": "TIMESTAMP '2000-01-01'",
-                       "interval": "INTERVAL 1 DAY"}
-            items = ", ".join(f"CAST({samples.get(family(t), 'NULL')} AS {t}) AS \"{n}\""
-                              for n, t in columns)
+            samples = self._VARIANTS[variant]
+            items = ", ".join(_sample_item(samples.get(family(t)), t, n) for n, t in columns)
             if len(self._samples) > 256:
                 self._samples.clear()
             self._samples[key] = self.con.execute(f"SELECT {items}").df()

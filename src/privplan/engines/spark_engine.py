@@ -44,12 +44,13 @@ import contextlib
 import hashlib
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from privplan.engines.base import ProbeFailed, StandIn, Values
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
@@ -153,7 +154,9 @@ class SparkEngine:
         self._con = duckdb.connect(":memory:")
         self._con.execute("SET python_enable_replacements = false")
         # DuckDB's binding of each statement over empty tables shaped like Spark's
-        self._shadow = Shadow(self.columns)
+        self._shadow = Shadow(self._shadow_columns)
+        self._stand_in_values: dict[str, Values] = {}
+        self._stand_in_shapes: dict[str, dict[str, str]] = {}  # quoted name -> columns
         (self._time_zone,) = self._con.execute(
             "SELECT current_setting('TimeZone')").fetchall()[0]
         self._token = uuid.uuid4().hex[:8]  # (two engines on one session keep apart)
@@ -488,6 +491,86 @@ class SparkEngine:
         with contextlib.suppress(*self._errors()):  # (the session may be stopped by its owner)
             self.spark.catalog.dropTempView(name)
 
+    # -- the pre-charge gate's stand-in rows (privplan.gate) ---------------------------------
+    def _shadow_columns(self, table_sql: str) -> dict[str, str]:
+        """The shadow's view of a table: a stand-in relation's columns, or the table's."""
+        shape = self._stand_in_shapes.get(table_sql)
+        return dict(shape) if shape is not None else self.columns(table_sql)
+
+    def stand_in_values(self, storage_type: str) -> Values:
+        """Spark literals of the column type ``storage_type`` (a DuckDB name, as
+        :meth:`columns` reports it) holding the edge values of :mod:`privplan.gate.edge_values`
+        that Spark's own conversion accepts (``try_cast``, one job for all; a value reached
+        twice kept once), NULL first; for strings also ones that are not valid UTF-8 (a
+        Parquet file can hold them). Reads no table; kept per type."""
+        known = self._stand_in_values.get(storage_type)
+        if known is not None:
+            return known
+        from privplan.gate.edge_values import CANDIDATES, LONG_STRING, extra_texts
+        from privplan.gate.stand_ins import inline_values
+
+        try:
+            native = _spark_type(storage_type.split(" COLLATE ")[0]).simpleString()
+        except PolicyError:
+            native = storage_type.lower()
+        if " COLLATE " in storage_type:
+            native = f"{native} COLLATE {storage_type.split(' COLLATE ')[1]}"
+        texts = [t for t in (*CANDIDATES, *extra_texts(storage_type)) if t is not None]
+        def text(t: str) -> str:
+            return "repeat('a', 10000)" if t == LONG_STRING else _spark_string(t)
+
+        rows = ", ".join(f"({i}, {text(t)})" for i, t in enumerate(texts))
+        kept = [f"CAST(NULL AS {native})"]
+        try:
+            with self._pinned(), self._quiet():
+                found = self.spark.sql(
+                    f"SELECT MIN(i) FROM (SELECT i, CAST(try_cast(t AS {native}) AS STRING) "
+                    f"AS shown FROM VALUES {rows} AS v(i, t)) WHERE shown IS NOT NULL "
+                    "GROUP BY shown ORDER BY 1").collect()
+            kept += [f"CAST({text(texts[int(r[0])])} AS {native})" for r in found]
+        except self._errors():
+            pass  # (a type no text converts to: NULL only)
+        if native.lower().startswith("string"):
+            kept += [f"CAST(X'{b}' AS {native})" for b in ("FF", "C328", "80")]
+        values = inline_values(kept)
+        self._stand_in_values[storage_type] = values
+        return values
+
+    def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
+              ) -> pd.DataFrame | None:
+        """Render ``sql``, analyse it with each name of ``stand_ins`` bound to its relation of
+        stand-in rows (a WITH around the statement) and return every row as :meth:`run` would
+        (DuckDB types, through the same conversion), or analyse it only. Reads no private
+        row. Raises :class:`~privplan.engines.base.ProbeFailed`."""
+        import sqlglot
+
+        try:
+            rendered = render(sql, self.dialect)
+        except sqlglot.errors.SqlglotError as err:
+            raise ProbeFailed("bind", _first_line(err)) from None
+        for name, stand_in in stand_ins.items():
+            quoted = _quote(name)
+            if self._stand_in_shapes.get(quoted) != dict(stand_in.columns):
+                self._stand_in_shapes[quoted] = dict(stand_in.columns)
+                self._shadow.forget(name)
+        ctes = ", ".join(f"{_backquote(n)} AS ({s.relation})" for n, s in stand_ins.items())
+        text = f"WITH {ctes} SELECT * FROM ({rendered}) AS __probe" if ctes else rendered
+        with self._pinned(), self._quiet():
+            try:
+                frame = self.spark.sql(text)
+            except self._errors() as err:
+                raise ProbeFailed("bind", _first_line(err)) from None
+            if bind_only:
+                return None
+            try:
+                relation = self._arrow(sql, frame)
+                with warnings.catch_warnings():  # (see duckdb_engine._frame)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    warnings.simplefilter("ignore", FutureWarning)
+                    return relation.df()
+            except self._errors() as err:
+                raise ProbeFailed("run", _first_line(err)) from None
+
     def close(self) -> None:
         """Drop every view privplan made and unpersist its cached copies; the SparkSession
         stays running (it is the user's), with its settings as they were."""
@@ -506,3 +589,8 @@ class SparkEngine:
 
 def _materialized_name(select_sql: str) -> str:
     return "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
+
+
+def _spark_string(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on by default: both escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

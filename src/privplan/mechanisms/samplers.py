@@ -30,7 +30,8 @@ dtype('int64')
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
@@ -122,6 +123,19 @@ _NOISE_DISABLED: ContextVar[bool] = ContextVar("privplan_noise_disabled", defaul
 def _source() -> RandomSource:
     override = _SOURCE_OVERRIDE.get()
     return _DEFAULT_SOURCE if override is None else override
+
+
+@contextmanager
+def own_draws() -> Iterator[None]:
+    """Within the block, draws come from the OS CSPRNG even under ``seeded_noise``: the
+    pre-charge gate runs the noise code over stand-in answers (:mod:`privplan.gate`), and
+    those draws must not move a test's seeded stream (released noise would then depend on
+    whether a plan was cached)."""
+    token = _SOURCE_OVERRIDE.set(None)
+    try:
+        yield
+    finally:
+        _SOURCE_OVERRIDE.reset(token)
 
 
 # --------------------------------------------------------------------------- uniform helpers

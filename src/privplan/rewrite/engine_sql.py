@@ -414,11 +414,7 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     where = f" WHERE {core.where.sql(dialect='duckdb')}" if core.where is not None else ""
     group = (" GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
              if core.keys else "")
-    base = core.table_sql if core.unit is None or core.prebounded else bounded_source(core)
-    if core.joins:
-        source = joined_source(core, base)
-    else:
-        source = base if core.unit is None else f"{base} AS __bounded"
+    source = row_source(core)
     if core.unit is not None and (core.max_rows_per_query or core.keys and (
             core.max_groups_per_unit or core.max_rows_per_group)):
         keyed = f"(SELECT {', '.join(['*', *key_items])} FROM {source}{where}) AS __keyed"
@@ -430,6 +426,27 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     if not core.keys or not core.public_keys:
         return _checked(inner)
     return _checked(_with_public_domain(core, inner, measures))
+
+
+def row_source(core: CorePlan) -> str:
+    """The rows the core's WHERE, keys and measures read: the table (its bounded rows at user
+    level) joined with the public tables. The statement reads it; so does the pre-charge gate's
+    probe of each expression over stand-in rows (:mod:`privplan.gate`)."""
+    base = core.table_sql if core.unit is None or core.prebounded else bounded_source(core)
+    if core.joins:
+        return joined_source(core, base)
+    return base if core.unit is None else f"{base} AS __bounded"
+
+
+def measure_input_sql(m: Measure, column_type: str | None) -> str | None:
+    """The per-row value the measure's aggregate reads (the clamped grid value of a sum or a
+    quantile's cell, a counted column), or None for COUNT(*)."""
+    if m.kind in ("count", "select_count", "count_units", "count_distinct"):
+        if m.column is None:
+            return None
+        return m.expression if m.expression is not None else exp.column(m.column).sql(
+            dialect="duckdb")
+    return _grid_value(m, column_type or "float")
 
 
 def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> str:

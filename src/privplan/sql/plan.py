@@ -132,6 +132,11 @@ class CorePlan:
     min_units_per_group: int = 1  # partition selection keeps groups of >= this many units
     max_rows_per_query: int | None = None  # BigQuery's max_rows_contributed (enforced per query)
     # (BigQuery's min_privacy_units_per_group; privplan.planner._selection)
+    # the pre-charge gate's view of the source (privplan.gate): table_sql with every private
+    # table replaced by a named relation of stand-in rows, and each name's columns with their
+    # storage types (filled by the session)
+    stand_in_sql: str | None = None
+    stand_in_tables: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def grouped(self) -> bool:

@@ -178,7 +178,16 @@ class _Checker:
             else:
                 self.literal_list(node, listed)
         elif isinstance(node, exp.Is):
-            pass
+            # IS [NOT] NULL holds for any value; IS [NOT] TRUE / FALSE converts its operand to
+            # BOOLEAN, which fails on a string 'x', a date, a timestamp
+            if not isinstance(node.expression, exp.Null) and self.fam(node.this) not in (
+                    "bool", "null"):
+                self.refuse(node, f"`{_snippet(node)}` refused",
+                            f"{_snippet(node.this)} is a {self.type_of(node.this)}, not a "
+                            "condition; IS TRUE / IS FALSE would convert its values to "
+                            "booleans, which fails on some.",
+                            "Write a comparison, e.g. `s = 'true'`, or TRY_CAST(s AS BOOLEAN) "
+                            "IS TRUE.")
         elif isinstance(node, (*_PATTERN, exp.Escape)):
             self.pattern(node)
         elif isinstance(node, exp.If) and isinstance(node.parent, exp.Case):

@@ -1,0 +1,188 @@
+"""Every reproduced way past the old checks, as a regression test of the pre-charge gate.
+
+The property each asserts is the one the attacks broke: *the outcome does not depend on the
+data*. Each query runs on two neighbouring datasets (one row apart, the row the attack
+detects), on every engine where it applies, and both outcomes must be the same — refused before
+the charge (``spent()`` unchanged, and ``explain`` refuses too) or answered and charged the same
+— never an answer on one and an error after the charge on the other. Where the issue names the
+expected outcome (refused for free), it is asserted too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+import privplan as pp
+from privplan.errors import PrivplanError
+from tests.servers.postgres_server import load_frame as pg_load
+from tests.servers.postgres_server import pg_url  # noqa: F401  (fixture)
+from tests.servers.spark_session import load_frame as spark_load
+
+TYPES = {"id": "INTEGER", "age": "INTEGER", "s": "VARCHAR", "married": "BOOLEAN"}
+POLICY = {"tables": {"t": {"privacy_unit": "row", "columns": {
+    "id": {"type": "int", "lower": 0, "upper": 1000},
+    "age": {"type": "int", "lower": 0, "upper": 100},
+    "s": {"type": "str"},
+    "married": {"type": "bool"}}}}}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "answered", or the error class
+    spent: Any
+    refused_free: bool
+
+
+def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(TYPES)).astype(
+        {"id": "Int32", "age": "Int32", "s": "object", "married": "boolean"})
+
+
+@pytest.fixture(params=["duckdb", "postgres", "spark"])
+def engine(request: pytest.FixtureRequest) -> Iterator[Callable[..., pp.Session]]:
+    """A maker of sessions over a table ``t`` of the given rows on one engine."""
+    kind = request.param
+    made: list[pp.Session] = []
+
+    def make(rows: list[tuple[Any, ...]], budget: Any = None, types: Any = None,
+             policy: Any = None) -> pp.Session:
+        frame = _frame(rows) if types is None else pd.DataFrame(rows, columns=list(types))
+        types = types or TYPES
+        if kind == "duckdb":
+            con = duckdb.connect()
+            con.execute("CREATE TABLE t(" + ", ".join(f'"{c}" {t}' for c, t in types.items())
+                        + ")")
+            if len(frame):
+                con.execute("INSERT INTO t SELECT * FROM frame")
+            target: Any = con
+        elif kind == "postgres":
+            url = request.getfixturevalue("pg_url")
+            pg_load(url, "t", frame, types)
+            target = url
+        else:
+            spark = request.getfixturevalue("spark")
+            spark_load(spark, "t", frame, types)
+            target = spark
+        sess = pp.connect(target, policy=policy or POLICY, budget=budget or pp.PureDP(100))
+        made.append(sess)
+        return sess
+
+    make.kind = kind  # type: ignore[attr-defined]
+    yield make
+    for sess in made:
+        sess.close()
+
+
+def outcome(sess: pp.Session, sql: str, **budget: Any) -> Outcome:
+    before = sess.spent()
+    try:
+        sess.explain(sql, **budget)
+        explained = None
+    except PrivplanError as err:
+        explained = type(err).__name__
+    try:
+        sess.sql(sql, **budget)
+        kind = "answered"
+    except PrivplanError as err:
+        kind = type(err).__name__
+    after = sess.spent()
+    free = kind != "answered" and after == before and explained == kind
+    return Outcome(kind, after - before, free)
+
+
+def same_on_neighbours(make: Callable[..., pp.Session], rows: list[tuple[Any, ...]],
+                       extra: tuple[Any, ...], sql: str, **budget: Any) -> Outcome:
+    """The outcome of ``sql`` on ``rows`` and on ``rows`` plus ``extra``, asserted equal."""
+    first = outcome(make(rows), sql, **budget)
+    second = outcome(make([*rows, extra]), sql, **budget)
+    assert first == second, f"{sql!r}: {first} without the row, {second} with it"
+    return first
+
+
+def _people(n: int) -> list[tuple[Any, ...]]:
+    return [(i, 1 + i % 8, "x", i % 2 == 0) for i in range(n)]
+
+
+# -- 1. quantile arithmetic ------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("sql", [
+    "SELECT QUANTILE_CONT(age, 0.999999999999999999) AS q FROM t",
+    "SELECT QUANTILE_CONT(age, 0.999999999999999999) AS q FROM t WHERE age < 9 OR age = 37",
+])
+def test_quantile_with_a_long_q_does_not_depend_on_the_rows(engine: Any, sql: str) -> None:
+    for n in (2, 11):  # (the overflow needed 10 rows)
+        got = same_on_neighbours(engine, _people(n), (99, 37, "x", True), sql, epsilon=1)
+        assert got.kind == "answered" or got.refused_free, got
+
+
+@pytest.mark.slow
+def test_a_quantile_that_fails_on_any_data_is_refused_free(engine: Any) -> None:
+    got = outcome(engine(_people(3)), "SELECT QUANTILE_CONT(age, 1e-300) AS q FROM t",
+                  epsilon=1)
+    assert got.kind == "answered" or got.refused_free, got
+
+
+# -- 2. implicit casts in IS TRUE / IS NOT FALSE ---------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) AS n FROM t WHERE age = 37 AND s IS TRUE",
+    "SELECT COUNT(*) AS n FROM t WHERE age = 37 AND s IS NOT FALSE",
+    "SELECT COUNT(*) FILTER (WHERE age = 37 AND s IS TRUE) AS n FROM t",
+    "SELECT SUM(CASE WHEN age = 37 AND s IS TRUE THEN 1 ELSE 0 END) AS n FROM t",
+    "SELECT CASE WHEN age = 37 AND s IS NOT FALSE THEN 1 ELSE 0 END AS k, COUNT(*) AS n "
+    "FROM t GROUP BY 1",
+])
+def test_is_true_on_a_string_is_refused_free(engine: Any, sql: str) -> None:
+    rows = [(1, 1, "x", True), (2, 50, "x", False)]
+    got = same_on_neighbours(engine, rows, (3, 37, "x", True), sql, epsilon=1)
+    assert got.refused_free, got
+
+
+# -- charged, then failed: the outer query -----------------------------------------------------
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) AS n FROM t HAVING n > 1 AND n < 'a'",
+    "SELECT COUNT(*) AS n FROM t HAVING n < 'a' OR n > 1",
+    "SELECT married, AVG(age) AS s FROM t GROUP BY married HAVING COUNT(*) > 0 LIMIT 1e20",
+    "SELECT married, AVG(age) AS s FROM t GROUP BY married HAVING COUNT(*) > 0 "
+    "ORDER BY 1 LIMIT 2 OFFSET 1e20",
+    "SELECT married, COUNT(*) AS n FROM t GROUP BY married HAVING n > 0 ORDER BY n + 'a'",
+])
+def test_an_outer_query_that_fails_on_every_answer_is_refused_free(sql: str) -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t(id INTEGER, age INTEGER, s VARCHAR, married BOOLEAN)")
+    con.execute("INSERT INTO t VALUES (1, 30, 'x', true), (2, 40, 'y', false)")
+    for _ in range(3):  # (the old check tried one stand-in value: it failed 2 runs in 3)
+        got = outcome(pp.connect(con, policy=POLICY, budget=pp.PureDP(10)), sql, epsilon=1)
+        assert got.refused_free, got
+
+
+def test_an_outer_query_failing_on_some_answers_only_is_admitted() -> None:
+    """``CAST(married AS DATE)`` fails on TRUE and FALSE but not on NULL, and HAVING may keep
+    no row (noisy counts): it fails on some answers only, so it is admitted (and a failure
+    after the charge is about the noisy answer)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t(id INTEGER, age INTEGER, s VARCHAR, married BOOLEAN)")
+    sess = pp.connect(con, policy=POLICY, budget=pp.PureDP(10))
+    sess.explain("SELECT married, COUNT(*) AS n FROM t GROUP BY married HAVING n > 0 AND "
+                 "CAST(married AS DATE) > DATE '2000-01-01'", epsilon=1)
+
+
+def test_a_text_key_converted_in_having_is_admitted() -> None:
+    """A part that fails on some noisy values only depends on DP outputs: it is admitted
+    (a text key holding digits, converted in HAVING)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t(id INTEGER, age INTEGER, s VARCHAR, married BOOLEAN)")
+    con.execute("INSERT INTO t VALUES (1, 30, '1', true), (2, 40, '2', false)")
+    policy = {"tables": {"t": {"privacy_unit": "row", "columns": {
+        "age": {"type": "int", "lower": 0, "upper": 100},
+        "s": {"type": "str", "public_values": ["1", "2"]}}}}}
+    sess = pp.connect(con, policy=policy, budget=pp.PureDP(10))
+    res = sess.sql("SELECT s, COUNT(*) AS n FROM t GROUP BY s HAVING CAST(s AS INT) > 1",
+                   epsilon=1)
+    assert list(res.df["s"]) == ["2"]
