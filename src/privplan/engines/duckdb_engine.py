@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from privplan.engines.base import COPY_FAILED, RUN_FAILED
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.errors import (
     ExecutionError,
@@ -250,13 +251,8 @@ class DuckDBEngine:
         (e.g. a failed cast), so its message is withheld (DESIGN.md invariant 5)."""
         try:
             return _frame(self.con.execute(sql))
-        except duckdb.Error as err:
-            raise ExecutionError(
-                f"the engine failed while executing the query ({type(err).__name__}); the "
-                "engine's message is withheld because it could quote private values. Check that "
-                "every cast and function in WHERE / GROUP BY is valid for all values of the "
-                "column (e.g. use TRY_CAST)."
-            ) from None
+        except duckdb.Error:
+            raise ExecutionError(RUN_FAILED) from None
 
     def materialized(self, select_sql: str) -> str | None:
         """The table :meth:`materialize` made for ``select_sql``, or None if not made yet."""
@@ -309,11 +305,8 @@ class DuckDBEngine:
                     self.con, f"CREATE OR REPLACE TABLE {qualified} AS {select_sql}",
                     desc="privplan: making the session's copy of the table")
                 self.con.execute(f"CHECKPOINT {self._work_database()}")
-            except duckdb.Error as err:
-                raise ExecutionError(
-                    f"the engine failed while making the session's bounded copy of the table "
-                    f"({type(err).__name__}); "
-                    "its message is withheld because it could quote private values.") from None
+            except duckdb.Error:
+                raise ExecutionError(COPY_FAILED) from None
             self._materialized.add(name)
             self.generation += 1
             logging.getLogger("privplan").info(

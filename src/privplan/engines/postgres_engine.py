@@ -36,6 +36,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
+from privplan.engines.base import RUN_FAILED
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow, shadow_type
 from privplan.engines.shadow import quote as _quote
@@ -352,7 +353,8 @@ class PostgresEngine:
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement; the frame has the columns and dtypes ``DuckDBEngine.run``
         gives for it. A failure (on PostgreSQL, or converting a value) may quote a raw value,
-        so its message is withheld (DESIGN.md invariant 5); a statement stopped by the
+        so its message is withheld, and so is its kind (the SQLSTATE of a failed conversion is
+        a bit about the rows; DESIGN.md invariant 5); a statement stopped by privplan's own
         timeout says so."""
         try:
             result = self._query(sql)
@@ -361,16 +363,11 @@ class PostgresEngine:
                 raise ExecutionError(
                     f"the engine stopped the query after statement_timeout "
                     f"({self.statement_timeout_ms} ms); no rows were returned.") from None
-            raise ExecutionError(
-                f"the engine failed while executing the query (SQLSTATE {err.sqlstate}); the "
-                "engine's message is withheld because it could quote private values.") from None
+            raise ExecutionError(RUN_FAILED) from None
         try:
             return _frame(self._convert(self._typed(sql, result), result))
-        except duckdb.Error as err:
-            raise ExecutionError(
-                f"a value the engine returned did not convert to its DuckDB type "
-                f"({type(err).__name__}); the message is withheld because it could quote "
-                "private values.") from None
+        except duckdb.Error:  # (a value the engine returned did not convert to its type)
+            raise ExecutionError(RUN_FAILED) from None
 
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only; values as DuckDB's ``fetchall`` gives them.

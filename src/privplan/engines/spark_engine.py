@@ -50,6 +50,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from privplan.engines.base import COPY_FAILED, RUN_FAILED
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
@@ -402,7 +403,7 @@ class SparkEngine:
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement: one row per group, with the dtypes the DuckDB engine gives.
         A failure while reading rows may quote a raw value (a failed cast), so its message is
-        withheld."""
+        withheld, and so is its class (a NumberFormatException is a bit about the rows)."""
         try:
             with self._pinned(), self._quiet():
                 relation = self._arrow(sql, self._frame(sql))
@@ -410,11 +411,8 @@ class SparkEngine:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     warnings.simplefilter("ignore", FutureWarning)
                     return relation.df()
-        except self._errors() as err:
-            raise ExecutionError(
-                f"the engine failed while executing the query ({type(err).__name__}); "
-                + _WITHHELD + " Check that every cast and function in WHERE / GROUP BY is "
-                "valid for all values of the column (e.g. use TRY_CAST).") from None
+        except self._errors():
+            raise ExecutionError(RUN_FAILED) from None
 
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only; its rows as DuckDB's ``fetchall`` gives them,
@@ -444,10 +442,8 @@ class SparkEngine:
                         frame.unpersist()
                         raise
                     frame.createOrReplaceTempView(name)
-            except (UnsupportedQueryError,) + self._errors() as err:
-                raise ExecutionError(
-                    "the engine failed while making the session's bounded copy of the table "
-                    f"({type(err).__name__}); " + _WITHHELD) from None
+            except (UnsupportedQueryError,) + self._errors():
+                raise ExecutionError(COPY_FAILED) from None
             self._materialized[name] = frame
             self._shadow.forget(name)
             self.generation += 1
