@@ -42,7 +42,7 @@ from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
-from privplan.plan_cache import PlanCache, plan_key, reuse
+from privplan.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.pld_session import pld_accounting
 from privplan.policy import Policy
@@ -353,6 +353,7 @@ class Session(SessionViews, Generic[B]):
         return dict(self._tables)
 
     @with_list_fallback
+    @planned_again_if_changed
     def plan(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
         """Plan one DP query with every check :meth:`sql` runs before its charge, and the
         engine statements that would answer it. Spends nothing and reads no row: the one

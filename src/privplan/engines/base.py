@@ -34,6 +34,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from privplan.errors import UnsupportedQueryError
+
 RUN_FAILED = (
     "the engine failed while reading the data; why is withheld: the engine's message could "
     "quote a private value, and even the kind of its error (a failed conversion, a lost "
@@ -46,6 +48,13 @@ COPY_FAILED = (
     "the engine failed while making the session's bounded copy of the table; why is withheld "
     "(as for any failure while reading private rows). The query was charged.")
 """The same for ``materialize`` (the session copy, made after the charge)."""
+
+
+class SchemaChanged(UnsupportedQueryError):
+    """``bind`` found that a table the engine described before has another schema now (the
+    Spark engine checks at every bind, which comes before every charge). Nothing is charged:
+    the session forgets the column types it read and plans the query again; raised again
+    (the table changed once more meanwhile), it reaches the caller as a refusal."""
 
 
 class Engine(Protocol):

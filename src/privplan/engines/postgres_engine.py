@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -40,7 +40,12 @@ from privplan.engines.base import RUN_FAILED
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow, shadow_type
 from privplan.engines.shadow import quote as _quote
-from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+from privplan.errors import (
+    EngineUnavailableError,
+    ExecutionError,
+    PolicyError,
+    UnsupportedQueryError,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -67,6 +72,28 @@ class _Failed(Exception):
     def __init__(self, message: str, sqlstate: str) -> None:
         super().__init__(message)
         self.message, self.sqlstate = message, sqlstate
+
+
+def _first(err: BaseException) -> str:
+    """The first line of an error's message (its class name if it has none)."""
+    return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _alive(con: psycopg.Connection[Any]) -> bool:
+    """Whether the connection can still run a statement (not closed, not broken by a lost
+    server; its transaction state known)."""
+    from psycopg import pq
+
+    return (not con.closed and not con.broken and con.pgconn.status == pq.ConnStatus.OK
+            and con.info.transaction_status != pq.TransactionStatus.UNKNOWN)
+
+
+def _gone(why: str, *, given: bool = False) -> str:
+    """EngineUnavailableError's message: the server went away (``why``: libpq's words)."""
+    after = ("Open a new connection and a new session over it (the ledger keeps what was "
+             "spent)." if given else "privplan connects again on the next query.")
+    return (f"the PostgreSQL server went away ({why}): the connection was lost or cannot be "
+            f"made. Nothing was charged for this query. {after}")
 
 
 class _Result:
@@ -131,6 +158,7 @@ class PostgresEngine:
         if statement_timeout_ms < 0:
             raise PolicyError("statement_timeout_ms is a number of milliseconds (0: no limit)")
         self._owned = isinstance(database, str)
+        self._url = database if isinstance(database, str) else ""
         if isinstance(database, str):
             if not database.startswith(("postgresql://", "postgres://")):
                 raise PolicyError("a PostgreSQL database is named by a 'postgresql://' URL")
@@ -138,8 +166,7 @@ class PostgresEngine:
                 self._con: psycopg.Connection[Any] = psycopg.connect(
                     database, autocommit=True, application_name="privplan")
             except psycopg.Error as err:  # (the message names host and port, never a password)
-                first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                raise PolicyError(f"cannot connect to PostgreSQL ({first}). Check the URL, "
+                raise PolicyError(f"cannot connect to PostgreSQL ({_first(err)}). Check the URL, "
                                   "that the server runs and accepts this user.") from None
         elif isinstance(database, psycopg.Connection):
             self._con = database
@@ -152,16 +179,38 @@ class PostgresEngine:
         # where statements bind to their DuckDB result types (see the module doc); it also
         # casts the rows' text to those types
         self._shadow = Shadow(self.columns)
+        self._encoding: str | None = None  # the database's server_encoding, once read
         self.generation = 0
 
     # -- transactions ------------------------------------------------------------------------
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The connection, usable: one privplan opened and found closed or broken (the server
+        restarted, the backend was terminated) is replaced by a new one; a caller's is not
+        privplan's to replace (EngineUnavailableError)."""
+        import psycopg
+
+        if _alive(self._con):
+            return self._con
+        if not self._owned:
+            raise EngineUnavailableError(
+                "the PostgreSQL connection privplan was given is closed or broken (the server "
+                "went away, the backend was terminated, or the connection was closed). Nothing "
+                "was charged for this query. Open a new connection and a new session over it "
+                "(the ledger keeps what was spent).")
+        with suppress(psycopg.Error):
+            self._con.close()
+        try:
+            self._con = psycopg.connect(self._url, autocommit=True, application_name="privplan")
+        except psycopg.Error as err:  # (names host and port, never a password)
+            raise EngineUnavailableError(_gone(_first(err))) from None
+        return self._con
+
     @contextmanager
-    def _read_only(self) -> Iterator[psycopg.Connection[Any]]:
+    def _read_only(self, con: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
         """A read-only transaction with this engine's settings, ended (committed, or rolled
         back on an error) when the block ends."""
         from psycopg import pq
 
-        con = self._con
         if con.info.transaction_status != pq.TransactionStatus.IDLE:
             raise PolicyError(
                 "the PostgreSQL connection is inside a transaction: privplan reads in a "
@@ -177,20 +226,32 @@ class PostgresEngine:
 
     def _query(self, sql: str) -> _Result:
         """Render one DuckDB-dialect statement, run it read-only and keep its result as
-        text. A statement the renderer cannot carry over fails like one PostgreSQL refuses."""
+        text. A statement the renderer cannot carry over fails like one PostgreSQL refuses.
+
+        A connection lost while the statement runs (the server stopped, the backend was
+        terminated) is EngineUnavailableError, never a refusal of the statement; a connection
+        privplan opened is opened again and the statement run once more first (nothing was
+        returned: running it again releases nothing twice)."""
         import psycopg
 
         try:
             pg_sql = render(sql, self.dialect)
         except sqlglot.errors.SqlglotError as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise _Failed(f"it cannot be written for PostgreSQL ({first})", "") from None
-        try:
-            with self._read_only() as con:
-                return self._execute(con, pg_sql)
-        except psycopg.Error as err:  # (the connection failed, or the rollback did)
-            raise _Failed(str(err).splitlines()[0] if str(err) else type(err).__name__,
-                          getattr(err, "sqlstate", None) or "") from None
+            raise _Failed(f"it cannot be written for PostgreSQL ({_first(err)})", "") from None
+        for attempt in (1, 2):
+            con = self._connection()
+            try:
+                with self._read_only(con) as transaction:
+                    return self._execute(transaction, pg_sql)
+            except (_Failed, psycopg.Error) as err:  # (the statement, or the rollback, failed)
+                if _alive(con):
+                    if isinstance(err, _Failed):
+                        raise
+                    raise _Failed(_first(err), getattr(err, "sqlstate", None) or "") from None
+                why = err.message if isinstance(err, _Failed) else _first(err)
+            if not self._owned or attempt == 2:
+                raise EngineUnavailableError(_gone(why, given=not self._owned))
+        raise AssertionError("unreachable")
 
     def _execute(self, con: psycopg.Connection[Any], pg_sql: str) -> _Result:
         from psycopg import pq
@@ -201,12 +262,17 @@ class PostgresEngine:
             state = res.error_field(pq.DiagnosticField.SQLSTATE) or b""
             raise _Failed(message.decode("utf-8", "replace"), state.decode())
         n, rows = res.nfields, res.ntuples
-        names = [(res.fname(i) or b"").decode("utf-8") for i in range(n)]
         oids = [res.ftype(i) for i in range(n)]
         mods = [res.fmod(i) for i in range(n)]
-        columns = [[None if (v := res.get_value(r, i)) is None else v.decode("utf-8")
-                    for r in range(rows)] for i in range(n)]
-        res.clear()
+        try:  # (a SQL_ASCII database returns its bytes unchecked: not always UTF-8)
+            names = [(res.fname(i) or b"").decode("utf-8") for i in range(n)]
+            columns = [[None if (v := res.get_value(r, i)) is None else v.decode("utf-8")
+                        for r in range(rows)] for i in range(n)]
+        except UnicodeDecodeError:
+            raise _Failed("a value is not valid UTF-8 (the database's server_encoding does "
+                          "not check its strings)", "22021") from None
+        finally:
+            res.clear()
         unknown = sorted({o for o in oids if o not in _BUILTIN and o != _NUMERIC})
         found: dict[int, str] = {}
         if unknown:
@@ -358,6 +424,8 @@ class PostgresEngine:
         timeout says so."""
         try:
             result = self._query(sql)
+        except EngineUnavailableError:  # (gone while the charged statement ran: withheld too)
+            raise ExecutionError(RUN_FAILED) from None
         except _Failed as err:
             if err.sqlstate == "57014":  # query_canceled: the statement_timeout
                 raise ExecutionError(
@@ -384,6 +452,9 @@ class PostgresEngine:
 
     def close(self) -> None:
         """Close the connection this engine opened (a caller's stays open) and the shadow."""
+        import psycopg
+
         if self._owned:
-            self._con.close()
+            with suppress(psycopg.Error):
+                self._con.close()
         self._shadow.close()

@@ -50,14 +50,22 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from privplan.engines.base import COPY_FAILED, RUN_FAILED
+from privplan.engines.base import COPY_FAILED, RUN_FAILED, SchemaChanged
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
 from privplan.engines.spark_types import WIDER, castable, duckdb_type, spark_type
-from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+from privplan.errors import (
+    EngineUnavailableError,
+    ExecutionError,
+    PolicyError,
+    UnsupportedQueryError,
+)
 
 _WITHHELD = ("the engine's message is withheld because it could quote private values.")
+_GONE = ("the Spark session is gone: it was stopped, or its JVM died (killed, out of memory). "
+         "Nothing was charged for this query. Make a new SparkSession and open a new privplan "
+         "session over it (the ledger keeps what was spent).")
 
 
 def _backquote(name: str) -> str:
@@ -90,6 +98,8 @@ class SparkEngine:
         self._views: set[str] = set()  # views create_view made
         self._materialized: dict[str, Any] = {}  # view name -> its cached DataFrame
         self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
+        self._sources: set[str] = set()  # views holding the policy's `source:` expressions
+        self._described: dict[str, str] = {}  # table_sql -> its schema when described (JSON)
         # moves with every change to what the engine exposes (plans are cached under it)
         self.generation = 0
 
@@ -99,26 +109,68 @@ class SparkEngine:
         """Analyse and run with DuckDB's time zone, ANSI mode on and no pruning of cached
         batches by their NaN-blind bounds (see the module doc),
         restoring the user's values afterwards. (Spark's own FutureWarning about pandas
-        versions concerns pyspark's pandas conversion, which privplan does not use.)"""
+        versions concerns pyspark's pandas conversion, which privplan does not use.)
+
+        Every call into Spark goes through here, so this is also where a session that is gone
+        (stopped, or its JVM dead) is told apart from a statement Spark refuses: checked
+        first, and again when anything fails inside, it raises EngineUnavailableError."""
         pins = {"spark.sql.session.timeZone": self._time_zone, "spark.sql.ansi.enabled": "true",
                 "spark.sql.inMemoryColumnarStorage.partitionPruning": "false"}
-        conf = self.spark.conf
-        saved = {key: conf.get(key, None) for key in pins}
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
-                                    category=FutureWarning)
-            try:
-                for key, value in pins.items():
-                    if saved[key] != value:
-                        conf.set(key, value)
-                yield
-            finally:
-                for key, value in saved.items():
-                    if value != pins[key]:
-                        if value is None:
-                            conf.unset(key)
-                        else:
+        with self._unless_gone():
+            conf = self.spark.conf
+            saved = {key: conf.get(key, None) for key in pins}
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
+                                        category=FutureWarning)
+                try:
+                    for key, value in pins.items():
+                        if saved[key] != value:
                             conf.set(key, value)
+                    yield
+                finally:
+                    try:
+                        for key, value in saved.items():
+                            if value != pins[key]:
+                                if value is None:
+                                    conf.unset(key)
+                                else:
+                                    conf.set(key, value)
+                    except Exception:
+                        if self._alive():
+                            raise  # (a session that is gone has no settings left to restore)
+
+    def _alive(self) -> bool:
+        """Whether the SparkSession can still analyse and run statements: not stopped, its JVM
+        reachable. (A stopped session still analyses statements over its temporary views,
+        and only fails when a job runs: after the charge.)"""
+        if getattr(self.spark, "is_stopped", False) is True:  # (Spark Connect)
+            return False
+        context = getattr(self.spark, "_sc", None)
+        if context is None:
+            return True  # (no classic context to ask: a failure surfaces when analysing)
+        jsc = getattr(context, "_jsc", None)
+        if jsc is None:  # (SparkContext.stop drops it)
+            return False
+        try:
+            return not jsc.sc().isStopped()
+        except (OSError,) + self._errors():  # (the gateway cannot reach the JVM)
+            return False
+
+    @contextlib.contextmanager
+    def _unless_gone(self) -> Iterator[None]:
+        """EngineUnavailableError, before anything runs, for a session that is gone, and for
+        any failure inside the block once the session is gone (a stopped context fails with
+        an AttributeError, a dead JVM with a ConnectionRefusedError: not Spark's errors)."""
+        if not self._alive():
+            raise EngineUnavailableError(_GONE)
+        try:
+            yield
+        except EngineUnavailableError:
+            raise
+        except Exception:
+            if not self._alive():
+                raise EngineUnavailableError(_GONE) from None
+            raise
 
     @contextlib.contextmanager
     def _reworded(self, what: str) -> Iterator[None]:
@@ -204,8 +256,17 @@ class SparkEngine:
     # -- tables ------------------------------------------------------------------------------
     def table_sql(self, table: Any) -> str:
         """How the engine names the policy table: a frame registered under its name, a
-        CSV / Parquet ``source`` (read into a temporary view), another ``source`` as written,
-        ``"database"."name"`` when the policy gives a schema (a Spark database), or ``"name"``."""
+        CSV / Parquet ``source`` (read into a temporary view), another ``source`` (a view of
+        its own, :meth:`_source_view`), ``"database"."name"`` when the policy gives a schema
+        (a Spark database), or ``"name"``. A table described before is checked to have the
+        same schema (SchemaChanged: the session's column types of it are stale)."""
+        out = self._name(table)
+        if out in self._described:
+            with self._pinned():
+                self._check_described([out])
+        return out
+
+    def _name(self, table: Any) -> str:
         name = table.name
         if name.lower() in self._registered:
             return _quote(self._registered[name.lower()])
@@ -214,11 +275,39 @@ class SparkEngine:
             if source.lower().endswith((".csv", ".parquet")):
                 self._register_file(name, source)
                 return _quote(name)
-            return str(source)
+            return self._source_view(name, str(source))
         schema = getattr(table, "schema", None)
-        if schema and self.spark.catalog.tableExists(f"{_backquote(schema)}.{_backquote(name)}"):
-            return f"{_quote(schema)}.{_quote(name)}"
+        if schema:
+            with self._unless_gone():
+                exists = self.spark.catalog.tableExists(f"{_backquote(schema)}.{_backquote(name)}")
+            if exists:
+                return f"{_quote(schema)}.{_quote(name)}"
         return _quote(name)  # (as the DuckDB engine: a schema the catalog lacks is ignored)
+
+    def _source_view(self, name: str, source: str) -> str:
+        """The policy's ``source:`` expression (DuckDB dialect, as every statement) as a
+        temporary view defined under the user's own settings, not privplan's pins: Spark keeps
+        a SQL view's settings from its definition, so a CAST in the owner's expression fails
+        or gives NULL as it does for the owner (ANSI mode), and reads times in the owner's time
+        zone, as in the owner's own views. (Read inline, it would be analysed with ANSI mode
+        pinned on, and fail on rows where the owner's setting gives NULL.) The view is
+        analysed only: its errors quote no row."""
+        import sqlglot
+
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        view = f"__privplan_source_{self._token}_{digest}"
+        if view not in self._sources:
+            try:
+                text = render(f"SELECT * FROM {source} AS __source", self.dialect)
+                with self._unless_gone():
+                    self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {_backquote(view)} AS "
+                                   + text)
+            except (sqlglot.errors.SqlglotError, UnsupportedQueryError) + self._errors() as err:
+                raise PolicyError(
+                    f"table {name}: its `source:` ({source[:80]}) cannot be read by Spark "
+                    f"({_first_line(err)}). Fix the expression in the policy.") from None
+            self._sources.add(view)
+        return _quote(view)
 
     def _register_file(self, name: str, path: str) -> None:
         """A CSV file (header row, every column read as text, as the DuckDB engine reads it:
@@ -237,10 +326,13 @@ class SparkEngine:
         self._changed(name)
 
     def columns(self, table_sql: str) -> dict[str, str]:
-        """Column (lower case) -> DuckDB type name, from the analysed schema (no job runs)."""
+        """Column (lower case) -> DuckDB type name, from the analysed schema (no job runs). The
+        schema of a table the user owns is kept, to be checked again at every bind."""
         try:
             with self._pinned():
                 frame = self._frame(f"SELECT * FROM {table_sql}")
+                if not self._privplans(table_sql):
+                    self._described[table_sql] = frame.schema.json()
         except UnsupportedQueryError as err:
             raise PolicyError(
                 f"table {table_sql} is declared in the policy but the database has no such "
@@ -299,10 +391,44 @@ class SparkEngine:
 
     def _changed(self, name: str) -> None:
         """The table ``name`` changed: plans move on, its shadow and the session copies made
-        from it are stale."""
+        from it are stale (privplan changed it: the session knows, nothing to check)."""
         self.generation += 1
+        self._described.pop(_quote(name), None)
         self._shadow.forget(name)
         self._drop_materialized()
+
+    def _privplans(self, table_sql: str) -> bool:
+        """Whether ``table_sql`` names a relation privplan made from the policy tables (a
+        per-unit view, a session copy, a public domain): it changes only through privplan."""
+        made = {*self._views, *self._materialized, *self._domains.values()}
+        return table_sql.strip('"') in made
+
+    def _check_described(self, tables: list[str] | None = None) -> None:
+        """Raise SchemaChanged (before the charge) if a table described before has another
+        schema now, or is gone: a temporary view redefined after planning (a column's type
+        changed) must not be read with the old types, whose conversions and comparisons
+        (ANSI mode) could then fail on some rows after the charge. The engine moves on (a
+        new generation: the cached plans are not reused; the shadow and the session copies
+        are dropped) and the session plans the query again, describing the tables afresh.
+        One analysis per table (``tables``, or every table described), no job."""
+        changed = []
+        for table_sql in list(self._described) if tables is None else tables:
+            seen = self._described[table_sql]
+            try:
+                now = self._frame(f"SELECT * FROM {table_sql}").schema.json()
+            except UnsupportedQueryError:
+                now = None  # (gone: planning again reports it)
+            if now != seen:
+                changed.append(table_sql)
+                del self._described[table_sql]
+        if changed:
+            self.generation += 1
+            self._shadow.forget_all()
+            self._drop_materialized()
+            raise SchemaChanged(
+                f"table {', '.join(changed)} changed since this session described it (a "
+                "column's type, or the table itself); the query must be planned again over "
+                "the table as it is now. Nothing was charged.")
 
     def create_view(self, name: str, select_sql: str) -> None:
         """Define (or redefine) the temporary view ``name`` as ``select_sql`` (a per-unit
@@ -323,8 +449,13 @@ class SparkEngine:
         """Analyse the statement without running it (``spark.sql`` analyses and runs no job):
         every error about names and types, before any charge, and its (column, DuckDB type)
         pairs, DuckDB's binding over the shadow where it can make it. (Spark folds failing
-        constant expressions in its optimizer, at run time, as DuckDB does.)"""
+        constant expressions in its optimizer, at run time, as DuckDB does.)
+
+        Every bind comes before a charge (a cached plan's too), so it is where the session is
+        checked to be alive (EngineUnavailableError) and the tables described before to be
+        unchanged (SchemaChanged, see :meth:`_check_described`)."""
         with self._pinned():
+            self._check_described()
             frame = self._frame(sql)
             return self._typed(sql, frame)
 
@@ -339,7 +470,7 @@ class SparkEngine:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     warnings.simplefilter("ignore", FutureWarning)
                     return relation.df()
-        except self._errors():
+        except (EngineUnavailableError,) + self._errors():  # (gone while running: the same)
             raise ExecutionError(RUN_FAILED) from None
 
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
@@ -370,7 +501,7 @@ class SparkEngine:
                         frame.unpersist()
                         raise
                     frame.createOrReplaceTempView(name)
-            except (UnsupportedQueryError,) + self._errors():
+            except (UnsupportedQueryError, EngineUnavailableError) + self._errors():
                 raise ExecutionError(COPY_FAILED) from None
             self._materialized[name] = frame
             self._shadow.forget(name)
@@ -414,10 +545,16 @@ class SparkEngine:
 
     def close(self) -> None:
         """Drop every view privplan made and unpersist its cached copies; the SparkSession
-        stays running (it is the user's), with its settings as they were."""
-        self._drop_materialized()
-        for name in [*self._domains.values(), *self._views, *self._registered.values()]:
-            self._drop_view(name)
+        stays running (it is the user's), with its settings as they were. (A session that is
+        gone has nothing left to drop.)"""
+        if self._alive():
+            self._drop_materialized()
+            for name in [*self._domains.values(), *self._views, *self._registered.values(),
+                         *self._sources]:
+                self._drop_view(name)
+        self._materialized.clear()
+        self._sources.clear()
+        self._described.clear()
         self._domains.clear()
         self._views.clear()
         self._registered.clear()
