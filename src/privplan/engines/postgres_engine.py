@@ -58,7 +58,9 @@ runaway statement does not hold a server's resources indefinitely (0 turns the l
 _BUILTIN = {16: "BOOLEAN", 20: "BIGINT", 21: "SMALLINT", 23: "INTEGER", 700: "FLOAT",
             701: "DOUBLE", 25: "VARCHAR", 1043: "VARCHAR", 1082: "DATE", 1114: "TIMESTAMP",
             1184: "TIMESTAMP WITH TIME ZONE", 1042: "BPCHAR", 17: "BLOB", 1083: "TIME",
-            1186: "INTERVAL", 2950: "UUID", 26: "BIGINT"}
+            1186: "INTERVAL", 2950: "UUID"}
+# (oid, 26, is no BIGINT: an unsigned 32-bit integer a negative constant is converted to,
+# ``oid < -1`` holding for 0; reported as OID, a type no policy column accepts)
 _NUMERIC = 1700
 UNMODELLED = ("NUMERIC", "BPCHAR")
 """Types :meth:`PostgresEngine.columns` reports for PostgreSQL columns DuckDB has no exact type
@@ -316,7 +318,8 @@ class PostgresEngine:
     def columns(self, table_sql: str) -> dict[str, str]:
         """Column (lower case) -> DuckDB type name, from a ``LIMIT 0`` describe: int2 SMALLINT,
         int4 INTEGER, int8 BIGINT, float4 FLOAT, float8 DOUBLE, numeric(p,s) DECIMAL(p,s) for
-        p <= 38, text and varchar VARCHAR, bool BOOLEAN, date DATE, timestamp TIMESTAMP,
+        p <= 38, text and varchar VARCHAR (``TEXT IN <encoding>`` in a database whose
+        server_encoding is not UTF8), bool BOOLEAN, date DATE, timestamp TIMESTAMP,
         timestamptz TIMESTAMP WITH TIME ZONE, and any other type its name upper-cased; an
         unconstrained or wider numeric is NUMERIC and char(n) BPCHAR (:data:`UNMODELLED`)."""
         sql = f"SELECT * FROM {table_sql} AS __describe LIMIT 0"
@@ -327,7 +330,20 @@ class PostgresEngine:
                 f"table {table_sql} is declared in the policy but the database has no such "
                 f"table ({err.message}). Create it in PostgreSQL, or set `source:` in the "
                 "policy.") from None
-        return {n.lower(): t for n, t in zip(result.names, result.types)}
+        types = {n.lower(): t for n, t in zip(result.names, result.types)}
+        if "VARCHAR" in types.values() and (encoding := self._server_encoding()) != "UTF8":
+            types = {n: f"TEXT IN {encoding}" if t == "VARCHAR" else t for n, t in types.items()}
+        return types
+
+    def _server_encoding(self) -> str:
+        """The database's server_encoding (read once). In any other than UTF8, text compares
+        by that encoding's bytes, and SQL_ASCII does not even check that a string is text:
+        its text columns are reported as ``TEXT IN <encoding>``, a type no policy column
+        accepts (:func:`privplan.engines.portable.check_stored_types`)."""
+        if self._encoding is None:
+            found = self._query("SELECT current_setting('server_encoding')")
+            self._encoding = str(found.columns[0][0] or "").upper()
+        return self._encoding
 
     def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
         """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""

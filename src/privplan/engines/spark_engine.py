@@ -54,7 +54,7 @@ from privplan.engines.base import COPY_FAILED, RUN_FAILED, SchemaChanged
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
-from privplan.engines.spark_types import WIDER, castable, duckdb_type, spark_type
+from privplan.engines.spark_types import WIDER, castable, duckdb_type, field_type, spark_type
 from privplan.errors import (
     EngineUnavailableError,
     ExecutionError,
@@ -339,7 +339,7 @@ class SparkEngine:
                 f"table ({str(err).removeprefix('the engine rejected the query: ')}). Create it, "
                 "set `source:` in the policy, or call session.register(name, dataframe)."
             ) from None
-        return {f.name.lower(): duckdb_type(f.dataType) for f in frame.schema.fields}
+        return {f.name.lower(): field_type(f) for f in frame.schema.fields}
 
     def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
         """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""

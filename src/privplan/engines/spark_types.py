@@ -32,14 +32,17 @@ def duckdb_type(data_type: Any) -> str:
     ``TIMESTAMP_NTZ`` a wall-clock time (DuckDB's ``TIMESTAMP``). A string with a collation
     other than Spark's default (``UTF8_BINARY``, DuckDB's byte order) is named
     ``VARCHAR COLLATE <name>``, which no DuckDB type is, so the session can refuse it rather
-    than compare its values by DuckDB's rules. Types DuckDB has no name for are Spark's
+    than compare its values by DuckDB's rules; so is a ``CHAR(n)``, whose values Spark pads
+    with spaces and compares padded. Types DuckDB has no name for are Spark's
     ``simpleString`` upper-cased."""
     kind = type(data_type).__name__
     if kind in _SIMPLE:
         return _SIMPLE[kind]
     if kind == "DecimalType":
         return f"DECIMAL({data_type.precision},{data_type.scale})"
-    if kind in ("StringType", "CharType", "VarcharType"):
+    if kind == "CharType":  # (padded, and compared padded: no DuckDB type)
+        return f"CHAR({data_type.length})"
+    if kind in ("StringType", "VarcharType"):
         collation = getattr(data_type, "collation", None) or "UTF8_BINARY"
         return "VARCHAR" if collation.upper() == "UTF8_BINARY" else f"VARCHAR COLLATE {collation}"
     if kind == "ArrayType":
@@ -50,6 +53,17 @@ def duckdb_type(data_type: Any) -> str:
         fields = ", ".join(f"{_quote(f.name)} {duckdb_type(f.dataType)}" for f in data_type.fields)
         return f"STRUCT({fields})"
     return str(data_type.simpleString()).upper()
+
+
+def field_type(field: Any) -> str:
+    """The DuckDB name of a column's type, as :func:`duckdb_type`; a ``CHAR(n)`` column (a
+    string in Spark's schema, its declared type kept in the field's metadata, through views
+    and subqueries) is ``CHAR(n)``: Spark pads its values with spaces and compares them padded
+    (``v = 'a'`` and ``v = 'a '`` both hold for the stored 'a'), so the session refuses it."""
+    declared = str((getattr(field, "metadata", None) or {}).get("__CHAR_VARCHAR_TYPE_STRING", ""))
+    if declared.lower().startswith("char("):
+        return declared.upper()
+    return duckdb_type(field.dataType)
 
 
 def castable(duck_type: str) -> str | None:
