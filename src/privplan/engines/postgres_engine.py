@@ -182,6 +182,7 @@ class PostgresEngine:
         # casts the rows' text to those types
         self._shadow = Shadow(self.columns)
         self._encoding: str | None = None  # the database's server_encoding, once read
+        self._closed = False
         self.generation = 0
 
     # -- transactions ------------------------------------------------------------------------
@@ -193,6 +194,8 @@ class PostgresEngine:
 
         if _alive(self._con):
             return self._con
+        if self._closed:
+            raise PolicyError("this PostgreSQL engine is closed: open a new session.")
         if not self._owned:
             raise EngineUnavailableError(
                 "the PostgreSQL connection privplan was given is closed or broken (the server "
@@ -470,6 +473,7 @@ class PostgresEngine:
         """Close the connection this engine opened (a caller's stays open) and the shadow."""
         import psycopg
 
+        self._closed = True
         if self._owned:
             with suppress(psycopg.Error):
                 self._con.close()
