@@ -99,7 +99,7 @@ def test_distinct_of_raw_values_is_refused(con: duckdb.DuckDBPyConnection, sql: 
 def test_the_post_processing_connection_reads_nothing_but_the_noisy_tables(sql: str) -> None:
     """Defence in depth: whatever reaches the post-processing connection cannot read files or
     switch that back (the outer query is the user's SQL over noisy tables only)."""
-    from privplan.engines.duckdb_engine import post_process
+    from privplan.engines.post_processor import post_process
 
     with pytest.raises(PostProcessingError):
         post_process(sql, {})

@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import pandas as pd
 
-from privplan.engines.duckdb_engine import post_process
+from privplan.engines.post_processor import post_process
 from privplan.explain import halfwidth_95, noise_std
 from privplan.mechanisms.accuracy import (
     joint_halfwidths,

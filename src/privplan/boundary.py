@@ -6,9 +6,10 @@ raised as PrivplanErrors where they happen; this wrapper is the last line for th
 
 * ``RecursionError`` (input nested beyond what a recursive walk can take) becomes an
   :class:`UnsupportedQueryError`;
-* an engine error that escaped its wrapper becomes an :class:`InternalError` whose message is
-  withheld (it could quote data), as does any other unexpected exception (it is a bug: the
-  original stays attached as ``__cause__`` for debugging in the process, never in the message).
+* an engine error that escaped its wrapper becomes an :class:`InternalError` whose message and
+  class are withheld (the message could quote data; even the class, say a conversion error, is
+  a bit about the rows), as does any other unexpected exception (it is a bug: the original
+  stays attached as ``__cause__`` for debugging in the process, never in the message).
 
 Whether anything was charged is unchanged by the conversion: the ledger commits before release,
 and a failure after the charge stays charged.
@@ -52,12 +53,14 @@ def privplan_errors(fn: F) -> F:
                 "given when it is closed). Open a new connection and a new session.") from err
         except duckdb.Error as err:
             raise InternalError(
-                f"the engine failed unexpectedly ({type(err).__name__}); its message is "
-                "withheld because it could quote private values. Please report it with the "
-                "query.") from err
+                "the engine failed unexpectedly; its message and the kind of its error are "
+                "withheld because they could say something about private values. Please "
+                "report it with the query.") from err
         except Exception as err:
             raise InternalError(
-                f"unexpected {type(err).__name__} inside privplan; please report it with the "
-                "query. Nothing was released.") from err
+                "an unexpected error inside privplan; its kind and message are withheld "
+                "(raised after the engine read rows, they could say something about them; "
+                "the original is this error's __cause__). Please report it with the query. "
+                "Nothing was released.") from err
 
     return guarded  # type: ignore[return-value]

@@ -64,6 +64,7 @@ _MAPPING: tuple[tuple[type[_pe.PrivplanError], type[Error]], ...] = (
     (_pe.BudgetExceededError, BudgetExceeded),
     (_pe.LedgerError, OperationalError),
     (_pe.ExecutionError, OperationalError),
+    (_pe.EngineUnavailableError, OperationalError),
     (_pe.InternalError, InternalError),
 )
 
@@ -93,6 +94,6 @@ class _Translating:
             # Not expected (the session wraps engine errors), but an engine message could quote
             # private values, so it is withheld here as well (DESIGN.md invariant 5).
             raise OperationalError(
-                f"the engine failed ({type(ev).__name__}); its message is withheld because it "
-                "could quote private values.") from None
+                "the engine failed; its message and the kind of its error are withheld because "
+                "they could say something about private values.") from None
         return False

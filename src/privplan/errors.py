@@ -28,8 +28,17 @@ class LedgerError(PrivplanError):
 
 
 class ExecutionError(PrivplanError):
-    """The engine failed while reading data. Its message is withheld (it could quote private
-    values); the budget for the query was already charged."""
+    """The engine failed while reading data. Its message is withheld, and so is its kind (the
+    engine's message could quote private values, and even the class of its error is a bit
+    about the rows); the budget for the query was already charged."""
+
+
+class EngineUnavailableError(PrivplanError):
+    """The engine cannot be reached: the PostgreSQL server went away or the connection is
+    closed or broken, or the Spark session was stopped or its JVM died. Raised when it is
+    noticed before the charge (binding the statements), so nothing was spent; a session that
+    opened its PostgreSQL connection itself connects again on its next query. (An engine that
+    goes away while a charged statement runs is an :class:`ExecutionError`.)"""
 
 
 class PostProcessingError(PrivplanError):

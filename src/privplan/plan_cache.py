@@ -28,7 +28,9 @@ Why this is safe (the privacy argument):
   query. The checks planning does once per table and session (NOT NULL columns, column types)
   were already done once per session before this cache; an error in planning caches nothing.
   The engine statement is still bound before every charge (a table changed outside the
-  session is caught there, as it is today).
+  session is caught there: the Spark engine compares the schema of every table it described
+  with the schema now and raises SchemaChanged, and the query is planned again over column
+  types read afresh, :func:`planned_again_if_changed`).
 * Plans that read public *data* (joins with public tables: their key stability fixes the
   sensitivity) or define engine views (per-unit subqueries) are never cached: public tables
   may change between queries without the engine's generation moving.
@@ -38,12 +40,14 @@ Why this is safe (the privacy argument):
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
+from privplan.engines.base import SchemaChanged
 from privplan.gate import Admission
 from privplan.gate.outer import check_outer_query
 from privplan.planner import PlannedQuery
@@ -169,3 +173,22 @@ def reuse(sess: Any, admission: Admission) -> Admission:
             sess._ensure_table(core.table_policy)
     check_outer_query(planned, [sess.engine.bind(stmt) for stmt in admission.statements])
     return admission.renamed(with_query_id(planned, sess.ledger.next_query_id()))
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def planned_again_if_changed(plan: F) -> F:
+    """``Session.plan``, planned once more when binding finds that a table changed since the
+    session described it (SchemaChanged, before any charge): the session's column types are
+    read afresh and the engine's generation has moved (no cached plan is reused), so nothing
+    is planned or charged with stale types. A table that changes again meanwhile is a
+    refusal (SchemaChanged is an UnsupportedQueryError)."""
+    @functools.wraps(plan)
+    def planned(sess: Any, sql: str, budget: Mapping[str, Any]) -> Any:
+        try:
+            return plan(sess, sql, budget)
+        except SchemaChanged:
+            sess.catalog.forget()
+            return plan(sess, sql, budget)
+    return planned  # type: ignore[return-value]

@@ -37,13 +37,13 @@ from privplan.engine_semantics import (
 )
 from privplan.engines.judge import judge
 from privplan.engines.open import open_engine
-from privplan.engines.portable import check_portable, check_stored_types
+from privplan.engines.portable import check_portable
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned, queries_of
 from privplan.gate import Admission, admit
 from privplan.ledger import LedgerEntry, open_ledger
 from privplan.ledger_checkpoint import decode_states, encode_states
-from privplan.plan_cache import PlanCache, plan_key, reuse
+from privplan.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.pld_session import pld_accounting
 from privplan.policy import Policy
@@ -56,6 +56,7 @@ from privplan.rewrite.engine_sql import (
     private_join_source,
 )
 from privplan.rewrite.per_unit_sql import derived_view_sql
+from privplan.session_catalog import SessionCatalog
 from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
 from privplan.session_views import SessionViews
@@ -68,7 +69,6 @@ from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
 from privplan.subqueries import explain_nested, sql_nested
-from privplan.typed_view import check_not_null, typed_view
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
@@ -124,12 +124,8 @@ class Session(SessionViews, Generic[B]):
         if hasattr(self.ledger, "on_failure"):
             # a failed durable write drops the in-memory accounting: it is rebuilt from the file
             self.ledger.on_failure(self._drop_accounting)
-        self._column_types: dict[str, dict[str, str]] = {}
-        self._not_null_checked: set[str] = set()
-        self._public_schema: dict[str, set[str]] | None = None
+        self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
-        # per derived (per-unit) table: its view's SELECT over stand-in rows, and theirs
-        self._derived_stand_ins: dict[str, tuple[str, dict[str, dict[str, str]]]] = {}
         if data_file is not None:
             self.engine.register(data_file[0], data_file[1])
 
@@ -139,9 +135,7 @@ class Session(SessionViews, Generic[B]):
         """Expose a DataFrame (zero-copy) or a CSV/Parquet path as the policy table ``name``."""
         table = self.policy.table(name)
         self.engine.register(table.name, data)
-        self._column_types.pop(table.name, None)
-        self._not_null_checked.discard(table.name)
-        self._public_schema = None
+        self.catalog.forget(table.name)
 
     @overload
     def explain(self: Session[PureDP], sql: str, *, epsilon: Num | None = ...,
@@ -373,6 +367,7 @@ class Session(SessionViews, Generic[B]):
         return admission.planned, list(admission.statements)
 
     @with_list_fallback
+    @planned_again_if_changed
     def _admit(self, sql: str, budget: Mapping[str, Any]) -> Admission:
         """Plan ``sql`` and pass it through the pre-charge gate (:mod:`privplan.gate`): the
         admission :meth:`_charge` requires. A query over a per-unit pre-aggregation is planned
@@ -401,14 +396,13 @@ class Session(SessionViews, Generic[B]):
         if found is None:
             return None
         inner = build_plan(found.where_sql, parse_statement(found.where_sql), self.policy,
-                           self._public_columns()).cores[0]
-        inner.table_sql, types = self._typed_table(found.base)
+                           self.catalog.public_columns()).cores[0]
+        inner.table_sql, types = self.catalog.typed_table(found.base)
         make_core_total(inner, types, judge(), found.where_sql)
         self.engine.create_view(found.table.name, derived_view_sql(found, inner))
         stand_ins: dict[str, dict[str, str]] = {}
-        over = replace(inner, table_sql=self._stand_in_view(found.base, stand_ins))
-        self._derived_stand_ins[found.table.name] = (derived_view_sql(found, over), stand_ins)
-        self._column_types.pop(found.table.name, None)  # (its engine types, read afresh)
+        over = replace(inner, table_sql=self.catalog.stand_in_view(found.base, stand_ins))
+        self.catalog.derived(found.table.name, derived_view_sql(found, over), stand_ins)
         return found.outer_sql, replace(self.policy, tables={**self.policy.tables,
                                                               found.table.name: found.table})
 
@@ -441,7 +435,7 @@ class Session(SessionViews, Generic[B]):
         max_rows = budget.pop("max_rows_contributed", None)
         listed = bool(budget.pop("listed_groups", False))
         value = self.query_value(budget)
-        plan = build_plan(sql, parse_statement(sql), policy, self._public_columns(),
+        plan = build_plan(sql, parse_statement(sql), policy, self.catalog.public_columns(),
                           clamps=clamps, listed_keys_first=listed)
         if min_units is not None:
             require_selection(plan, min_units)
@@ -454,17 +448,17 @@ class Session(SessionViews, Generic[B]):
         for core in plan.cores:
             if core.private_join is not None:  # two private tables joined on their unit
                 left, right = core.private_join
-                core.table_sql, types = private_join_source(left, self._typed_table(left), right,
-                                                            self._typed_table(right))
+                core.table_sql, types = private_join_source(left, self.catalog.typed_table(left), right,
+                                                            self.catalog.typed_table(right))
                 core.stand_in_sql = private_join_source(
-                    left, (self._stand_in_view(left, core.stand_in_tables), {}), right,
-                    (self._stand_in_view(right, core.stand_in_tables), {}))[0]
+                    left, (self.catalog.stand_in_view(left, core.stand_in_tables), {}), right,
+                    (self.catalog.stand_in_view(right, core.stand_in_tables), {}))[0]
                 self._ensure_table(core.table_policy)
             else:
                 if MARK in core.table:  # a derived per-unit table: a table of its own
                     self._ensure_table(core.table_policy)
-                core.table_sql, types = self._typed_table(core.table_policy)
-                core.stand_in_sql = self._stand_in_view(core.table_policy, core.stand_in_tables)
+                core.table_sql, types = self.catalog.typed_table(core.table_policy)
+                core.stand_in_sql = self.catalog.stand_in_view(core.table_policy, core.stand_in_tables)
             # what the engine will compute, settled before the charge (DESIGN.md invariant 7)
             if core.joins:
                 types = {**types, **describe_public_joins(core, self.engine, types)}
@@ -479,19 +473,6 @@ class Session(SessionViews, Generic[B]):
             if made is not None:
                 core.table_sql, core.prebounded = made, True
         return plan_costs(plan, value, policy, query_id=self.ledger.next_query_id())
-
-    def _public_columns(self) -> dict[str, set[str]]:
-        """Columns of public tables the policy lists without columns (read from the engine)."""
-        if self._public_schema is None:
-            self._public_schema = {}
-            for t in self.policy.public_tables():
-                if not t.columns:
-                    try:
-                        cols = self.engine.columns(self.engine.table_sql(t))
-                    except PolicyError:
-                        continue  # reported if a query uses it
-                    self._public_schema[t.name] = set(cols)
-        return self._public_schema
 
     def _sync(self) -> None:
         with self.ledger.charging() as txn:
@@ -528,40 +509,6 @@ class Session(SessionViews, Generic[B]):
         except PolicyError:
             return {}
         return {n: c.type for n, c in policy.columns.items()}
-
-    def _typed_table(self, table: Any) -> tuple[str, dict[str, str]]:
-        """The policy table as the engine reads it, in the policy's column types (see
-        :func:`typed_view`), and the engine type of each column."""
-        table_sql = self.engine.table_sql(table)
-        if table.name not in self._column_types:
-            self._column_types[table.name] = self.engine.columns(table_sql)
-        actual = self._column_types[table.name]
-        missing = [c for c in table.columns if c not in actual]
-        if missing:
-            raise PolicyError(
-                f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
-                f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
-        check_stored_types(table.name, actual, table.columns, self.engine.dialect)
-        view = typed_view(table_sql, table.columns, actual)
-        if table.name not in self._not_null_checked:
-            check_not_null(self.engine, table, view[0])
-            self._not_null_checked.add(table.name)
-        return view
-
-    def _stand_in_view(self, table: Any, stand_ins: dict[str, dict[str, str]]) -> str:
-        """The table as :meth:`_typed_table` reads it, over a named relation of stand-in rows
-        instead of the private table (the pre-charge gate's source, :mod:`privplan.gate`):
-        the relation's name and the columns' storage types are added to ``stand_ins``. A
-        derived per-unit table is its view's SELECT over the base table's stand-ins."""
-        actual = self._column_types[table.name]
-        derived = self._derived_stand_ins.get(table.name)
-        if derived is not None:
-            source, tables = derived
-            stand_ins.update(tables)
-            return typed_view(f"({source})", table.columns, actual)[0]
-        name = f"__privplan_stand_in_{table.name}"
-        stand_ins[name] = {c: actual[c] for c in table.columns}
-        return typed_view('"' + name.replace('"', '""') + '"', table.columns, actual)[0]
 
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from privplan.assemble import assemble, noisy_frame
-from privplan.engines.duckdb_engine import post_process, post_processor
+from privplan.engines.post_processor import post_process, post_processor
 from privplan.errors import (
     BudgetExceededError,
     PolicyError,

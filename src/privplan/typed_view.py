@@ -63,6 +63,11 @@ def typed_view(table_sql: str, columns: Mapping[str, Any],
             # integer to a signed type and fail on the largest values
             target = "HUGEINT"
         value = ident if same else f"TRY_CAST({ident} AS {target})"
+        if stored == "NUMERIC":
+            # PostgreSQL's unconstrained numeric (only that engine reports it; the policy reads
+            # it as float only): DuckDB's reading of the number's text, which the renderer
+            # makes total there (engines/render.py, _numeric_to_double)
+            value = f"TRY_CAST(CAST({ident} AS VARCHAR) AS {target})"
         types[col] = stored if same else target
         if policy_col.type == "str":
             value = f"{value} {BINARY}"

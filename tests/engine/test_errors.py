@@ -70,7 +70,7 @@ def test_a_failed_fetch_leaves_the_post_processor_usable() -> None:
     busy with the failed result, and the cleanup's own error used to replace the query's)."""
     import pandas as pd
 
-    from privplan.engines.duckdb_engine import post_processor
+    from privplan.engines.post_processor import post_processor
     from privplan.errors import PostProcessingError
 
     frame = pd.DataFrame({"n": [1]})

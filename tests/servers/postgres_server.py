@@ -81,12 +81,22 @@ class PostgresServer:
     as_postgres: bool
     url: str = ""
     stopped: bool = field(default=False)
+    options: str = ""
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         cmd = [str(self.bin_dir / args[0]), *args[1:]]
         if self.as_postgres:
             cmd = ["runuser", "-u", SUPERUSER, "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
+
+    def pause(self) -> None:
+        """Stop the server, keeping its directory (every connection to it is lost)."""
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the paused server again, on the same port with the same data."""
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-l", str(self.root / "server.log"),
+                  "-o", self.options, "-w", "-t", "60", "start")
 
     def stop(self) -> None:
         if self.stopped:
@@ -125,10 +135,9 @@ def start_postgres() -> PostgresServer:
     atexit.register(server.stop)
     try:
         _initdb(server)
-        options = (f"-c listen_addresses=127.0.0.1 -p {server.port} -k {root} "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
-        server._run("pg_ctl", "-D", str(root / "data"), "-l", str(root / "server.log"),
-                    "-o", options, "-w", "-t", "60", "start")
+        server.options = (f"-c listen_addresses=127.0.0.1 -p {server.port} -k {root} "
+                          "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        server.resume()
         import psycopg
 
         base = f"postgresql://{SUPERUSER}@127.0.0.1:{server.port}"
@@ -141,15 +150,20 @@ def start_postgres() -> PostgresServer:
     return server
 
 
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """A ``postgresql://`` URL to a fresh database on a throw-away server (one per session)."""
+def start_or_skip() -> PostgresServer:
+    """:func:`start_postgres`, or skip the test (locally) / fail it (CI) without the binaries."""
     try:
-        server = start_postgres()
+        return start_postgres()
     except FileNotFoundError as err:
         if os.environ.get("CI"):
             pytest.fail(f"{err}: the PostgreSQL engine tests must run in CI")
         pytest.skip(str(err))
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A ``postgresql://`` URL to a fresh database on a throw-away server (one per session)."""
+    server = start_or_skip()
     try:
         yield server.url
     finally:

@@ -15,7 +15,8 @@ The contract, in DuckDB terms on both sides:
   every error that does not depend on the data is raised here, before anything is charged;
 * ``run(sql)`` runs one exact-aggregate statement and returns one row per group as a pandas
   DataFrame with the dtypes the embedded DuckDB engine gives for the same statement; an error
-  raised there is withheld (:class:`~privplan.errors.ExecutionError`: it may quote a value);
+  raised there is withheld, message and kind (:class:`~privplan.errors.ExecutionError` with
+  :data:`RUN_FAILED`: it may quote a value);
 * ``fetch_public(sql)`` reads public tables only (its errors may be shown);
 * the rest (``table_sql``, ``null_columns``, ``register``, ``create_view``, ``materialize``,
   ``materialized``, ``domain_table``, ``forget_durable``, ``generation``, ``close``) keeps the
@@ -24,7 +25,7 @@ The contract, in DuckDB terms on both sides:
 
 Post-processing (HAVING, ORDER BY, LIMIT, expressions over noisy values) never runs on an
 engine: it runs on an in-process DuckDB over the noisy table, whatever the source
-(:class:`privplan.engines.duckdb_engine.PostProcessor`).
+(:class:`privplan.engines.post_processor.PostProcessor`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,28 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
+
+from privplan.errors import UnsupportedQueryError
+
+RUN_FAILED = (
+    "the engine failed while reading the data; why is withheld: the engine's message could "
+    "quote a private value, and even the kind of its error (a failed conversion, a lost "
+    "connection, ...) is a bit about the rows it read. The query was charged. A cast or "
+    "function over private columns must be valid for every value of the column (e.g. use "
+    "TRY_CAST).")
+"""The one message of a failure after the charge (every engine's ``run``): "the engine
+failed" and what privplan itself knows, never the engine's class or message."""
+COPY_FAILED = (
+    "the engine failed while making the session's bounded copy of the table; why is withheld "
+    "(as for any failure while reading private rows). The query was charged.")
+"""The same for ``materialize`` (the session copy, made after the charge)."""
+
+
+class SchemaChanged(UnsupportedQueryError):
+    """``bind`` found that a table the engine described before has another schema now (the
+    Spark engine checks at every bind, which comes before every charge). Nothing is charged:
+    the session forgets the column types it read and plans the query again; raised again
+    (the table changed once more meanwhile), it reaches the caller as a refusal."""
 
 
 class Engine(Protocol):

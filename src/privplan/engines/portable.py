@@ -88,23 +88,67 @@ def check_portable(core: CorePlan, types: Mapping[str, str], dialect: str) -> No
 def check_stored_types(table: str, stored: Mapping[str, str], columns: Mapping[str, object],
                        dialect: str) -> None:
     """Refuse a private column the policy reads through a conversion that could fail on the
-    remote engine (the typed view's TRY_CAST, which PostgreSQL lacks and Spark rounds its own
-    way): only a number read as ``float``, or any integer read as ``int``, is converted there."""
+    remote engine, or that the engine would compare otherwise than DuckDB (before anything is
+    charged). What is accepted (:data:`STORED`), each read so that no storable value fails:
+
+    * ``int``: the engine's integers, read as they are (a BIGINT holds every one);
+    * ``float``: floats (a REAL widened to DOUBLE, exactly), integers and DECIMAL(p, s) up to
+      38 digits (converted to the nearest double, which cannot fail), and PostgreSQL's
+      unconstrained ``numeric`` (or wider than 38 digits, or of a negative scale), read as
+      DuckDB reads the number's text: the nearest double, ±infinity past DOUBLE's range, ±0.0
+      below its least subnormal, NaN as NaN (``render._numeric_to_double``: PostgreSQL's own
+      conversion fails on those, on the rows that hold them);
+    * ``str``: text of the default collation, in binary order (``COLLATE "C"`` /
+      ``UTF8_BINARY``); on PostgreSQL only in a UTF-8 database; on Spark a string that is not
+      valid UTF-8 is read as NULL (``render``), as DuckDB holds no such string;
+    * ``bool``, ``date``, ``timestamp`` (without time zone): the same type. Every date and
+      timestamp the engines hold is read, compared and counted (±infinity and years outside
+      1-9999 included: a key outside those years is released as NULL, and YEAR counts years
+      as DuckDB does, 0 for 1 BC).
+
+    Refused: anything else — text read as a number, date or timestamp (a parse that fails on
+    some rows), numbers as integers (rounding differs: PostgreSQL rounds half away from zero,
+    Spark truncates), timestamps with a time zone, dates as timestamps, blank-padded
+    ``char(n)`` (compared padded), PostgreSQL's ``oid`` (unsigned: ``oid < -1`` holds for 0),
+    binary strings."""
     if dialect == "duckdb":
         return
     for name, col in columns.items():
-        kind = getattr(col, "type", None)
-        got = family(stored.get(name, "").upper())
-        ok = {"int": ("int",), "float": ("float", "int", "decimal"), "str": ("str",),
-              "bool": ("bool",), "date": ("date",), "timestamp": ("timestamp",)}.get(
-                  str(kind), ())
-        if got not in ok:
+        kind = str(getattr(col, "type", None))
+        got = stored.get(name, "")
+        if family(got.upper()) not in STORED.get(kind, ()):
             raise PolicyError(
-                f"table '{table}': column '{name}' is stored as {stored.get(name)} in "
-                f"{ENGINE_NAMES[dialect]} but the policy declares it {kind}; privplan would "
-                "read it through a conversion that fails on some values there. Declare the "
-                "column's own type in the policy, or convert it in a view in the database and "
-                "name the view in the policy. Nothing was charged.")
+                f"table '{table}': column '{name}' is stored as {got} in "
+                f"{ENGINE_NAMES[dialect]} but the policy declares it {kind}; {_why(got)}. "
+                "Declare the column's own type in the policy, or convert it in a view in the "
+                "database and name the view in the policy. Nothing was charged.")
+
+
+STORED: dict[str, tuple[str, ...]] = {
+    "int": ("int",), "float": ("float", "int", "decimal"), "str": ("str",), "bool": ("bool",),
+    "date": ("date",), "timestamp": ("timestamp",)}
+"""Policy type -> the families of stored types a remote engine reads it from."""
+
+
+def _why(stored: str) -> str:
+    """Why a stored type is refused for the policy type (see :func:`check_stored_types`)."""
+    upper = stored.upper()
+    if upper.startswith("TEXT IN "):
+        encoding = stored[len("TEXT IN "):]
+        return (f"the database's server_encoding is {encoding}, not UTF8: PostgreSQL keeps "
+                "its strings in that encoding and compares their bytes, which is not the "
+                "order of code points the analysis assumes"
+                + (", and does not check them: a row may hold bytes that are no text at all, "
+                   "and fail when it is read" if encoding.upper() == "SQL_ASCII" else "")
+                + ". Use a database created WITH ENCODING 'UTF8'")
+    if upper in ("BPCHAR",) or upper.startswith("CHAR("):
+        return ("a CHAR(n) value is padded with spaces and compared padded ('a' = 'a  '), "
+                "where privplan compares strings as they are")
+    if upper == "OID":
+        return ("an oid is an unsigned integer that negative constants are converted to "
+                "(oid < -1 holds for 0): it compares otherwise than an integer")
+    return ("privplan would read it through a conversion that fails on some values there, "
+            "or compares them otherwise")
 
 
 def _plain_temporal_text(text: str) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -36,11 +36,17 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
-from privplan.engines.base import ProbeFailed, StandIn, Values
+from privplan.engines import postgres_probe
+from privplan.engines.base import RUN_FAILED, ProbeFailed, StandIn, Values
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow, shadow_type
 from privplan.engines.shadow import quote as _quote
-from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+from privplan.errors import (
+    EngineUnavailableError,
+    ExecutionError,
+    PolicyError,
+    UnsupportedQueryError,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,7 +59,9 @@ runaway statement does not hold a server's resources indefinitely (0 turns the l
 _BUILTIN = {16: "BOOLEAN", 20: "BIGINT", 21: "SMALLINT", 23: "INTEGER", 700: "FLOAT",
             701: "DOUBLE", 25: "VARCHAR", 1043: "VARCHAR", 1082: "DATE", 1114: "TIMESTAMP",
             1184: "TIMESTAMP WITH TIME ZONE", 1042: "BPCHAR", 17: "BLOB", 1083: "TIME",
-            1186: "INTERVAL", 2950: "UUID", 26: "BIGINT"}
+            1186: "INTERVAL", 2950: "UUID"}
+# (oid, 26, is no BIGINT: an unsigned 32-bit integer a negative constant is converted to,
+# ``oid < -1`` holding for 0; reported as OID, a type no policy column accepts)
 _NUMERIC = 1700
 UNMODELLED = ("NUMERIC", "BPCHAR")
 """Types :meth:`PostgresEngine.columns` reports for PostgreSQL columns DuckDB has no exact type
@@ -67,6 +75,28 @@ class _Failed(Exception):
     def __init__(self, message: str, sqlstate: str) -> None:
         super().__init__(message)
         self.message, self.sqlstate = message, sqlstate
+
+
+def _first(err: BaseException) -> str:
+    """The first line of an error's message (its class name if it has none)."""
+    return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _alive(con: psycopg.Connection[Any]) -> bool:
+    """Whether the connection can still run a statement (not closed, not broken by a lost
+    server; its transaction state known)."""
+    from psycopg import pq
+
+    return (not con.closed and not con.broken and con.pgconn.status == pq.ConnStatus.OK
+            and con.info.transaction_status != pq.TransactionStatus.UNKNOWN)
+
+
+def _gone(why: str, *, given: bool = False) -> str:
+    """EngineUnavailableError's message: the server went away (``why``: libpq's words)."""
+    after = ("Open a new connection and a new session over it (the ledger keeps what was "
+             "spent)." if given else "privplan connects again on the next query.")
+    return (f"the PostgreSQL server went away ({why}): the connection was lost or cannot be "
+            f"made. Nothing was charged for this query. {after}")
 
 
 class _Result:
@@ -131,6 +161,7 @@ class PostgresEngine:
         if statement_timeout_ms < 0:
             raise PolicyError("statement_timeout_ms is a number of milliseconds (0: no limit)")
         self._owned = isinstance(database, str)
+        self._url = database if isinstance(database, str) else ""
         if isinstance(database, str):
             if not database.startswith(("postgresql://", "postgres://")):
                 raise PolicyError("a PostgreSQL database is named by a 'postgresql://' URL")
@@ -138,8 +169,7 @@ class PostgresEngine:
                 self._con: psycopg.Connection[Any] = psycopg.connect(
                     database, autocommit=True, application_name="privplan")
             except psycopg.Error as err:  # (the message names host and port, never a password)
-                first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                raise PolicyError(f"cannot connect to PostgreSQL ({first}). Check the URL, "
+                raise PolicyError(f"cannot connect to PostgreSQL ({_first(err)}). Check the URL, "
                                   "that the server runs and accepts this user.") from None
         elif isinstance(database, psycopg.Connection):
             self._con = database
@@ -152,17 +182,42 @@ class PostgresEngine:
         # where statements bind to their DuckDB result types (see the module doc); it also
         # casts the rows' text to those types
         self._shadow = Shadow(self._shadow_columns)
+        self._encoding: str | None = None  # the database's server_encoding, once read
+        self._closed = False
         self.generation = 0
         self._stand_in_shapes: dict[str, dict[str, str]] = {}  # quoted name -> columns
 
     # -- transactions ------------------------------------------------------------------------
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The connection, usable: one privplan opened and found closed or broken (the server
+        restarted, the backend was terminated) is replaced by a new one; a caller's is not
+        privplan's to replace (EngineUnavailableError)."""
+        import psycopg
+
+        if _alive(self._con):
+            return self._con
+        if self._closed:
+            raise PolicyError("this PostgreSQL engine is closed: open a new session.")
+        if not self._owned:
+            raise EngineUnavailableError(
+                "the PostgreSQL connection privplan was given is closed or broken (the server "
+                "went away, the backend was terminated, or the connection was closed). Nothing "
+                "was charged for this query. Open a new connection and a new session over it "
+                "(the ledger keeps what was spent).")
+        with suppress(psycopg.Error):
+            self._con.close()
+        try:
+            self._con = psycopg.connect(self._url, autocommit=True, application_name="privplan")
+        except psycopg.Error as err:  # (names host and port, never a password)
+            raise EngineUnavailableError(_gone(_first(err))) from None
+        return self._con
+
     @contextmanager
-    def _read_only(self) -> Iterator[psycopg.Connection[Any]]:
+    def _read_only(self, con: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
         """A read-only transaction with this engine's settings, ended (committed, or rolled
         back on an error) when the block ends."""
         from psycopg import pq
 
-        con = self._con
         if con.info.transaction_status != pq.TransactionStatus.IDLE:
             raise PolicyError(
                 "the PostgreSQL connection is inside a transaction: privplan reads in a "
@@ -178,20 +233,37 @@ class PostgresEngine:
 
     def _query(self, sql: str) -> _Result:
         """Render one DuckDB-dialect statement, run it read-only and keep its result as
-        text. A statement the renderer cannot carry over fails like one PostgreSQL refuses."""
-        import psycopg
+        text. A statement the renderer cannot carry over fails like one PostgreSQL refuses.
+
+        A connection lost while the statement runs (the server stopped, the backend was
+        terminated) is EngineUnavailableError, never a refusal of the statement; a connection
+        privplan opened is opened again and the statement run once more first (nothing was
+        returned: running it again releases nothing twice)."""
 
         try:
             pg_sql = render(sql, self.dialect)
         except sqlglot.errors.SqlglotError as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise _Failed(f"it cannot be written for PostgreSQL ({first})", "") from None
-        try:
-            with self._read_only() as con:
-                return self._execute(con, pg_sql)
-        except psycopg.Error as err:  # (the connection failed, or the rollback did)
-            raise _Failed(str(err).splitlines()[0] if str(err) else type(err).__name__,
-                          getattr(err, "sqlstate", None) or "") from None
+            raise _Failed(f"it cannot be written for PostgreSQL ({_first(err)})", "") from None
+        return self._query_native(pg_sql)
+
+    def _query_native(self, pg_sql: str) -> _Result:
+        """:meth:`_query` of a statement already in PostgreSQL's dialect."""
+        import psycopg
+
+        for attempt in (1, 2):
+            con = self._connection()
+            try:
+                with self._read_only(con) as transaction:
+                    return self._execute(transaction, pg_sql)
+            except (_Failed, psycopg.Error) as err:  # (the statement, or the rollback, failed)
+                if _alive(con):
+                    if isinstance(err, _Failed):
+                        raise
+                    raise _Failed(_first(err), getattr(err, "sqlstate", None) or "") from None
+                why = err.message if isinstance(err, _Failed) else _first(err)
+            if not self._owned or attempt == 2:
+                raise EngineUnavailableError(_gone(why, given=not self._owned))
+        raise AssertionError("unreachable")
 
     def _execute(self, con: psycopg.Connection[Any], pg_sql: str) -> _Result:
         from psycopg import pq
@@ -202,12 +274,17 @@ class PostgresEngine:
             state = res.error_field(pq.DiagnosticField.SQLSTATE) or b""
             raise _Failed(message.decode("utf-8", "replace"), state.decode())
         n, rows = res.nfields, res.ntuples
-        names = [(res.fname(i) or b"").decode("utf-8") for i in range(n)]
         oids = [res.ftype(i) for i in range(n)]
         mods = [res.fmod(i) for i in range(n)]
-        columns = [[None if (v := res.get_value(r, i)) is None else v.decode("utf-8")
-                    for r in range(rows)] for i in range(n)]
-        res.clear()
+        try:  # (a SQL_ASCII database returns its bytes unchecked: not always UTF-8)
+            names = [(res.fname(i) or b"").decode("utf-8") for i in range(n)]
+            columns = [[None if (v := res.get_value(r, i)) is None else v.decode("utf-8")
+                        for r in range(rows)] for i in range(n)]
+        except UnicodeDecodeError:
+            raise _Failed("a value is not valid UTF-8 (the database's server_encoding does "
+                          "not check its strings)", "22021") from None
+        finally:
+            res.clear()
         unknown = sorted({o for o in oids if o not in _BUILTIN and o != _NUMERIC})
         found: dict[int, str] = {}
         if unknown:
@@ -251,7 +328,8 @@ class PostgresEngine:
     def columns(self, table_sql: str) -> dict[str, str]:
         """Column (lower case) -> DuckDB type name, from a ``LIMIT 0`` describe: int2 SMALLINT,
         int4 INTEGER, int8 BIGINT, float4 FLOAT, float8 DOUBLE, numeric(p,s) DECIMAL(p,s) for
-        p <= 38, text and varchar VARCHAR, bool BOOLEAN, date DATE, timestamp TIMESTAMP,
+        p <= 38, text and varchar VARCHAR (``TEXT IN <encoding>`` in a database whose
+        server_encoding is not UTF8), bool BOOLEAN, date DATE, timestamp TIMESTAMP,
         timestamptz TIMESTAMP WITH TIME ZONE, and any other type its name upper-cased; an
         unconstrained or wider numeric is NUMERIC and char(n) BPCHAR (:data:`UNMODELLED`)."""
         sql = f"SELECT * FROM {table_sql} AS __describe LIMIT 0"
@@ -262,7 +340,20 @@ class PostgresEngine:
                 f"table {table_sql} is declared in the policy but the database has no such "
                 f"table ({err.message}). Create it in PostgreSQL, or set `source:` in the "
                 "policy.") from None
-        return {n.lower(): t for n, t in zip(result.names, result.types)}
+        types = {n.lower(): t for n, t in zip(result.names, result.types)}
+        if "VARCHAR" in types.values() and (encoding := self._server_encoding()) != "UTF8":
+            types = {n: f"TEXT IN {encoding}" if t == "VARCHAR" else t for n, t in types.items()}
+        return types
+
+    def _server_encoding(self) -> str:
+        """The database's server_encoding (read once). In any other than UTF8, text compares
+        by that encoding's bytes, and SQL_ASCII does not even check that a string is text:
+        its text columns are reported as ``TEXT IN <encoding>``, a type no policy column
+        accepts (:func:`privplan.engines.portable.check_stored_types`)."""
+        if self._encoding is None:
+            found = self._query("SELECT current_setting('server_encoding')")
+            self._encoding = str(found.columns[0][0] or "").upper()
+        return self._encoding
 
     def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
         """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""
@@ -354,25 +445,23 @@ class PostgresEngine:
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement; the frame has the columns and dtypes ``DuckDBEngine.run``
         gives for it. A failure (on PostgreSQL, or converting a value) may quote a raw value,
-        so its message is withheld (DESIGN.md invariant 5); a statement stopped by the
+        so its message is withheld, and so is its kind (the SQLSTATE of a failed conversion is
+        a bit about the rows; DESIGN.md invariant 5); a statement stopped by privplan's own
         timeout says so."""
         try:
             result = self._query(sql)
+        except EngineUnavailableError:  # (gone while the charged statement ran: withheld too)
+            raise ExecutionError(RUN_FAILED) from None
         except _Failed as err:
             if err.sqlstate == "57014":  # query_canceled: the statement_timeout
                 raise ExecutionError(
                     f"the engine stopped the query after statement_timeout "
                     f"({self.statement_timeout_ms} ms); no rows were returned.") from None
-            raise ExecutionError(
-                f"the engine failed while executing the query (SQLSTATE {err.sqlstate}); the "
-                "engine's message is withheld because it could quote private values.") from None
+            raise ExecutionError(RUN_FAILED) from None
         try:
             return _frame(self._convert(self._typed(sql, result), result))
-        except duckdb.Error as err:
-            raise ExecutionError(
-                f"a value the engine returned did not convert to its DuckDB type "
-                f"({type(err).__name__}); the message is withheld because it could quote "
-                "private values.") from None
+        except duckdb.Error:  # (a value the engine returned did not convert to its type)
+            raise ExecutionError(RUN_FAILED) from None
 
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only; values as DuckDB's ``fetchall`` gives them.
@@ -394,112 +483,38 @@ class PostgresEngine:
         return dict(shape) if shape is not None else self.columns(table_sql)
 
     def stand_in_values(self, storage_type: str) -> Values:
-        """PostgreSQL literals of the column type ``storage_type`` (a DuckDB name, as
-        :meth:`columns` reports it) holding the edge values of :mod:`privplan.gate.edge_values`
-        that PostgreSQL's own conversion accepts (each tried in a savepoint of one read-only
-        transaction; a value reached twice kept once), NULL first; and, in a database whose
-        encoding is SQL_ASCII, strings that are not valid UTF-8. Reads no table; kept per
-        type."""
-        info = self._con.info
-        key = (info.host, info.port, info.dbname, storage_type)
-        known = _STAND_IN_VALUES.get(key)
-        if known is not None:
-            return known
-        from privplan.gate.edge_values import CANDIDATES, LONG_STRING, extra_texts
-        from privplan.gate.stand_ins import inline_values
-
-        native = _pg_type(storage_type)
-        texts = [t for t in (*CANDIDATES, *extra_texts(storage_type)) if t is not None]
-        literals = [f"CAST({_pg_string(t) if t != LONG_STRING else _LONG} AS {native})"
-                    for t in texts]
-        literals += [f"CAST(convert_from('\\x{b}'::bytea, 'SQL_ASCII') AS {native})"
-                     for b in ("ff", "c328", "80")]
-        kept = [f"CAST(NULL AS {native})"]
-        seen: set[str | None] = set()
-        import psycopg
-
-        try:
-            with self._read_only() as con:
-                for literal in literals:
-                    try:
-                        with con.transaction():  # (a savepoint: a failed cast is undone)
-                            row = con.execute(f"SELECT CAST({literal} AS text)").fetchone()
-                    except psycopg.Error:
-                        continue
-                    shown = row[0] if row is not None else None
-                    if shown is not None and shown not in seen:
-                        seen.add(shown)
-                        kept.append(literal)
-        except (psycopg.Error, PolicyError):
-            pass  # (the type itself is unknown here: NULL only)
-        values = inline_values(kept)
-        _STAND_IN_VALUES[key] = values
-        return values
+        """The edge values a column of ``storage_type`` can store, for the pre-charge gate
+        (:func:`privplan.engines.postgres_probe.stand_in_values`)."""
+        return postgres_probe.stand_in_values(self, storage_type)
 
     def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
               ) -> pd.DataFrame | None:
-        """Render ``sql``, run it read-only with each name of ``stand_ins`` bound to its
-        relation of stand-in rows (a WITH around the statement), and return every row as
-        :meth:`run` would (DuckDB types, through the same conversion), or bind it only. Reads
-        no private row. Raises :class:`~privplan.engines.base.ProbeFailed`."""
-        import psycopg
+        """``sql`` over stand-in rows, for the pre-charge gate
+        (:func:`privplan.engines.postgres_probe.probe`)."""
+        return postgres_probe.probe(self, sql, stand_ins, bind_only=bind_only)
 
+    def _probe_native(self, text: str, typed_as: str, *, bind_only: bool
+                      ) -> pd.DataFrame | None:
+        """Run a probe already in PostgreSQL's dialect (:mod:`.postgres_probe`); its answer
+        typed as ``typed_as`` (the DuckDB statement) would be, as :meth:`run` types one."""
         try:
-            rendered = render(sql, self.dialect)
-        except sqlglot.errors.SqlglotError as err:
-            raise ProbeFailed("bind", str(err).splitlines()[0] if str(err) else "render") from None
-        for name, stand_in in stand_ins.items():
-            quoted = _quote(name)
-            if self._stand_in_shapes.get(quoted) != dict(stand_in.columns):
-                self._stand_in_shapes[quoted] = dict(stand_in.columns)
-                self._shadow.forget(name)
-        ctes = ", ".join(f"{_quote(n)} AS ({s.relation})" for n, s in stand_ins.items())
-        text = (f"WITH {ctes} SELECT * FROM ({rendered}) AS __probe" if ctes else rendered) + (
-            " LIMIT 0" if bind_only else "")
-        try:
-            with self._read_only() as con:
-                result = self._execute(con, text)
+            result = self._query_native(text)
         except _Failed as err:
             raise ProbeFailed("bind" if bind_only or err.sqlstate.startswith("42") else "run",
                               err.message) from None
-        except psycopg.Error as err:
-            raise ProbeFailed("run", str(err).splitlines()[0] if str(err) else "failed") from None
         if bind_only:
             return None
         try:
-            return _frame(self._convert(self._typed(sql, result), result))
+            return _frame(self._convert(self._typed(typed_as, result), result))
         except duckdb.Error as err:
             raise ProbeFailed("run", str(err).splitlines()[0]) from None
 
     def close(self) -> None:
         """Close the connection this engine opened (a caller's stays open) and the shadow."""
+        import psycopg
+
+        self._closed = True
         if self._owned:
-            self._con.close()
+            with suppress(psycopg.Error):
+                self._con.close()
         self._shadow.close()
-
-
-_STAND_IN_VALUES: dict[tuple[object, ...], Values] = {}
-"""Stand-in literals per database (host, port, name) and column type: what a type's values are
-does not change between sessions on one database (its encoding is fixed when it is made)."""
-
-_LONG = "repeat('a', 10000)"  # (edge_values.LONG_STRING, not written out)
-
-_PG_TYPES = {"BOOLEAN": "boolean", "SMALLINT": "smallint", "INTEGER": "integer",
-             "BIGINT": "bigint", "FLOAT": "real", "REAL": "real", "DOUBLE": "double precision",
-             "VARCHAR": "text", "DATE": "date", "TIMESTAMP": "timestamp",
-             "TIMESTAMP WITH TIME ZONE": "timestamptz", "NUMERIC": "numeric",
-             "BPCHAR": "bpchar", "BLOB": "bytea", "TIME": "time", "INTERVAL": "interval",
-             "UUID": "uuid"}
-
-
-def _pg_type(duckdb_type: str) -> str:
-    """The PostgreSQL column type :meth:`PostgresEngine.columns` reports as ``duckdb_type``."""
-    upper = duckdb_type.upper().strip()
-    if upper.startswith("DECIMAL("):
-        return "numeric" + upper[len("DECIMAL"):]
-    return _PG_TYPES.get(upper, duckdb_type.lower())
-
-
-def _pg_string(text: str) -> str:
-    """A PostgreSQL string literal (standard-conforming: only quotes are doubled)."""
-    return "'" + text.replace("'", "''") + "'"

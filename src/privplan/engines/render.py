@@ -8,7 +8,13 @@ between what DuckDB computes and what the other engine would compute for the sam
 * **Collation.** Strings compare by code point in the analysis (``COLLATE "binary"``).
   PostgreSQL's default collation is the database's (ICU / libc: ``'a' < 'B'``), so it becomes
   ``COLLATE "C"`` (byte order of UTF-8 = code point order); Spark 4 compares in
-  ``UTF8_BINARY``, said explicitly so a column's own collation cannot apply.
+  ``UTF8_BINARY``, said explicitly so a column's own collation cannot apply. A Spark string
+  need not be UTF-8 (a Parquet file can hold any bytes), and no DuckDB VARCHAR holds one that
+  is not: such a string is read as NULL (``is_valid_utf8``) wherever a column is read in
+  binary collation — the typed view's every ``str`` column, public join keys and columns —
+  so WHERE, keys, measures and public domains see the same NULL, and nothing fails when the
+  rows reach DuckDB. (PostgreSQL checks its text, in a UTF-8 database, the only kind whose
+  ``str`` columns privplan reads.)
 * **The grid.** DuckDB's cast of a double to BIGINT rounds half to even (so does
   PostgreSQL's; Spark's truncates: ``rint`` first) and its float products overflow to
   infinity, where PostgreSQL raises: the grid value is guarded by a bound (:func:`_grid`).
@@ -25,12 +31,16 @@ between what DuckDB computes and what the other engine would compute for the sam
   NULL). Only constructs whose failures each engine can reproduce are rendered (the session
   refuses the others before anything is charged, :mod:`privplan.engines.portable`): date parts
   (PostgreSQL: NULL for an infinite date, as DuckDB's failure under TRY) and, on Spark, ``+``,
-  ``-``, ``*`` as ``try_add`` / ``try_subtract`` / ``try_multiply``.
+  ``-``, ``*`` as ``try_add`` / ``try_subtract`` / ``try_multiply``. PostgreSQL numbers the
+  years before 1 AD -1, -2, ... (no year 0), DuckDB (and Spark) 0, -1, ...: ``YEAR`` of such
+  a date is shifted by one there.
 * **TRY_CAST** on PostgreSQL (which has none) is a plain CAST: the session only lets through
   casts that cannot fail (to text, and numeric widening; :mod:`privplan.engines.portable`) and
   integers to ``DECIMAL(p, s)``, which fails for |x| >= 10^(p-s): where that can happen to a
   BIGINT the cast is guarded, NULL outside (as DuckDB's TRY_CAST), never a failure that
-  depends on a row (:func:`_try_cast`).
+  depends on a row (:func:`_try_cast`); and the typed view's reading of an unconstrained
+  ``numeric`` column as a double, guarded where PostgreSQL's conversion would fail
+  (:func:`_numeric_to_double`).
 
 * **Histograms** (a quantile's per-group cell counts, DuckDB's ``histogram``) become a
   two-level aggregate joined to the rest of the statement
@@ -123,7 +133,13 @@ def _try_cast(node: exp.TryCast) -> exp.Expr:
     cannot fail (:mod:`privplan.engines.portable`), except an integer to ``DECIMAL(p, s)``: it
     fails for |x| >= 10^(p-s) on PostgreSQL, where DuckDB's TRY_CAST gives NULL (a comparison
     of a BIGINT with a constant of scale 20 reads the column as ``DECIMAL(38, 20)``). When a
-    BIGINT can reach that bound (p - s <= 18) the cast is guarded: NULL outside, as DuckDB."""
+    BIGINT can reach that bound (p - s <= 18) the cast is guarded: NULL outside, as DuckDB.
+    The typed view's reading of an unconstrained ``numeric`` column as a double is guarded
+    too (:func:`_numeric_to_double`)."""
+    inner = node.this
+    if node.to.is_type("double") and isinstance(inner, exp.Cast) and inner.to.is_type(
+            "varchar", "text") and isinstance(inner.this, exp.Column):
+        return _numeric_to_double(inner.this)
     cast = exp.Cast(this=node.this, to=node.args["to"])
     to = node.args["to"]
     params = [p.this for p in to.expressions if isinstance(p, exp.DataTypeParam)]
@@ -137,6 +153,47 @@ def _try_cast(node: exp.TryCast) -> exp.Expr:
     inside = exp.and_(exp.GT(this=node.this.copy(), expression=exp.Neg(this=bound.copy())),
                       exp.LT(this=node.this.copy(), expression=bound))
     return exp.Case(ifs=[exp.If(this=inside, true=cast)])
+
+
+_OVERFLOW = 2 ** 1024 - 2 ** 970
+"""The least number whose nearest double is beyond DBL_MAX (halfway between DBL_MAX and 2^1024,
+a tie that rounds to the even 2^1024): from here on the conversion overflows."""
+_UNDERFLOW = "0." + "0" * (1075 - len(str(5 ** 1075))) + str(5 ** 1075)
+"""2^-1075 exactly, half the least subnormal (a tie that rounds to the even 0): up to here a
+nonzero number's nearest double is 0, and PostgreSQL's conversion fails."""
+
+
+def _numeric_to_double(column: exp.Expr) -> exp.Expr:
+    """``TRY_CAST(CAST(v AS VARCHAR) AS DOUBLE)`` of an unconstrained ``numeric`` column: the
+    typed view's reading of it as a policy ``float`` (:func:`privplan.typed_view.typed_view`),
+    in DuckDB the correctly rounded double of the number's text. PostgreSQL converts a numeric
+    to a double by the same rounding of the same text, but raises (SQLSTATE 22003) where the
+    double overflows or a nonzero number rounds to 0, on the rows that hold such a value (one
+    un-noised bit after the charge). So those are settled first, as DuckDB reads such text:
+    ``|v| >= 2^1024 - 2^970`` is ±infinity, ``0 < |v| <= 2^-1075`` is ±0.0 (the sign kept),
+    NaN is NaN, ±Infinity ±infinity; every other value is PostgreSQL's own conversion, which
+    then cannot fail. (DuckDB's BIGNUM reads an out-of-range number as NULL instead; the text
+    reading is the one DuckDB gives a number of any size and scale.)"""
+    def num(text: str) -> exp.Expr:
+        return exp.cast(exp.Literal.string(text), "NUMERIC")
+
+    def double(text: str) -> exp.Expr:
+        return exp.cast(exp.Literal.string(text), "DOUBLE")
+
+    def when(condition: exp.Expr, value: exp.Expr) -> exp.If:
+        return exp.If(this=condition, true=value)
+
+    v = column
+    big, tiny = num(str(_OVERFLOW)), num(_UNDERFLOW)
+    return exp.Case(ifs=[
+        when(exp.EQ(this=v.copy(), expression=num("NaN")), double("NaN")),
+        when(exp.GTE(this=v.copy(), expression=big.copy()), double("Infinity")),
+        when(exp.LTE(this=v.copy(), expression=exp.Neg(this=big)), double("-Infinity")),
+        when(exp.and_(exp.GT(this=v.copy(), expression=exp.Literal.number(0)),
+                      exp.LTE(this=v.copy(), expression=tiny.copy())), double("0")),
+        when(exp.and_(exp.LT(this=v.copy(), expression=exp.Literal.number(0)),
+                      exp.GTE(this=v.copy(), expression=exp.Neg(this=tiny))), double("-0")),
+    ], default=exp.cast(v.copy(), "DOUBLE"))
 
 
 def _number(node: exp.Expr) -> float | None:
@@ -197,7 +254,10 @@ def _collate(node: exp.Collate, dialect: str) -> exp.Expr:
             f"collation {name.sql()} cannot be rendered for {ENGINE_NAMES[dialect]}")
     if dialect == "postgres":
         return exp.Collate(this=node.this, expression=exp.Identifier(this="C", quoted=True))
-    return exp.Collate(this=node.this, expression=exp.Var(this="UTF8_BINARY"))
+    value = node.this
+    if isinstance(value, exp.Column):  # (a string read from a table: see the module doc)
+        value = exp.Case(ifs=[exp.If(this=exp.func("is_valid_utf8", value.copy()), true=value)])
+    return exp.Collate(this=value, expression=exp.Var(this="UTF8_BINARY"))
 
 
 def _try(inner: exp.Expr, dialect: str) -> exp.Expr:
@@ -210,8 +270,13 @@ def _try(inner: exp.Expr, dialect: str) -> exp.Expr:
             if dialect == "postgres":
                 arg = node.this
                 part = exp.Extract(this=exp.var(type(node).__name__.upper()), expression=arg)
-                return exp.Case(ifs=[exp.If(this=exp.func("isfinite", arg),
-                                            true=exp.cast(part, "BIGINT"))])
+                value: exp.Expr = exp.cast(part, "BIGINT")
+                if isinstance(node, exp.Year):  # (PostgreSQL's 1 BC is year -1, DuckDB's 0)
+                    value = exp.Add(this=value, expression=exp.Case(
+                        ifs=[exp.If(this=exp.LT(this=part.copy(), expression=exp.Literal.number(
+                            0)), true=exp.Literal.number(1))], default=exp.Literal.number(0)))
+                return exp.Case(ifs=[exp.If(this=exp.func("isfinite", arg.copy()),
+                                            true=value)])
             return node
         if isinstance(node, (exp.Floor, exp.Ceil)) or isinstance(node, exp.Div) and (
                 isinstance(node.expression, exp.Literal)):

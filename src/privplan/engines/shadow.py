@@ -117,6 +117,12 @@ class Shadow:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute(f"DROP TABLE IF EXISTS {table}")
 
+    def forget_all(self) -> None:
+        """Every remote table may have changed: every empty table and cached type goes."""
+        for schema, name in list(self._shadowed):
+            self.forget(name, schema)
+        self._types.clear()
+
     def close(self) -> None:
         self._shadowed.clear()
         self._types.clear()

@@ -50,22 +50,29 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from privplan.engines.base import ProbeFailed, StandIn, Values
+from privplan.engines import spark_probe
+from privplan.engines.base import (
+    COPY_FAILED,
+    RUN_FAILED,
+    SchemaChanged,
+    StandIn,
+    Values,
+)
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
-from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
+from privplan.engines.spark_types import WIDER, castable, duckdb_type, field_type, spark_type
+from privplan.errors import (
+    EngineUnavailableError,
+    ExecutionError,
+    PolicyError,
+    UnsupportedQueryError,
+)
 
 _WITHHELD = ("the engine's message is withheld because it could quote private values.")
-
-# Spark's simple types, by class name -> the DuckDB type name (see SparkEngine.columns)
-_SIMPLE = {
-    "ByteType": "TINYINT", "ShortType": "SMALLINT", "IntegerType": "INTEGER",
-    "LongType": "BIGINT", "FloatType": "FLOAT", "DoubleType": "DOUBLE",
-    "BooleanType": "BOOLEAN", "DateType": "DATE", "BinaryType": "BLOB",
-    "TimestampType": "TIMESTAMP WITH TIME ZONE", "TimestampNTZType": "TIMESTAMP",
-    "NullType": "NULL",
-}
+_GONE = ("the Spark session is gone: it was stopped, or its JVM died (killed, out of memory). "
+         "Nothing was charged for this query. Make a new SparkSession and open a new privplan "
+         "session over it (the ledger keeps what was spent).")
 
 
 def _backquote(name: str) -> str:
@@ -75,70 +82,6 @@ def _backquote(name: str) -> str:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
-
-
-def duckdb_type(data_type: Any) -> str:
-    """The DuckDB name of a Spark data type.
-
-    ``TIMESTAMP`` is an instant in Spark (``TIMESTAMP WITH TIME ZONE`` in DuckDB) and
-    ``TIMESTAMP_NTZ`` a wall-clock time (DuckDB's ``TIMESTAMP``). A string with a collation
-    other than Spark's default (``UTF8_BINARY``, DuckDB's byte order) is named
-    ``VARCHAR COLLATE <name>``, which no DuckDB type is, so the session can refuse it rather
-    than compare its values by DuckDB's rules. Types DuckDB has no name for are Spark's
-    ``simpleString`` upper-cased."""
-    kind = type(data_type).__name__
-    if kind in _SIMPLE:
-        return _SIMPLE[kind]
-    if kind == "DecimalType":
-        return f"DECIMAL({data_type.precision},{data_type.scale})"
-    if kind in ("StringType", "CharType", "VarcharType"):
-        collation = getattr(data_type, "collation", None) or "UTF8_BINARY"
-        return "VARCHAR" if collation.upper() == "UTF8_BINARY" else f"VARCHAR COLLATE {collation}"
-    if kind == "ArrayType":
-        return f"{duckdb_type(data_type.elementType)}[]"
-    if kind == "MapType":
-        return f"MAP({duckdb_type(data_type.keyType)}, {duckdb_type(data_type.valueType)})"
-    if kind == "StructType":
-        fields = ", ".join(f"{_quote(f.name)} {duckdb_type(f.dataType)}" for f in data_type.fields)
-        return f"STRUCT({fields})"
-    return str(data_type.simpleString()).upper()
-
-
-def _castable(duck_type: str) -> str | None:
-    """``duck_type`` as a CAST target on the converting connection (a collated string is read
-    as VARCHAR); None where DuckDB has no such type (the Arrow column is taken as it comes)."""
-    if duck_type.startswith("VARCHAR COLLATE "):
-        return "VARCHAR"
-    try:
-        duckdb.sqltype(duck_type)
-    except (duckdb.Error, ValueError, TypeError):
-        return None
-    return duck_type
-
-
-def _spark_type(duck_type: str) -> Any:
-    """The Spark type holding a DuckDB column of ``duck_type`` (as :meth:`register` stores a
-    frame); PolicyError for a type Spark cannot hold."""
-    from pyspark.sql import types as T
-
-    simple = {"TINYINT": T.ByteType, "SMALLINT": T.ShortType, "INTEGER": T.IntegerType,
-              "BIGINT": T.LongType, "FLOAT": T.FloatType, "DOUBLE": T.DoubleType,
-              "BOOLEAN": T.BooleanType, "DATE": T.DateType, "VARCHAR": T.StringType,
-              "BLOB": T.BinaryType, "TIMESTAMP": T.TimestampNTZType,
-              "TIMESTAMP WITH TIME ZONE": T.TimestampType}
-    if duck_type in simple:
-        return simple[duck_type]()
-    if duck_type.startswith("DECIMAL("):
-        precision, scale = duck_type[len("DECIMAL("):-1].split(",")
-        return T.DecimalType(int(precision), int(scale))
-    raise PolicyError(f"Spark has no column type for DuckDB's {duck_type}")
-
-
-# DuckDB types a frame's column may take that Spark stores as a wider type (the values are
-# kept; a nanosecond timestamp keeps microseconds, Spark's resolution)
-_WIDER = {"UTINYINT": "SMALLINT", "USMALLINT": "INTEGER", "UINTEGER": "BIGINT",
-          "UBIGINT": "DECIMAL(20,0)", "HUGEINT": "DECIMAL(38,0)", "TIMESTAMP_NS": "TIMESTAMP",
-          "TIMESTAMP_MS": "TIMESTAMP", "TIMESTAMP_S": "TIMESTAMP"}
 
 
 class SparkEngine:
@@ -164,6 +107,8 @@ class SparkEngine:
         self._views: set[str] = set()  # views create_view made
         self._materialized: dict[str, Any] = {}  # view name -> its cached DataFrame
         self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
+        self._sources: set[str] = set()  # views holding the policy's `source:` expressions
+        self._described: dict[str, str] = {}  # table_sql -> its schema when described (JSON)
         # moves with every change to what the engine exposes (plans are cached under it)
         self.generation = 0
 
@@ -173,26 +118,68 @@ class SparkEngine:
         """Analyse and run with DuckDB's time zone, ANSI mode on and no pruning of cached
         batches by their NaN-blind bounds (see the module doc),
         restoring the user's values afterwards. (Spark's own FutureWarning about pandas
-        versions concerns pyspark's pandas conversion, which privplan does not use.)"""
+        versions concerns pyspark's pandas conversion, which privplan does not use.)
+
+        Every call into Spark goes through here, so this is also where a session that is gone
+        (stopped, or its JVM dead) is told apart from a statement Spark refuses: checked
+        first, and again when anything fails inside, it raises EngineUnavailableError."""
         pins = {"spark.sql.session.timeZone": self._time_zone, "spark.sql.ansi.enabled": "true",
                 "spark.sql.inMemoryColumnarStorage.partitionPruning": "false"}
-        conf = self.spark.conf
-        saved = {key: conf.get(key, None) for key in pins}
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
-                                    category=FutureWarning)
-            try:
-                for key, value in pins.items():
-                    if saved[key] != value:
-                        conf.set(key, value)
-                yield
-            finally:
-                for key, value in saved.items():
-                    if value != pins[key]:
-                        if value is None:
-                            conf.unset(key)
-                        else:
+        with self._unless_gone():
+            conf = self.spark.conf
+            saved = {key: conf.get(key, None) for key in pins}
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="PySpark does not yet fully support",
+                                        category=FutureWarning)
+                try:
+                    for key, value in pins.items():
+                        if saved[key] != value:
                             conf.set(key, value)
+                    yield
+                finally:
+                    try:
+                        for key, value in saved.items():
+                            if value != pins[key]:
+                                if value is None:
+                                    conf.unset(key)
+                                else:
+                                    conf.set(key, value)
+                    except Exception:
+                        if self._alive():
+                            raise  # (a session that is gone has no settings left to restore)
+
+    def _alive(self) -> bool:
+        """Whether the SparkSession can still analyse and run statements: not stopped, its JVM
+        reachable. (A stopped session still analyses statements over its temporary views,
+        and only fails when a job runs: after the charge.)"""
+        if getattr(self.spark, "is_stopped", False) is True:  # (Spark Connect)
+            return False
+        context = getattr(self.spark, "_sc", None)
+        if context is None:
+            return True  # (no classic context to ask: a failure surfaces when analysing)
+        jsc = getattr(context, "_jsc", None)
+        if jsc is None:  # (SparkContext.stop drops it)
+            return False
+        try:
+            return not jsc.sc().isStopped()
+        except (OSError,) + self._errors():  # (the gateway cannot reach the JVM)
+            return False
+
+    @contextlib.contextmanager
+    def _unless_gone(self) -> Iterator[None]:
+        """EngineUnavailableError, before anything runs, for a session that is gone, and for
+        any failure inside the block once the session is gone (a stopped context fails with
+        an AttributeError, a dead JVM with a ConnectionRefusedError: not Spark's errors)."""
+        if not self._alive():
+            raise EngineUnavailableError(_GONE)
+        try:
+            yield
+        except EngineUnavailableError:
+            raise
+        except Exception:
+            if not self._alive():
+                raise EngineUnavailableError(_GONE) from None
+            raise
 
     @contextlib.contextmanager
     def _reworded(self, what: str) -> Iterator[None]:
@@ -270,7 +257,7 @@ class SparkEngine:
         relation = self._con.from_arrow(table)
         items = []
         for i, (name, duck_type) in enumerate(typed):
-            target = _castable(duck_type)
+            target = castable(duck_type)
             items.append(f"c{i} AS {_quote(name)}" if target is None
                          else f"CAST(c{i} AS {target}) AS {_quote(name)}")
         return relation.project(", ".join(items)) if items else relation
@@ -278,8 +265,17 @@ class SparkEngine:
     # -- tables ------------------------------------------------------------------------------
     def table_sql(self, table: Any) -> str:
         """How the engine names the policy table: a frame registered under its name, a
-        CSV / Parquet ``source`` (read into a temporary view), another ``source`` as written,
-        ``"database"."name"`` when the policy gives a schema (a Spark database), or ``"name"``."""
+        CSV / Parquet ``source`` (read into a temporary view), another ``source`` (a view of
+        its own, :meth:`_source_view`), ``"database"."name"`` when the policy gives a schema
+        (a Spark database), or ``"name"``. A table described before is checked to have the
+        same schema (SchemaChanged: the session's column types of it are stale)."""
+        out = self._name(table)
+        if out in self._described:
+            with self._pinned():
+                self._check_described([out])
+        return out
+
+    def _name(self, table: Any) -> str:
         name = table.name
         if name.lower() in self._registered:
             return _quote(self._registered[name.lower()])
@@ -288,11 +284,39 @@ class SparkEngine:
             if source.lower().endswith((".csv", ".parquet")):
                 self._register_file(name, source)
                 return _quote(name)
-            return str(source)
+            return self._source_view(name, str(source))
         schema = getattr(table, "schema", None)
-        if schema and self.spark.catalog.tableExists(f"{_backquote(schema)}.{_backquote(name)}"):
-            return f"{_quote(schema)}.{_quote(name)}"
+        if schema:
+            with self._unless_gone():
+                exists = self.spark.catalog.tableExists(f"{_backquote(schema)}.{_backquote(name)}")
+            if exists:
+                return f"{_quote(schema)}.{_quote(name)}"
         return _quote(name)  # (as the DuckDB engine: a schema the catalog lacks is ignored)
+
+    def _source_view(self, name: str, source: str) -> str:
+        """The policy's ``source:`` expression (DuckDB dialect, as every statement) as a
+        temporary view defined under the user's own settings, not privplan's pins: Spark keeps
+        a SQL view's settings from its definition, so a CAST in the owner's expression fails
+        or gives NULL as it does for the owner (ANSI mode), and reads times in the owner's time
+        zone, as in the owner's own views. (Read inline, it would be analysed with ANSI mode
+        pinned on, and fail on rows where the owner's setting gives NULL.) The view is
+        analysed only: its errors quote no row."""
+        import sqlglot
+
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        view = f"__privplan_source_{self._token}_{digest}"
+        if view not in self._sources:
+            try:
+                text = render(f"SELECT * FROM {source} AS __source", self.dialect)
+                with self._unless_gone():
+                    self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {_backquote(view)} AS "
+                                   + text)
+            except (sqlglot.errors.SqlglotError, UnsupportedQueryError) + self._errors() as err:
+                raise PolicyError(
+                    f"table {name}: its `source:` ({source[:80]}) cannot be read by Spark "
+                    f"({_first_line(err)}). Fix the expression in the policy.") from None
+            self._sources.add(view)
+        return _quote(view)
 
     def _register_file(self, name: str, path: str) -> None:
         """A CSV file (header row, every column read as text, as the DuckDB engine reads it:
@@ -311,17 +335,20 @@ class SparkEngine:
         self._changed(name)
 
     def columns(self, table_sql: str) -> dict[str, str]:
-        """Column (lower case) -> DuckDB type name, from the analysed schema (no job runs)."""
+        """Column (lower case) -> DuckDB type name, from the analysed schema (no job runs). The
+        schema of a table the user owns is kept, to be checked again at every bind."""
         try:
             with self._pinned():
                 frame = self._frame(f"SELECT * FROM {table_sql}")
+                if not self._privplans(table_sql):
+                    self._described[table_sql] = frame.schema.json()
         except UnsupportedQueryError as err:
             raise PolicyError(
                 f"table {table_sql} is declared in the policy but the database has no such "
                 f"table ({str(err).removeprefix('the engine rejected the query: ')}). Create it, "
                 "set `source:` in the policy, or call session.register(name, dataframe)."
             ) from None
-        return {f.name.lower(): duckdb_type(f.dataType) for f in frame.schema.fields}
+        return {f.name.lower(): field_type(f) for f in frame.schema.fields}
 
     def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
         """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""
@@ -357,8 +384,8 @@ class SparkEngine:
                 "declare it in the policy)")
         from pyspark.sql import types as T
 
-        types = [_WIDER.get(str(t), str(t)) for t in relation.types]
-        schema = T.StructType([T.StructField(c, _spark_type(t), True)
+        types = [WIDER.get(str(t), str(t)) for t in relation.types]
+        schema = T.StructType([T.StructField(c, spark_type(t), True)
                                for c, t in zip(relation.columns, types)])
         table = relation.project(", ".join(
             f"CAST({_quote(c)} AS {t}) AS {_quote(c)}" for c, t in zip(relation.columns, types))
@@ -373,10 +400,44 @@ class SparkEngine:
 
     def _changed(self, name: str) -> None:
         """The table ``name`` changed: plans move on, its shadow and the session copies made
-        from it are stale."""
+        from it are stale (privplan changed it: the session knows, nothing to check)."""
         self.generation += 1
+        self._described.pop(_quote(name), None)
         self._shadow.forget(name)
         self._drop_materialized()
+
+    def _privplans(self, table_sql: str) -> bool:
+        """Whether ``table_sql`` names a relation privplan made from the policy tables (a
+        per-unit view, a session copy, a public domain): it changes only through privplan."""
+        made = {*self._views, *self._materialized, *self._domains.values()}
+        return table_sql.strip('"') in made
+
+    def _check_described(self, tables: list[str] | None = None) -> None:
+        """Raise SchemaChanged (before the charge) if a table described before has another
+        schema now, or is gone: a temporary view redefined after planning (a column's type
+        changed) must not be read with the old types, whose conversions and comparisons
+        (ANSI mode) could then fail on some rows after the charge. The engine moves on (a
+        new generation: the cached plans are not reused; the shadow and the session copies
+        are dropped) and the session plans the query again, describing the tables afresh.
+        One analysis per table (``tables``, or every table described), no job."""
+        changed = []
+        for table_sql in list(self._described) if tables is None else tables:
+            seen = self._described[table_sql]
+            try:
+                now = self._frame(f"SELECT * FROM {table_sql}").schema.json()
+            except UnsupportedQueryError:
+                now = None  # (gone: planning again reports it)
+            if now != seen:
+                changed.append(table_sql)
+                del self._described[table_sql]
+        if changed:
+            self.generation += 1
+            self._shadow.forget_all()
+            self._drop_materialized()
+            raise SchemaChanged(
+                f"table {', '.join(changed)} changed since this session described it (a "
+                "column's type, or the table itself); the query must be planned again over "
+                "the table as it is now. Nothing was charged.")
 
     def create_view(self, name: str, select_sql: str) -> None:
         """Define (or redefine) the temporary view ``name`` as ``select_sql`` (a per-unit
@@ -397,15 +458,20 @@ class SparkEngine:
         """Analyse the statement without running it (``spark.sql`` analyses and runs no job):
         every error about names and types, before any charge, and its (column, DuckDB type)
         pairs, DuckDB's binding over the shadow where it can make it. (Spark folds failing
-        constant expressions in its optimizer, at run time, as DuckDB does.)"""
+        constant expressions in its optimizer, at run time, as DuckDB does.)
+
+        Every bind comes before a charge (a cached plan's too), so it is where the session is
+        checked to be alive (EngineUnavailableError) and the tables described before to be
+        unchanged (SchemaChanged, see :meth:`_check_described`)."""
         with self._pinned():
+            self._check_described()
             frame = self._frame(sql)
             return self._typed(sql, frame)
 
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement: one row per group, with the dtypes the DuckDB engine gives.
         A failure while reading rows may quote a raw value (a failed cast), so its message is
-        withheld."""
+        withheld, and so is its class (a NumberFormatException is a bit about the rows)."""
         try:
             with self._pinned(), self._quiet():
                 relation = self._arrow(sql, self._frame(sql))
@@ -413,11 +479,8 @@ class SparkEngine:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     warnings.simplefilter("ignore", FutureWarning)
                     return relation.df()
-        except self._errors() as err:
-            raise ExecutionError(
-                f"the engine failed while executing the query ({type(err).__name__}); "
-                + _WITHHELD + " Check that every cast and function in WHERE / GROUP BY is "
-                "valid for all values of the column (e.g. use TRY_CAST).") from None
+        except (EngineUnavailableError,) + self._errors():  # (gone while running: the same)
+            raise ExecutionError(RUN_FAILED) from None
 
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only; its rows as DuckDB's ``fetchall`` gives them,
@@ -447,10 +510,8 @@ class SparkEngine:
                         frame.unpersist()
                         raise
                     frame.createOrReplaceTempView(name)
-            except (UnsupportedQueryError,) + self._errors() as err:
-                raise ExecutionError(
-                    "the engine failed while making the session's bounded copy of the table "
-                    f"({type(err).__name__}); " + _WITHHELD) from None
+            except (UnsupportedQueryError, EngineUnavailableError) + self._errors():
+                raise ExecutionError(COPY_FAILED) from None
             self._materialized[name] = frame
             self._shadow.forget(name)
             self.generation += 1
@@ -470,7 +531,7 @@ class SparkEngine:
             duck_type = str(relation.types[0])
             from pyspark.sql import types as T
 
-            schema = T.StructType([T.StructField("x", _spark_type(duck_type), True)])
+            schema = T.StructType([T.StructField("x", spark_type(duck_type), True)])
             with self._pinned():
                 self.spark.createDataFrame(table, schema=schema).createOrReplaceTempView(name)
             self._domains[key] = name
@@ -498,85 +559,28 @@ class SparkEngine:
         return dict(shape) if shape is not None else self.columns(table_sql)
 
     def stand_in_values(self, storage_type: str) -> Values:
-        """Spark literals of the column type ``storage_type`` (a DuckDB name, as
-        :meth:`columns` reports it) holding the edge values of :mod:`privplan.gate.edge_values`
-        that Spark's own conversion accepts (``try_cast``, one job for all; a value reached
-        twice kept once), NULL first; for strings also ones that are not valid UTF-8 (a
-        Parquet file can hold them). Reads no table; kept per type."""
-        known = self._stand_in_values.get(storage_type)
-        if known is not None:
-            return known
-        from privplan.gate.edge_values import CANDIDATES, LONG_STRING, extra_texts
-        from privplan.gate.stand_ins import inline_values
-
-        try:
-            native = _spark_type(storage_type.split(" COLLATE ")[0]).simpleString()
-        except PolicyError:
-            native = storage_type.lower()
-        if " COLLATE " in storage_type:
-            native = f"{native} COLLATE {storage_type.split(' COLLATE ')[1]}"
-        texts = [t for t in (*CANDIDATES, *extra_texts(storage_type)) if t is not None]
-        def text(t: str) -> str:
-            return "repeat('a', 10000)" if t == LONG_STRING else _spark_string(t)
-
-        rows = ", ".join(f"({i}, {text(t)})" for i, t in enumerate(texts))
-        kept = [f"CAST(NULL AS {native})"]
-        try:
-            with self._pinned(), self._quiet():
-                found = self.spark.sql(
-                    f"SELECT MIN(i) FROM (SELECT i, CAST(try_cast(t AS {native}) AS STRING) "
-                    f"AS shown FROM VALUES {rows} AS v(i, t)) WHERE shown IS NOT NULL "
-                    "GROUP BY shown ORDER BY 1").collect()
-            kept += [f"CAST({text(texts[int(r[0])])} AS {native})" for r in found]
-        except self._errors():
-            pass  # (a type no text converts to: NULL only)
-        if native.lower().startswith("string"):
-            kept += [f"CAST(X'{b}' AS {native})" for b in ("FF", "C328", "80")]
-        values = inline_values(kept)
-        self._stand_in_values[storage_type] = values
-        return values
+        """The edge values a column of ``storage_type`` can store, for the pre-charge gate
+        (:func:`privplan.engines.spark_probe.stand_in_values`)."""
+        return spark_probe.stand_in_values(self, storage_type)
 
     def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
               ) -> pd.DataFrame | None:
-        """Render ``sql``, analyse it with each name of ``stand_ins`` bound to its relation of
-        stand-in rows (a WITH around the statement) and return every row as :meth:`run` would
-        (DuckDB types, through the same conversion), or analyse it only. Reads no private
-        row. Raises :class:`~privplan.engines.base.ProbeFailed`."""
-        import sqlglot
-
-        try:
-            rendered = render(sql, self.dialect)
-        except sqlglot.errors.SqlglotError as err:
-            raise ProbeFailed("bind", _first_line(err)) from None
-        for name, stand_in in stand_ins.items():
-            quoted = _quote(name)
-            if self._stand_in_shapes.get(quoted) != dict(stand_in.columns):
-                self._stand_in_shapes[quoted] = dict(stand_in.columns)
-                self._shadow.forget(name)
-        ctes = ", ".join(f"{_backquote(n)} AS ({s.relation})" for n, s in stand_ins.items())
-        text = f"WITH {ctes} SELECT * FROM ({rendered}) AS __probe" if ctes else rendered
-        with self._pinned(), self._quiet():
-            try:
-                frame = self.spark.sql(text)
-            except self._errors() as err:
-                raise ProbeFailed("bind", _first_line(err)) from None
-            if bind_only:
-                return None
-            try:
-                relation = self._arrow(sql, frame)
-                with warnings.catch_warnings():  # (see duckdb_engine._frame)
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    warnings.simplefilter("ignore", FutureWarning)
-                    return relation.df()
-            except self._errors() as err:
-                raise ProbeFailed("run", _first_line(err)) from None
+        """``sql`` over stand-in rows, for the pre-charge gate
+        (:func:`privplan.engines.spark_probe.probe`)."""
+        return spark_probe.probe(self, sql, stand_ins, bind_only=bind_only)
 
     def close(self) -> None:
         """Drop every view privplan made and unpersist its cached copies; the SparkSession
-        stays running (it is the user's), with its settings as they were."""
-        self._drop_materialized()
-        for name in [*self._domains.values(), *self._views, *self._registered.values()]:
-            self._drop_view(name)
+        stays running (it is the user's), with its settings as they were. (A session that is
+        gone has nothing left to drop.)"""
+        if self._alive():
+            self._drop_materialized()
+            for name in [*self._domains.values(), *self._views, *self._registered.values(),
+                         *self._sources]:
+                self._drop_view(name)
+        self._materialized.clear()
+        self._sources.clear()
+        self._described.clear()
         self._domains.clear()
         self._views.clear()
         self._registered.clear()
@@ -589,8 +593,3 @@ class SparkEngine:
 
 def _materialized_name(select_sql: str) -> str:
     return "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
-
-
-def _spark_string(text: str) -> str:
-    """A Spark SQL string literal (backslash escapes are on by default: both escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -4,7 +4,7 @@ The outer query runs after the charge over the noisy answer only (post-processin
 outputs), so a failure there reveals nothing about the rows. It still must not fail on *every*
 answer: that failure does not depend on the data, and such a query must be refused for free
 (DESIGN.md invariant 8). Two checks, over stand-in noisy answers of the engine statements' types
-(:meth:`~privplan.engines.duckdb_engine.PostProcessor.sample`: zeros, both signs, each type's
+(:meth:`~privplan.engines.post_processor.PostProcessor.sample`: zeros, both signs, each type's
 extremes, NULL, strings that read as numbers and ones that do not):
 
 * the outer query as it runs after the charge (:func:`~privplan.assemble.outer_query`), on each
@@ -28,7 +28,7 @@ import sqlglot
 from sqlglot import exp
 
 from privplan.assemble import noisy_frame, outer_query
-from privplan.engines.duckdb_engine import PostProcessor, post_process, post_processor
+from privplan.engines.post_processor import PostProcessor, post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
 from privplan.gate.expressions import sub_expressions
 from privplan.planner import PlannedQuery

@@ -1,0 +1,102 @@
+"""A session's view of the engine's tables: their stored types, as the engine reads them.
+
+Planning reads the schema, never a row (DESIGN.md invariant 2): each private table's column
+types (kept per session, forgotten when a table is registered again or the engine reports a
+changed schema), the table as the engine must read it (every column in its policy type,
+:func:`~privplan.typed_view.typed_view`), the columns of public tables the policy lists
+without columns, and — for the pre-charge gate (:mod:`privplan.gate`) — the same reading over a
+named relation of stand-in rows instead of the private table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privplan.engines.portable import check_stored_types
+from privplan.errors import PolicyError
+from privplan.policy import Policy
+from privplan.typed_view import check_not_null, typed_view
+
+__all__ = ["SessionCatalog", "stand_in_name"]
+
+
+def stand_in_name(table: str) -> str:
+    """The name under which the gate's probes read ``table``'s stand-in rows."""
+    return f"__privplan_stand_in_{table}"
+
+
+class SessionCatalog:
+    """The stored types of the tables a session reads, and the typed readings of them."""
+
+    def __init__(self, engine: Any, policy: Policy) -> None:
+        self.engine, self.policy = engine, policy
+        self.column_types: dict[str, dict[str, str]] = {}
+        self._not_null_checked: set[str] = set()
+        self._public_schema: dict[str, set[str]] | None = None
+        # per derived (per-unit) table: its view's SELECT over stand-in rows, and theirs
+        self._derived: dict[str, tuple[str, dict[str, dict[str, str]]]] = {}
+
+    def forget(self, table: str | None = None) -> None:
+        """A table changed (registered again, a view redefined; None: any table): read its
+        types and check its NOT NULL columns again when next used."""
+        if table is None:
+            self.column_types.clear()
+            self._not_null_checked.clear()
+        else:
+            self.column_types.pop(table, None)
+            self._not_null_checked.discard(table)
+        self._public_schema = None
+
+    def typed_table(self, table: Any) -> tuple[str, dict[str, str]]:
+        """The policy table as the engine reads it, in the policy's column types (see
+        :func:`typed_view`), and the engine type of each column."""
+        table_sql = self.engine.table_sql(table)
+        if table.name not in self.column_types:
+            self.column_types[table.name] = self.engine.columns(table_sql)
+        actual = self.column_types[table.name]
+        missing = [c for c in table.columns if c not in actual]
+        if missing:
+            raise PolicyError(
+                f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
+                f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
+        check_stored_types(table.name, actual, table.columns, self.engine.dialect)
+        view = typed_view(table_sql, table.columns, actual)
+        if table.name not in self._not_null_checked:
+            check_not_null(self.engine, table, view[0])
+            self._not_null_checked.add(table.name)
+        return view
+
+    def stand_in_view(self, table: Any, stand_ins: dict[str, dict[str, str]]) -> str:
+        """The table as :meth:`typed_table` reads it, over a named relation of stand-in rows
+        instead of the private table (the pre-charge gate's source): the relation's name and
+        the columns' storage types are added to ``stand_ins``. A derived per-unit table is
+        its view's SELECT over the base table's stand-ins (:meth:`derived`)."""
+        actual = self.column_types[table.name]
+        derived = self._derived.get(table.name)
+        if derived is not None:
+            source, tables = derived
+            stand_ins.update(tables)
+            return typed_view(f"({source})", table.columns, actual)[0]
+        name = stand_in_name(table.name)
+        stand_ins[name] = {c: actual[c] for c in table.columns}
+        return typed_view('"' + name.replace('"', '""') + '"', table.columns, actual)[0]
+
+    def derived(self, name: str, select_over_stand_ins: str,
+                stand_ins: dict[str, dict[str, str]]) -> None:
+        """Record a derived (per-unit) table the session defined in the engine: its view's
+        SELECT over the base table's stand-ins (what the gate reads in its place)."""
+        self._derived[name] = (select_over_stand_ins, stand_ins)
+        self.column_types.pop(name, None)  # (its engine types, read afresh)
+
+    def public_columns(self) -> dict[str, set[str]]:
+        """Columns of public tables the policy lists without columns (read from the engine)."""
+        if self._public_schema is None:
+            self._public_schema = {}
+            for t in self.policy.public_tables():
+                if not t.columns:
+                    try:
+                        cols = self.engine.columns(self.engine.table_sql(t))
+                    except PolicyError:
+                        continue  # reported if a query uses it
+                    self._public_schema[t.name] = set(cols)
+        return self._public_schema
