@@ -63,7 +63,8 @@ SELECT QUANTILE_CONT(cost, 0.5) AS median_cost FROM visits WHERE age < 18;
 --      query's age < 18: no record changes both, so the session pays max(0.5, 0.5) for them.
 --      (A DP MAX can land below the true one when few rows are near the top, and a DP MIN
 --      anywhere between the lower bound and the true minimum: every such value is an exact
---      0-quantile.)
+--      0-quantile.) A row added only raises MAX's utility (rows above a candidate), so under
+--      add/remove it picks with exp(-ε·U/Δ), twice as sharp as the median's for the same ε.
 SELECT MAX(length_of_stay) AS longest FROM visits WHERE age >= 65;
 
 -- title: Median cost of insured and uninsured visits (disjoint FILTERs)

@@ -178,3 +178,29 @@ def test_engines_tiny_writes_json(tmp_path: Path) -> None:
         assert r["dp_output_rows"] == r["plain_output_rows"]
         if r["engine"] != "duckdb":
             assert r["matches_duckdb"] == {"plain": True, "stmt": True}
+
+
+QUANTILE_TIMING = ROOT / "benchmarks" / "quantile_timing.py"
+
+
+def test_quantile_timing_tiny_writes_json(tmp_path: Path) -> None:
+    """``quantile_timing.py`` on a 50-cell grid, 20 timings per neighbour: both samplers'
+    classifier accuracies and the speed rows in the JSON (no assertion on the figures)."""
+    out = tmp_path / "quantile_timing.json"
+    proc = subprocess.run(
+        [sys.executable, str(QUANTILE_TIMING), "--timings", "20", "--cells", "50",
+         "--speed-repeat", "2", "--out", str(out)],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "held-out acc." in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "quantile_timing"
+    assert [r["sampler"] for r in data["timing_channel"]] == [
+        "exponential race (now)", "rejection sampler (before)"]
+    for r in data["timing_channel"]:
+        assert r["timings_per_side"] == 20 and r["cells"] == 50
+        assert 0 <= r["accuracy_held_out"] <= 1 and 0.5 <= r["accuracy_in_sample"] <= 1
+        assert r["median_us_12_rows"] > 0 and r["median_us_11_rows"] > 0
+    assert [r["groups"] for r in data["speed"]] == [1, 5, 20]
+    assert all(r["new_ms"] > 0 and r["old_ms"] > 0 for r in data["speed"])

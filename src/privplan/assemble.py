@@ -23,7 +23,7 @@ from privplan.mechanisms.accuracy import (
     stddev_interval,
     variance_interval,
 )
-from privplan.mechanisms.exponential import quantile_utilities
+from privplan.mechanisms.exponential import cell_counts, quantile_utilities
 from privplan.planner import PlannedMeasure, PlannedQuery, count_or_sum_noise
 from privplan.result import ColumnAccuracy
 from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
@@ -183,20 +183,16 @@ def _unsigned_zero(keys: Any) -> Any:
 def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np.ndarray:
     """Each group's quantile: the exponential mechanism's pick among the grid cells lo..hi,
     from the group's histogram of rows per cell (a dict; NULL for a group without rows), in
-    column units (cell g is the value g·resolution). ``draw=False``: stand-in values."""
+    column units (cell g is the value g·resolution). ``draw=False``: stand-in values.
+    Total on any histogram (:func:`~privplan.mechanisms.exponential.cell_counts`); utilities
+    are exact integers and the pick's work does not depend on them (docs/DESIGN.md §10)."""
     m = p.measure
     assert m.quantile is not None
-    cells = m.hi - m.lo + 1
     if not draw:
         picks = np.zeros(len(histograms), dtype=np.int64)
     else:
-        utilities = []
-        for hist in histograms.tolist():
-            counts = np.zeros(cells, dtype=np.int64)
-            if isinstance(hist, dict) and hist:
-                index = np.fromiter(hist.keys(), dtype=np.int64, count=len(hist)) - m.lo
-                counts[index] = np.fromiter(hist.values(), dtype=np.int64, count=len(hist))
-            utilities.append(quantile_utilities(counts, m.quantile))
+        utilities = [quantile_utilities(cell_counts(hist, m.lo, m.hi), m.quantile)
+                     for hist in histograms.tolist()]
         picks = p.noise.select(utilities, m.sensitivity)
     grid = picks + m.lo
     if m.resolution == 1:

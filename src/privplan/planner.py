@@ -160,7 +160,7 @@ def plan_costs(
         elif m.kind == "quantile":  # the exponential mechanism: its ε is the whole share
             if kind is ApproxDP:
                 share = ApproxDP(share.exact_epsilon, 0)
-            noise = ExponentialMechanism.calibrate(share)
+            noise = ExponentialMechanism.calibrate(share, monotone=m.monotone)
             cost, threshold = noise.cost(kind), None
         else:
             if kind is ApproxDP:

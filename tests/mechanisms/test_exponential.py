@@ -1,5 +1,7 @@
-"""The exponential mechanism for quantiles: utilities against their definition, the rank
-sensitivity by brute force over neighbours, the sampler against the exact pmf, and costs."""
+"""The exponential mechanism for quantiles: utilities against their definition (also in Python
+ints), the rank sensitivity by brute force over neighbours, the privacy loss of every output by
+exact enumeration of neighbouring histograms (MIN/MAX's monotone factor included), histograms
+read totally, the sampler against the exact pmf, and costs."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import itertools
 import math
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -14,6 +17,8 @@ from privplan.accounting.conversions import pure_to_gdp
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.mechanisms.exponential import (
     ExponentialMechanism,
+    cell_counts,
+    monotone_utility,
     quantile_utilities,
     rank_sensitivity,
 )
@@ -73,15 +78,122 @@ def test_rank_sensitivity_is_the_largest_change_over_neighbours(q: Fraction,
     assert worst == rank_sensitivity(q, replace=replace)  # an upper bound, and attained
 
 
+def _pmf(rows: list[int], cells: int, q: Fraction, rate: Fraction) -> list[mpmath.mpf]:
+    """The mechanism's exact pmf (50 digits) over the utilities privplan computes."""
+    u = quantile_utilities(_histogram(rows, cells), q)
+    w = [mpmath.exp(-mpmath.mpf(rate.numerator) * int(x) / rate.denominator) for x in u]
+    total = mpmath.fsum(w)
+    return [x / total for x in w]
+
+
+def _largest_loss(q: Fraction, replace: bool, mech: ExponentialMechanism) -> mpmath.mpf:
+    """max over neighbouring histograms (up to 4 cells, 5 rows) and outputs of |ln P/P'|."""
+    rate = mech.rate(rank_sensitivity(q, replace=replace))
+    worst = mpmath.mpf(0)
+    for cells in range(1, 5):
+        for n in range(6):
+            for base in itertools.combinations_with_replacement(range(cells), n):
+                rows = list(base)
+                others = ([rows[:i] + [v] + rows[i + 1:] for i in range(n) for v in range(cells)]
+                          if replace else [rows + [v] for v in range(cells)])
+                p = _pmf(rows, cells, q, rate)
+                for other in others:
+                    for a, b in zip(p, _pmf(other, cells, q, rate)):
+                        worst = max(worst, abs(mpmath.log(a / b)))
+    return worst
+
+
+@pytest.mark.parametrize("q", [Fraction(0), Fraction(1)])
+def test_min_max_are_monotone_under_add_remove_and_the_factor_is_tight(q: Fraction) -> None:
+    """q = 0, 1 under add/remove: exp(-ε·U/Δ) loses at most ε on every output of every
+    neighbouring pair, and almost exactly ε on some (the factor cannot be smaller)."""
+    assert monotone_utility(q, replace=False) and not monotone_utility(q, replace=True)
+    eps = Fraction(1)
+    mech = ExponentialMechanism(eps, monotone=True)
+    with mpmath.workdps(50):
+        worst = _largest_loss(q, False, mech)
+    assert 0.99 * float(eps) < worst <= float(eps) * (1 + mpmath.mpf(10) ** -40)
+    # under replace the 2 is kept: within ε with room
+    with mpmath.workdps(50):
+        assert _largest_loss(q, True, ExponentialMechanism(eps)) <= float(eps) / 2 + 0.01
+
+
+def test_median_is_not_monotone_and_needs_the_factor_two() -> None:
+    q, eps = Fraction(1, 2), Fraction(1)
+    assert not monotone_utility(q, replace=False)
+    with mpmath.workdps(50):
+        assert _largest_loss(q, False, ExponentialMechanism(eps)) <= float(eps)
+        assert _largest_loss(q, False, ExponentialMechanism(eps, monotone=True)) > 1.5
+
+
+def test_a_replaced_unit_of_two_rows_moves_min_utilities_both_ways() -> None:
+    """Why the factor 2 stays under replace: a unit's rows {0, 3} replaced by {1, 2} lower
+    U(1) and raise U(3) (MIN's utility, q = 0)."""
+    before = quantile_utilities(_histogram([0, 3], 4), Fraction(0))
+    after = quantile_utilities(_histogram([1, 2], 4), Fraction(0))
+    diff = after - before
+    assert diff.min() < 0 < diff.max()
+
+
+def test_monotone_mechanism_costs_the_same_and_halves_the_rank_error() -> None:
+    plain, sharp = ExponentialMechanism(Fraction(1, 3)), ExponentialMechanism(Fraction(1, 3), True)
+    for kind in (PureDP, ApproxDP, ZCDP, GDP):
+        assert plain.cost(kind) == sharp.cost(kind)
+    assert sharp.rate(1) == 2 * plain.rate(1) == Fraction(1, 3)
+    assert sharp.rank_error(100, 1, Fraction(0)) == pytest.approx(
+        plain.rank_error(100, 1, Fraction(0)) / 2)
+    assert ExponentialMechanism.calibrate(PureDP(1), monotone=True).monotone
+    assert "monotone" in sharp.describe()
+
+
+def test_utilities_in_python_ints_when_int64_could_overflow() -> None:
+    """b·n >= 2^62: the utilities are Python ints, equal to the definition's."""
+    q = Fraction(123456789, 10**9)
+    counts = np.array([2**40, 3, 0, 2**40 + 7], dtype=np.int64)
+    u = quantile_utilities(counts, q)
+    assert u.dtype == object
+    n = int(counts.sum())
+    for g in range(4):
+        below, at_most = int(counts[:g].sum()), int(counts[:g + 1].sum())
+        want = max(Fraction(0), below - q * n, q * n - at_most) * q.denominator
+        assert u[g] == want
+    small = quantile_utilities(np.array([1, 2, 3], dtype=np.int64), q)
+    assert small.dtype == np.int64
+
+
+def test_histograms_are_read_totally() -> None:
+    """Cells outside [lo, hi] count at the nearer end (never an index error), a negative
+    count as 0, huge keys and counts in Python ints, anything but a dict as no rows."""
+    assert cell_counts({3: 2, 5: 1}, 3, 6).tolist() == [2, 0, 1, 0]
+    assert cell_counts({-10: 2, 100: 1, 4: 5}, 3, 6).tolist() == [2, 5, 0, 1]
+    assert cell_counts({4: -3}, 3, 6).tolist() == [0, 0, 0, 0]
+    assert cell_counts(None, 3, 6).tolist() == [0, 0, 0, 0]
+    assert cell_counts(float("nan"), 0, 1).tolist() == [0, 0]
+    assert cell_counts({}, 0, 0).tolist() == [0]
+    big = cell_counts({2**70: 1, -(2**70): 2**63, 1: 1}, 0, 2)
+    assert big.tolist() == [2**63, 1, 1] and big.dtype == object
+    huge_lo = cell_counts({2**80 + 1: 4}, 2**80, 2**80 + 2)
+    assert huge_lo.tolist() == [0, 4, 0]
+    assert cell_counts({2: 2**62, 0: 2**62}, 0, 2).tolist() == [2**62, 0, 2**62]
+    odd = cell_counts({float("nan"): 1, float("-inf"): 2, float("inf"): 3, "x": 4, 1: None},
+                      0, 2)
+    assert odd.tolist() == [2, 0, 8]
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize("eps", [Fraction(1, 2), Fraction(3)])
-def test_samples_follow_the_exact_exponential_mechanism(eps: Fraction) -> None:
+@pytest.mark.parametrize("monotone", [False, True])
+def test_samples_follow_the_exact_exponential_mechanism(eps: Fraction, monotone: bool) -> None:
     utilities = np.array([7, 3, 0, 1, 12, 5, 2, 0], dtype=np.int64)
     sens = 2
-    mech = ExponentialMechanism(eps)
+    mech = ExponentialMechanism(eps, monotone)
     with seeded_noise(11):
         draws = mech.select([utilities] * 40_000, sens)
-    weights = np.exp(-float(eps) * utilities / (2 * sens))
+    with mpmath.workdps(30):
+        factor = 1 if monotone else 2
+        weights = np.array([float(mpmath.exp(-mpmath.mpf(eps.numerator) * int(u)
+                                             / (eps.denominator * factor * sens)))
+                            for u in utilities])
     assert chi2_counts(np.bincount(draws, minlength=utilities.size),
                        weights / weights.sum()) > P_MIN
 

@@ -61,7 +61,11 @@ def _noise(noise: Any) -> dict[str, Any]:
         return {"type": "rounded_gaussian", "sigma": f"{s.numerator}/{s.denominator}"}
     if isinstance(noise, ExponentialMechanism):
         e = noise.epsilon
-        return {"type": "exponential", "epsilon": f"{e.numerator}/{e.denominator}"}
+        out: dict[str, Any] = {"type": "exponential",
+                               "epsilon": f"{e.numerator}/{e.denominator}"}
+        if noise.monotone:  # exp(-ε·U/Δ) (MIN/MAX under add/remove): the re-plan must agree
+            out["monotone"] = True
+        return out
     raise TypeError(f"unknown noise {noise!r}")
 
 

@@ -255,6 +255,8 @@ def _noise_problem(rec: Mapping[str, Any], m: Any, kind: type) -> str:
         elif noise.get("type") == "rounded_gaussian":
             mech = RoundedGaussian(Fraction(noise["sigma"]))
         elif noise.get("type") == "exponential":  # its cost is a function of ε alone
+            if noise.get("monotone") and Fraction(rec["quantile"]) not in (0, 1):
+                return "only a 0- or 1-quantile's utility is monotone"
             expected = ExponentialMechanism(Fraction(noise["epsilon"])).cost(kind)
             return "" if expected == m.cost else (
                 f"cost {m.cost.describe()} but the exponential mechanism costs "

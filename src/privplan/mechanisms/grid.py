@@ -31,10 +31,12 @@ __all__ = [
     "MAX_EXACT_AGGREGATE",
     "MAX_GRID_MAGNITUDE",
     "Grid",
+    "check_double_grid",
     "check_no_overflow",
     "check_real_range",
     "count_sensitivity",
     "default_resolution",
+    "double_spacing",
     "square_bounds",
     "sum_grid",
     "sum_sensitivity",
@@ -48,6 +50,13 @@ MAX_EXACT_AGGREGATE: Final = 1 << 62
 #: Largest grid magnitude |k| a default grid gives: with at most 2^40 rows (the assumption of
 #: :func:`check_no_overflow`), a SUM of such values stays within :data:`MAX_EXACT_AGGREGATE`.
 MAX_GRID_MAGNITUDE: Final = 1 << 22
+
+#: Largest grid integer magnitude a grid computed in double arithmetic may reach: every integer
+#: up to 2^53 is a double (see :func:`check_double_grid`).
+MAX_DOUBLE_GRID: Final = 1 << 53
+
+#: The smallest positive normal double, 2^-1022. Below it (subnormals) doubles lose precision.
+SMALLEST_NORMAL: Final = Fraction(1, 1 << 1022)
 
 _INT_TYPES: Final = frozenset(
     {
@@ -206,8 +215,51 @@ def check_real_range(lo_int: int, hi_int: int, step: Fraction) -> None:
         )
 
 
+def double_spacing(magnitude: Fraction) -> Fraction:
+    """The gap between consecutive doubles at ``magnitude`` >= 0: 2^(e - 52) for 2^e <=
+    magnitude < 2^(e + 1), and 2^-1074 among the subnormals (and at 0). A grid step at least
+    this wide keeps magnitude / step below 2^53 (for a normal magnitude): the grid's integers
+    are doubles, and no cell is narrower than the doubles it sorts."""
+    magnitude = abs(Fraction(magnitude))
+    if magnitude < SMALLEST_NORMAL:
+        return Fraction(1, 1 << 1074)
+    e = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    while Fraction(2) ** e > magnitude:  # (e is floor(log2) or one above it)
+        e -= 1
+    return Fraction(2) ** (e - 52)
+
+
+def check_double_grid(res: Fraction, lo: int, hi: int) -> None:
+    """Refuse a grid the engine cannot compute in double arithmetic with every value landing
+    in [lo, hi] (see :func:`privplan.rewrite.engine_sql.grid_expression`).
+
+    The engine computes ``CAST(CASE WHEN s < lo THEN lo WHEN s > hi THEN hi ELSE s END AS
+    BIGINT)`` with s = x·d, x / n or x·d / n in double (res = n / d). The literals d and n must
+    be finite doubles (DuckDB fails at run time, after the charge, converting a larger one);
+    and lo, hi must be doubles exactly (|lo|, |hi| <= 2^53): then the comparisons are exact,
+    the clamped value lies in [lo, hi], and the CAST rounds it to an integer between them (NaN
+    clamps to hi). Every grid an engine computes through doubles must pass this."""
+    worst = max(abs(lo), abs(hi))
+    if worst > MAX_DOUBLE_GRID:
+        raise UnsupportedQueryError(
+            f"its grid values reach {worst} steps of {_short_number(res)}, beyond 2^53, where "
+            "double arithmetic (in which the engine computes them) is no longer exact")
+    for literal in (res.numerator, res.denominator):
+        if literal > _DOUBLE_MAX:
+            raise UnsupportedQueryError(
+                f"its grid step {_short_number(res)} makes the engine scale values by about "
+                f"1e{len(str(literal)) - 1}, beyond the range of a double (about 1.8e308)")
+
+
 def _short_number(value: Fraction) -> str:
-    return f"{float(value):.3g}" if value <= _DOUBLE_MAX else f"about 1e{len(str(int(value))) - 1}"
+    """A number of any size for a message: 3 significant digits, or its power of ten."""
+    if value < 0:
+        return "-" + _short_number(-value)
+    if value > _DOUBLE_MAX:
+        return f"about 1e{len(str(int(value))) - 1}"
+    if 0 < value < SMALLEST_NORMAL:
+        return format(Decimal(value.numerator) / Decimal(value.denominator), ".3g")
+    return f"{float(value):.3g}"
 
 
 _DOUBLE_MAX: Final = Fraction(sys.float_info.max)
@@ -271,7 +323,16 @@ def sum_grid(column: Any) -> tuple[Fraction, int, int]:
     if column.resolution is not None:
         res = Fraction(column.resolution)
         lo, hi = Grid(res).to_grid_bounds(lower, upper)
-        return res, lo, hi
-    res = default_resolution(lower, upper, column.type)
-    lo, hi = Grid(res).enclosing_bounds(lower, upper)
+    else:
+        res = default_resolution(lower, upper, column.type)
+        lo, hi = Grid(res).enclosing_bounds(lower, upper)
+    if res != 1 or column.type != "int":  # (an int column on step 1 is clamped as integers)
+        try:
+            check_double_grid(res, lo, hi)
+        except UnsupportedQueryError as err:
+            bounds = ", ".join(_short_number(Fraction(str(v))) for v in (lower, upper))
+            raise UnsupportedQueryError(
+                f"SUM, AVG, VAR or STDDEV over column '{column.name}' (bounds [{bounds}]) is "
+                f"refused: {err}. Declare the column in other units (bounds further from 0), "
+                "or a coarser `resolution`.") from None
     return res, lo, hi

@@ -149,10 +149,12 @@ def _check_grid(resolution: Fraction, lower: Any, upper: Any, loc: _Loc) -> None
            "remove `resolution` to get it.")
     why = ("float sums are computed exactly on the integer grid value / resolution, which must "
            "fit 64-bit integers over up to 2^40 rows (|value| / resolution <= 2^22) and hold "
-           "at least one point between the bounds.")
+           "at least one point between the bounds; the engine computes it in double "
+           "arithmetic, so 1 / resolution must be a finite double.")
     try:
         lo, hi = gridlib.Grid(resolution).to_grid_bounds(lower, upper)
         gridlib.check_no_overflow(lo, hi, 1)
+        gridlib.check_double_grid(resolution, lo, hi)
     except UnsupportedQueryError:
         _fail(loc, f"resolution {_fraction_out(resolution)} does not fit the bounds "
                    f"[{lower}, {upper}]", why, fix)

@@ -19,7 +19,7 @@ from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
-from privplan.mechanisms.exponential import rank_sensitivity
+from privplan.mechanisms.exponential import monotone_utility, rank_sensitivity
 from privplan.policy import ColumnPolicy, Policy, TablePolicy
 from privplan.sql.columns_and_keys import (
     NOT_LITERAL,
@@ -382,13 +382,14 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
                 region = region.intersect(region_of(cond, self.types))
             if self.table.columns[call.column].nullable:
                 region = region.intersect(Region.column(call.column, ColumnSet.not_null()))
+            replace = self.table.neighbourhood == "replace"
             m = Measure(
                 id=f"{self.prefix}_m{len(self.measures)}", kind="quantile", column=call.column,
                 condition=cond, region=region,
-                sensitivity=rank_sensitivity(call.q,
-                                             replace=self.table.neighbourhood == "replace"),
+                sensitivity=rank_sensitivity(call.q, replace=replace),
                 lo=call.lo, hi=call.hi, resolution=call.resolution, label=call.label,
-                per_row=self.k > 1, quantile=call.q)
+                per_row=self.k > 1, quantile=call.q,
+                monotone=monotone_utility(call.q, replace=replace))
             self.measures[mkey] = m
         self.aggregates[key] = AggregateUse(sql=key, func="quantile", column=call.column,
                                             quantile=m.id, lower=call.lower, upper=call.upper)

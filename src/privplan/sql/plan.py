@@ -73,6 +73,8 @@ class Measure:
     quantile: Fraction | None = None  # kind "quantile": q in [0, 1]; the engine computes a
     # histogram of the grid cells [lo, hi] (``resolution`` wide) and ``sensitivity`` is the
     # rank utility's (privplan.mechanisms.exponential)
+    monotone: bool = False  # kind "quantile": its utilities move one way between neighbours
+    # (q = 0 or 1 under add/remove), so the mechanism may use exp(-ε·U/Δ)
 
     @property
     def scale(self) -> Fraction:

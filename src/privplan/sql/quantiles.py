@@ -6,6 +6,19 @@ column become one exponential-mechanism measure each (:mod:`privplan.mechanisms.
 the builder makes the measure). The candidates are a grid fixed by the policy's bounds alone, so
 the cell a row falls in is a function of that row: the engine's histogram per group is all the
 mechanism reads.
+
+Everything that could fail after the charge is refused here, before it, on the query text and
+the policy alone:
+
+* **q** must be a number in [0, 1] with at most :data:`~privplan.mechanisms.exponential.
+  Q_DECIMALS` decimal places (its denominator b divides 10^9): utilities are b times row counts,
+  exact in int64 for groups below 4.6·10^9 rows, and the sampler's float pass then decides
+  every pick (``0.999999999999999999`` or ``1e-300`` are refused, free);
+* **the grid** is computed by the engine in double arithmetic (unless it is an int column on
+  step 1): its step is never narrower than the doubles at the bounds (so its integers stay
+  within 2^53, exact doubles, and a cell holds at least one double) and its scale must be a
+  finite double (:func:`privplan.mechanisms.grid.check_double_grid`); a float bound between 0
+  and 2^-1022 (a subnormal double, which loses precision when scaled) is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +30,9 @@ from typing import Any, cast
 
 from sqlglot import exp
 
+from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
+from privplan.mechanisms.exponential import Q_DECIMALS
 from privplan.sql.validate import refuse
 
 __all__ = ["QUANTILE_CELLS", "QUANTILE_FUNCTIONS", "QuantileCall", "quantile_call",
@@ -62,13 +77,23 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any,
                    "Compute the inner aggregate in its own query.")
     q = _FIXED.get(name)
     if q is None:
-        q = _literal_q(agg.args.get("quantile") or agg.args.get("expression"))
+        node = agg.args.get("quantile") or agg.args.get("expression")
+        q = _literal_q(node)
         if q is None:
             refuse(sql, agg, f"{name} refused",
                    "its quantile must be one number between 0 and 1 written in the query "
                    "(a list of quantiles or a computed one is not answered).",
                    f"Write e.g. {name}(x, 0.9) or PERCENTILE_CONT(0.9) WITHIN GROUP "
                    "(ORDER BY x), one quantile per aggregate.")
+        assert q is not None and node is not None
+        if (10**Q_DECIMALS) % q.denominator:
+            refuse(sql, node, f"{name} with quantile {node.sql()} refused",
+                   f"a quantile may have at most {Q_DECIMALS} decimal places: privplan ranks "
+                   "rows with exact integer arithmetic on q, which holds q as a multiple of "
+                   f"10^-{Q_DECIMALS} (a finer q moves the target rank by less than one row "
+                   f"in groups below 10^{Q_DECIMALS} rows).",
+                   f"Round the quantile to {Q_DECIMALS} decimal places, e.g. "
+                   f"{_rounded(q)}.")
     assert q is not None
     arg = agg.this
     if isinstance(arg, exp.Distinct) or not isinstance(arg, exp.Column) or (
@@ -88,15 +113,27 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any,
     if narrower is not None:
         lo_q, hi_q = (Fraction(str(v)) for v in narrower)
         if not Fraction(str(lower)) <= lo_q <= hi_q <= Fraction(str(upper)):
-            from privplan.errors import PolicyError
-
             raise PolicyError(
                 f"clamping bounds [{lo_q}, {hi_q}] for '{column}' are not inside the policy's "
                 f"[{lower}, {upper}]: a query may only narrow them.")
         lower, upper = ((int(lo_q), int(hi_q)) if col.type == "int" and lo_q.denominator == 1
                         and hi_q.denominator == 1 else (float(lo_q), float(hi_q)))
-    res = quantile_resolution(col.type, Fraction(str(lower)), Fraction(str(upper)))
+    lo_f, hi_f = Fraction(str(lower)), Fraction(str(upper))
+    if col.type == "float" and any(0 < abs(v) < gridlib.SMALLEST_NORMAL for v in (lo_f, hi_f)):
+        refuse(sql, agg, f"{name}({column}) refused",
+               f"its bounds [{lower}, {upper}] hold a subnormal double (nonzero, below "
+               "2.2e-308 in magnitude), which the engine cannot put on a grid exactly.",
+               f"Declare '{column}' in other units (bounds of 0 or at least 2.2e-308 in "
+               "magnitude).")
+    res = quantile_resolution(col.type, lo_f, hi_f)
     lo, hi = gridlib.Grid(res).to_grid_bounds(lower, upper)
+    if col.type != "int" or res != 1:  # (an int column on step 1 is clamped as integers)
+        try:
+            gridlib.check_double_grid(res, lo, hi)
+        except UnsupportedQueryError as err:
+            refuse(sql, agg, f"{name}({column}) refused",
+                   f"over the bounds [{lower}, {upper}], {err}.",
+                   f"Declare '{column}' in other units, or with bounds further apart.")
     label = f"{name}({column})" + ("" if name in _FIXED else f" q={q}")
     return QuantileCall(column, q, lower, upper, res, lo, hi, label)
 
@@ -112,22 +149,42 @@ def _literal_q(node: exp.Expression | None) -> Fraction | None:
     return q if 0 <= q <= 1 else None
 
 
+def _rounded(q: Fraction) -> str:
+    """q rounded to :data:`Q_DECIMALS` places, as a decimal (for the refusal's fix)."""
+    scaled = min(max(round(q * 10**Q_DECIMALS), 1), 10**Q_DECIMALS - 1)  # (q is not 0 or 1)
+    whole, part = divmod(scaled, 10**Q_DECIMALS)
+    return f"{whole}.{part:0{Q_DECIMALS}d}".rstrip("0").rstrip(".")
+
+
 def quantile_resolution(column_type: str, lower: Fraction, upper: Fraction) -> Fraction:
     """The width of a quantile's grid cells: 1 for an int column whose range has at most
     :data:`QUANTILE_CELLS` values; else the smallest 1, 2 or 5 times a power of ten that covers
-    the range in at most that many cells (a round step, so answers are round numbers)."""
+    the range in at most that many cells (a round step, so answers are round numbers) and is
+    not narrower than the doubles at the bounds (:func:`privplan.mechanisms.grid.
+    double_spacing`: the engine computes the cell in double arithmetic, so a finer grid would
+    only have cells no double falls in, and grid integers beyond 2^53), nor than 1 for an int
+    column. Exact rational arithmetic throughout (bounds may be 1e-300 or 1e300 apart)."""
     span = upper - lower
     if column_type == "int" and span + 1 <= QUANTILE_CELLS:
         return Fraction(1)
-    if span <= 0:
+    if span == 0 and lower == 0:
         return Fraction(1)
-    power = Fraction(10) ** (math.floor(math.log10(float(span / QUANTILE_CELLS))) - 1)
-    while True:
-        for step in (1, 2, 5):
-            res = power * step
-            if span / res + 1 <= QUANTILE_CELLS and (column_type != "int" or res >= 1):
-                return res
-        power *= 10
+    least = max(span / (QUANTILE_CELLS - 1),  # span / res + 1 <= cells
+                gridlib.double_spacing(max(abs(lower), abs(upper))))
+    if column_type == "int":
+        least = max(least, Fraction(1))
+    return _round_step(least)
+
+
+def _round_step(least: Fraction) -> Fraction:
+    """The smallest 1, 2 or 5 times a power of ten that is at least ``least`` > 0."""
+    k = math.floor(math.log10(least.numerator) - math.log10(least.denominator))
+    while Fraction(10) ** k > least:  # (the float estimate may be one off either way)
+        k -= 1
+    while Fraction(10) ** (k + 1) <= least:
+        k += 1
+    power = Fraction(10) ** k  # power <= least < 10 power
+    return next(power * step for step in (1, 2, 5, 10) if power * step >= least)
 
 
 def within_group_as_arguments(select: exp.Select) -> None:
