@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from privplan.assemble import assemble, noisy_frame
-from privplan.engines.post_processor import post_process, post_processor
+from privplan.engines.post_processor import PostProcessor, post_process, post_processor
 from privplan.errors import (
     BudgetExceededError,
     PolicyError,
@@ -27,6 +27,7 @@ from privplan.errors import (
     UnsupportedQueryError,
 )
 from privplan.explain import Explanation, explain_planned
+from privplan.gate.outer import check_post_processing
 from privplan.planner import PlannedQuery
 from privplan.result import Result
 from privplan.sql.bigquery import QUERY_OPTIONS
@@ -61,10 +62,13 @@ def inner_budgets(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> list[
 
 
 def check_nested(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> list[PlannedQuery]:
-    """Plan every inner query and run the outer query on stand-in answers of theirs (their
-    columns and types, fixed values) before anything is charged: an outer query that fails on
-    any answer (unknown column, wrong types) spends nothing."""
-    stand_ins: dict[str, pd.DataFrame] = {}
+    """Plan every inner query (each through the pre-charge gate) and check the outer query on
+    stand-in answers of theirs (their columns and types; zeros, both signs, extremes, NULL:
+    :func:`privplan.gate.outer.check_post_processing`, every part of it on its own) before
+    anything is charged: an outer query that fails on any answer (unknown column, wrong types)
+    spends nothing."""
+    variants: list[dict[str, pd.DataFrame | None]] = [
+        {} for _ in range(PostProcessor.SAMPLE_VARIANTS)]
     plans: list[PlannedQuery] = []
     for i, (inner, part) in enumerate(zip(nested.inners, inner_budgets(sess, nested, budget))):
         try:
@@ -75,18 +79,23 @@ def check_nested(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> list[P
                 "of a DP subquery, and this subquery is not a DP query privplan answers: "
                 f"{err}") from None
         schemas = [sess.engine.bind(stmt) for stmt in statements]
-        frames = [noisy_frame(core, planned.for_core(j), post_processor().sample(schema),
-                              draw=False)
-                  for j, (core, schema) in enumerate(zip(planned.plan.cores, schemas))]
-        stand_ins[inner_name(i)], _, _ = assemble(planned, frames)
+        for v, tables in enumerate(variants):
+            frames = [noisy_frame(core, planned.for_core(j),
+                                  post_processor().sample(schema, v), draw=False)
+                      for j, (core, schema) in enumerate(zip(planned.plan.cores, schemas))]
+            try:
+                tables[inner_name(i)], _, _ = assemble(planned, frames)
+            except PostProcessingError:
+                tables[inner_name(i)] = None  # (no answer of this shape: not a stand-in)
         plans.append(planned)
+    usable = [{n: v for n, v in t.items() if v is not None} for t in variants
+              if all(v is not None for v in t.values())]
     try:
-        post_process(nested.outer, stand_ins)
-    except PostProcessingError as err:
+        check_post_processing(nested.outer, usable)
+    except UnsupportedQueryError as err:
         raise UnsupportedQueryError(
-            f"the outer query fails on any answer of its DP subquery: {err} (checked on "
-            "stand-in values before anything was spent). Fix the outer query: it reads the "
-            "subquery's output columns by their names or aliases.") from None
+            f"the outer query fails on any answer of its DP subquery: {err} Fix the outer "
+            "query: it reads the subquery's output columns by their names or aliases.") from None
     return plans
 
 

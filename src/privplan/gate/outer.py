@@ -71,6 +71,8 @@ def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]
 def check_post_processing(sql: str, variants: Sequence[Mapping[str, pd.DataFrame]]) -> None:
     """The same two checks for a post-processing statement ``sql`` over named stand-in
     tables, one mapping per stand-in answer (an outer query over DP subqueries)."""
+    if not variants:
+        return
     _refuse_if_always_fails(lambda tables: post_process(sql, dict(tables)), variants)
     names = list(variants[0]) if variants else []
     _probe_parts(sql, {n: [v[n] for v in variants] for n in names})
