@@ -135,8 +135,8 @@ def test_a_quantile_that_fails_on_any_data_is_refused_free(engine: Any) -> None:
     "SELECT COUNT(*) AS n FROM t WHERE age = 37 AND s IS NOT FALSE",
     "SELECT COUNT(*) FILTER (WHERE age = 37 AND s IS TRUE) AS n FROM t",
     "SELECT SUM(CASE WHEN age = 37 AND s IS TRUE THEN 1 ELSE 0 END) AS n FROM t",
-    "SELECT CASE WHEN age = 37 AND s IS NOT FALSE THEN 1 ELSE 0 END AS k, COUNT(*) AS n "
-    "FROM t GROUP BY 1",
+    ("SELECT CASE WHEN age = 37 AND s IS NOT FALSE THEN 1 ELSE 0 END AS k, COUNT(*) AS n "
+    "FROM t GROUP BY 1"),
 ])
 def test_is_true_on_a_string_is_refused_free(engine: Any, sql: str) -> None:
     rows = [(1, 1, "x", True), (2, 50, "x", False)]
@@ -149,8 +149,8 @@ def test_is_true_on_a_string_is_refused_free(engine: Any, sql: str) -> None:
     "SELECT COUNT(*) AS n FROM t HAVING n > 1 AND n < 'a'",
     "SELECT COUNT(*) AS n FROM t HAVING n < 'a' OR n > 1",
     "SELECT married, AVG(age) AS s FROM t GROUP BY married HAVING COUNT(*) > 0 LIMIT 1e20",
-    "SELECT married, AVG(age) AS s FROM t GROUP BY married HAVING COUNT(*) > 0 "
-    "ORDER BY 1 LIMIT 2 OFFSET 1e20",
+    ("SELECT married, AVG(age) AS s FROM t GROUP BY married HAVING COUNT(*) > 0 "
+    "ORDER BY 1 LIMIT 2 OFFSET 1e20"),
     "SELECT married, COUNT(*) AS n FROM t GROUP BY married HAVING n > 0 ORDER BY n + 'a'",
 ])
 def test_an_outer_query_that_fails_on_every_answer_is_refused_free(sql: str) -> None:
