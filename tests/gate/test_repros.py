@@ -186,3 +186,40 @@ def test_a_text_key_converted_in_having_is_admitted() -> None:
     res = sess.sql("SELECT s, COUNT(*) AS n FROM t GROUP BY s HAVING CAST(s AS INT) > 1",
                    epsilon=1)
     assert list(res.df["s"]) == ["2"]
+
+
+# -- 5. strings that are not UTF-8 (DuckDB; Spark and PostgreSQL: tests/engine/) ---------------
+def _parquet_with_a_bad_string(path: Any) -> None:
+    """80 rows in four row groups; row 79's string is the bytes FF FE (not UTF-8)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    strings = pa.array([b"ok"] * 79 + [b"\xff\xfe"], pa.binary()).view(pa.string())
+    table = pa.table({"id": pa.array(range(80), pa.int64()), "s": strings})
+    pq.write_table(table, path, row_group_size=20)
+
+
+@pytest.mark.parametrize("where", ["id < 40", "id >= 40"])
+def test_a_parquet_string_that_is_not_utf8_is_refused_for_every_filter(tmp_path: Any,
+                                                                        where: str) -> None:
+    """DuckDB rejected the string only in the row group a statement read: the query failed
+    after its charge exactly when its filter kept row 79. The file is refused as a whole,
+    before anything is charged, whatever the filter."""
+    path = tmp_path / "bad.parquet"
+    _parquet_with_a_bad_string(path)
+    policy = {"tables": {"t": {"privacy_unit": "row", "source": str(path), "columns": {
+        "id": {"type": "int", "lower": 0, "upper": 100}, "s": {"type": "str"}}}}}
+    sess = pp.connect(":memory:", policy=policy, budget=pp.ApproxDP(10, 1e-6))
+    got = outcome(sess, f"SELECT s, COUNT(*) AS n FROM t WHERE {where} GROUP BY s",
+                  epsilon=1, delta=1e-7)
+    assert got.refused_free and got.kind == "PolicyError", got
+
+
+def test_a_frame_holding_a_string_that_is_not_utf8_is_refused_on_register() -> None:
+    frame = pd.DataFrame({"s": pd.Series(["ok", "bad\udcff"], dtype=object), "id": [1, 2]})
+    policy = {"tables": {"t": {"privacy_unit": "row", "columns": {
+        "id": {"type": "int", "lower": 0, "upper": 100}, "s": {"type": "str"}}}}}
+    sess = pp.connect(":memory:", policy=policy, budget=pp.PureDP(10))
+    with pytest.raises(pp.PolicyError, match="not valid UTF-8"):
+        sess.register("t", frame)
+    assert sess.spent() == pp.PureDP(0)

@@ -106,6 +106,10 @@ class DuckDBEngine:
         if _arrow_or_polars(data):
             if type(data).__name__ == "LazyFrame":
                 data = data.collect()  # (DuckDB scans a Polars DataFrame through Arrow)
+            if type(data).__name__ == "RecordBatchReader":
+                # a stream is read once: held as a table, so that every query (and the check
+                # of its text below) reads the same rows
+                data = data.read_all()
             self.con.register(name, data)
         elif isinstance(data, pd.DataFrame):
             try:
@@ -142,6 +146,38 @@ class DuckDBEngine:
         self._registered[name.lower()] = data
         self.generation += 1
         self._drop_materialized()  # the table changed: bounded copies are stale
+        self._check_text(name)
+
+    def _check_text(self, name: str) -> None:
+        """Refuse registered data whose text DuckDB cannot read: a Parquet file (or an Arrow
+        table, a DataFrame) can hold strings that are not valid UTF-8, which DuckDB rejects
+        while reading them — only in the row groups a statement reads, so a query would fail
+        after its charge exactly when its filter kept such a row (found by reading a Parquet
+        file whose 0xFF string sits in one row group of four). Every text column is read once
+        here, before any query, and a table that fails is refused as a whole: the same
+        outcome for every query (one check per registration, like the NOT NULL check of
+        ``typed_view.check_not_null``), never one that depends on a query's filter."""
+        try:
+            types = self.columns(_quote(name))
+        except PolicyError:
+            return
+        texts = [c for c, t in types.items() if t.upper().startswith("VARCHAR")]
+        if not texts:
+            return
+        items = ", ".join(f"max(length({_quote(c)}))" for c in texts)
+        try:
+            self.con.execute(f"SELECT {items} FROM {_quote(name)}").fetchall()
+        except duckdb.Error:
+            if isinstance(self._registered.pop(name.lower(), None), (str, Path)):
+                self.con.execute(f"DROP VIEW IF EXISTS {_quote(name)}")
+            else:
+                self.con.unregister(name)
+            raise PolicyError(
+                f"cannot register '{name}': its text columns ({', '.join(texts)}) hold values "
+                "DuckDB cannot read as text (strings that are not valid UTF-8). Why refused: "
+                "DuckDB would fail on them only when a query reads them, after its charge. "
+                "Fix the data (re-encode the strings as UTF-8), or read the file with another "
+                "engine (Spark reads such strings as NULL).") from None
 
     def create_view(self, name: str, select_sql: str) -> None:
         """Define (or redefine) the temporary view ``name`` as ``select_sql``: a derived table
