@@ -223,3 +223,31 @@ def test_a_frame_holding_a_string_that_is_not_utf8_is_refused_on_register() -> N
     with pytest.raises(pp.PolicyError, match="not valid UTF-8"):
         sess.register("t", frame)
     assert sess.spent() == pp.PureDP(0)
+
+
+# -- 3. PostgreSQL numeric beyond double range ---------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("big", ["1e400", "-1e400", "1e-400"])
+def test_a_numeric_beyond_double_range_does_not_depend_on_the_rows(pg_url: str,  # noqa: F811
+                                                                    big: str) -> None:
+    """An unconstrained numeric read as a policy float: the server's conversion failed only
+    when a row the statement read held the value (``WHERE id = 51`` failed, ``id = 50``
+    answered). Both answer now, alike, and so does the table without the value."""
+    from decimal import Decimal
+
+    types = {"id": "INTEGER", "v": "NUMERIC"}
+    policy = {"tables": {"t": {"privacy_unit": "row", "columns": {
+        "id": {"type": "int", "lower": 0, "upper": 100},
+        "v": {"type": "float", "lower": 0, "upper": 10}}}}}
+    outcomes = []
+    for rows in ([(i, Decimal(1)) for i in range(60)],
+                 [(i, Decimal(big) if i == 51 else Decimal(1)) for i in range(60)]):
+        pg_load(pg_url, "t", pd.DataFrame(rows, columns=list(types)), types)
+        with pp.connect(pg_url, policy=policy, budget=pp.PureDP(100)) as sess:
+            for where in ("id = 50", "id = 51"):
+                outcomes.append(outcome(sess, f"SELECT SUM(v) AS s FROM t WHERE {where}",
+                                        epsilon=1))
+    # (the same query on each table; the second query of a session costs nothing more:
+    # its region is disjoint from the first's)
+    assert outcomes[:2] == outcomes[2:], outcomes
+    assert all(o.kind == "answered" or o.refused_free for o in outcomes), outcomes
