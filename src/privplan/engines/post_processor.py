@@ -134,11 +134,18 @@ class PostProcessor:
 
         key = (tuple(columns), variant)
         if key not in self._samples:
-            samples = self._VARIANTS[variant]
-            items = ", ".join(_sample_item(samples.get(family(t)), t, n) for n, t in columns)
+            rows = []
+            for values in (self._VARIANTS[variant], self._VARIANTS[2]):
+                rows.append("SELECT " + ", ".join(_sample_item(values.get(family(t)), t, n)
+                                                  for n, t in columns))
             if len(self._samples) > 256:
                 self._samples.clear()
-            self._samples[key] = self.con.execute(f"SELECT {items}").df()
+            # converted beside a row of values that are not NULL, then cut to the stand-in: a
+            # column of NULL alone would come back as an untyped object column, which DuckDB
+            # reads as type NULL, comparable with anything — a stand-in answer no real answer
+            # can be (a VARCHAR key compared with an integer binds over it)
+            frame = self.con.execute(" UNION ALL ".join(rows)).df()
+            self._samples[key] = frame.iloc[:1].reset_index(drop=True)
         return self._samples[key].copy()
 
     def close(self) -> None:
