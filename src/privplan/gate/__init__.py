@@ -67,8 +67,7 @@ def admit(engine: Any, planned: PlannedQuery, statements: list[str],
     """Check everything that will read private rows after the charge (see the module doc) and
     return the admission the charge requires, or raise a free refusal. ``schemas``: each
     statement's bound (column, type) pairs. Reads no private row."""
-    sql = planned.plan.sql
-    probes = [probe_core(engine, core, [p.measure for p in planned.for_core(i)], sql)
+    probes = [probe_core(engine, core, [p.measure for p in planned.for_core(i)])
               for i, core in enumerate(planned.plan.cores)]
     check_in_process(planned, [[p.answer for p in probes], [p.unfiltered for p in probes]])
     check_outer_query(planned, schemas)

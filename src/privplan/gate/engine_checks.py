@@ -55,10 +55,10 @@ class CoreProbe:
     unfiltered: pd.DataFrame
 
 
-def probe_core(engine: Any, core: CorePlan, measures: list[Measure], sql: str) -> CoreProbe:
+def probe_core(engine: Any, core: CorePlan, measures: list[Measure]) -> CoreProbe:
     """Run the three probes of the module docstring for ``core`` (its ``stand_in_sql`` and
     ``stand_in_tables`` set by planning) on ``engine``; raise a free
-    :class:`UnsupportedQueryError` on any failure. ``sql``: the query text, for messages."""
+    :class:`UnsupportedQueryError` on any failure."""
     assert core.stand_in_sql is not None
     stand_in = replace(core, table_sql=core.stand_in_sql, prebounded=False)
     types = {n: c.type for n, c in core.table_policy.columns.items()}
@@ -67,14 +67,14 @@ def probe_core(engine: Any, core: CorePlan, measures: list[Measure], sql: str) -
     relations = {name: _relation(engine, columns, together)
                  for name, columns in core.stand_in_tables.items()}
     statement = engine_statement(stand_in, types, measures, engine.dialect)
-    answer = _run(engine, statement, relations, sql, "the engine statement")
+    answer = _run(engine, statement, relations, "the engine statement")
     bare = replace(stand_in, where=None,
                    measures=tuple(replace(m, condition=None) for m in stand_in.measures))
     unfiltered = _run(engine, engine_statement(bare, types,
                                                [replace(m, condition=None) for m in measures],
                                                engine.dialect),
-                      relations, sql, "the engine statement without its conditions")
-    _probe_expressions(engine, exprs, row_source(stand_in), relations, sql)
+                      relations, "the engine statement without its conditions")
+    _probe_expressions(engine, exprs, row_source(stand_in), relations)
     return CoreProbe(answer, unfiltered)
 
 
@@ -117,18 +117,18 @@ def _quoting(dialect: str) -> Callable[[str], str]:
     return lambda name: '"' + name.replace('"', '""') + '"'
 
 
-def _run(engine: Any, statement: str, relations: dict[str, StandIn], sql: str, what: str
+def _run(engine: Any, statement: str, relations: dict[str, StandIn], what: str
          ) -> pd.DataFrame:
     try:
         frame = engine.probe(statement, relations)
     except ProbeFailed as err:
-        raise _refusal(f"{what} fails", err.message, sql) from None
+        raise _refusal(f"{what} fails", err.message) from None
     assert frame is not None
     return frame
 
 
 def _probe_expressions(engine: Any, exprs: Mapping[str, frozenset[str]], source: str,
-                       relations: dict[str, StandIn], sql: str) -> None:
+                       relations: dict[str, StandIn]) -> None:
     """Evaluate every expression on its own over the stand-in rows: one statement for all
     (the common case); on a failure, each alone, to drop the ones that do not bind on their
     own (see :mod:`privplan.gate.expressions`) and name the one that fails."""
@@ -145,9 +145,9 @@ def _probe_expressions(engine: Any, exprs: Mapping[str, frozenset[str]], source:
             engine.probe(_projection([text], source), relations)
         except ProbeFailed as err:
             if err.stage == "run":
-                raise _refusal(f"`{text}` fails", err.message, sql) from None
+                raise _refusal(f"`{text}` fails", err.message) from None
     if first.stage == "run":
-        raise _refusal("the query's expressions fail together", first.message, sql)
+        raise _refusal("the query's expressions fail together", first.message)
 
 
 def _projection(texts: list[str], source: str) -> str:
@@ -160,7 +160,7 @@ def _projection(texts: list[str], source: str) -> str:
     return f"SELECT {items} FROM {source}"
 
 
-def _refusal(what: str, message: str, sql: str) -> UnsupportedQueryError:
+def _refusal(what: str, message: str) -> UnsupportedQueryError:
     if len(message) > 240:  # (an engine may quote a stand-in value of 10,000 characters)
         message = message[:240] + "..."
     return UnsupportedQueryError(
