@@ -37,9 +37,11 @@ from privplan.gate.expressions import sub_expressions
 from privplan.gate.stand_ins import relation_sql
 from privplan.rewrite.engine_sql import (
     engine_statement,
+    grid_expression,
     key_sql,
     measure_input_sql,
     row_source,
+    stored_grids,
 )
 from privplan.sql.plan import CorePlan, Measure
 
@@ -98,6 +100,10 @@ def _expressions(core: CorePlan, measures: list[Measure], types: Mapping[str, st
         value = measure_input_sql(m, types.get(m.column) if m.column else None)
         if value is not None:
             wholes.append(value)
+    # every bounded column on its SUM grid: what a session's copy of the table stores (made
+    # after the charge, for every such column, measured by this query or not)
+    wholes.extend(grid_expression(f'"{c}"', res, lo, hi, types.get(c, "float"))
+                  for c, (res, lo, hi) in stored_grids(core).items())
     for text in wholes:
         if text not in found:
             tree = sqlglot.parse_one(text, dialect="duckdb")
