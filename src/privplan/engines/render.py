@@ -215,6 +215,11 @@ def _grid(case: exp.Case, dialect: str) -> exp.Expr | None:
       PostgreSQL on a BIGINT one, where DuckDB's float product is infinity, clamped); B · d
       stays below 10^18 and B · d / n beyond [lo, hi], so the clamped value is the same, and
       NaN compares above every number in all three engines (clamped to ``hi`` as in DuckDB);
+    * a division (``n > 1``) is guarded by a threshold t = n / (4·d) (``|x| < t``: the value
+      of 0, clamped): PostgreSQL raises (SQLSTATE 22003, "underflow") where a nonzero double
+      divided by n rounds to 0 — a subnormal cost read by a quantile's or a square's grid, on
+      the rows that hold one — and DuckDB rounds every ``|x · d / n| < 1/2`` to 0, so the
+      clamped integer is the same (0, or ``lo`` / ``hi`` where 0 lies outside [lo, hi]);
     * on Spark, whose cast truncates, the value is rounded half to even first (``rint``: Java's
       ``Math.rint``, exact on a double, as DuckDB's and PostgreSQL's casts round; Spark's
       ``bround`` rounds the same but through a BigDecimal per row, which made a 10M-row
@@ -242,6 +247,13 @@ def _grid(case: exp.Case, dialect: str) -> exp.Expr | None:
                      exp.If(this=exp.GT(this=x.copy(), expression=exp.Literal.number(bound)),
                             true=ifs[1].args["true"].copy())]
             out.set("ifs", guard + [i.copy() for i in ifs])
+    if n > 1:
+        t = exp.cast(exp.Literal.string(repr(n / (4 * d))), "DOUBLE")
+        zero = int(lo) if lo > 0 else int(hi) if hi < 0 else 0
+        tiny = exp.and_(exp.GT(this=x.copy(), expression=exp.Neg(this=t.copy())),
+                        exp.LT(this=x.copy(), expression=t))
+        out.set("ifs", [exp.If(this=tiny, true=exp.Literal.number(zero))]
+                + [i.copy() for i in out.args.get("ifs") or []])
     if dialect == "spark":
         return exp.Anonymous(this="rint", expressions=[out])
     return out
