@@ -341,7 +341,7 @@ def test_a_checkpoint_that_cannot_be_encoded_is_skipped(db: Path, tmp_path: Path
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         error: type[Exception]) -> None:
     """Whatever goes wrong while saving the cache, the charged query still answers."""
-    import privplan.session as session_module
+    import privplan.session_ledger as session_module
 
     def fail(states: object) -> bytes:
         raise error("cannot store this state")
