@@ -34,14 +34,14 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead, changed, root_hash, verify_rows, verify_suffix
+from privplan.ledger_chain import ChainHead, changed, root_hash, verify_rows
 from privplan.ledger_checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint
 from privplan.ledger_codec import decode_cost, decode_mechanism, encode_cost
 from privplan.ledger_file import (
@@ -57,6 +57,7 @@ from privplan.ledger_file import (
     _failure,
     file_stamp,
 )
+from privplan.ledger_history import LedgerHistory
 from privplan.ledger_memory import (
     Charging,
     LedgerEntry,
@@ -82,7 +83,7 @@ __all__ = ["FORMAT", "Charging", "LedgerEntry", "MemoryLedger", "SQLiteLedger", 
 log = logging.getLogger("privplan")
 
 
-class SQLiteLedger:
+class SQLiteLedger(LedgerHistory):
     """A durable ledger in one SQLite file, safe to share between processes.
 
     ``key``: the owner key (bytes or text; default ``PRIVPLAN_LEDGER_KEY_FILE`` or
@@ -106,6 +107,8 @@ class SQLiteLedger:
         self._checkpoint_seq = 0  # the newest checkpoint this process knows of
         self.checkpoint_every = CHECKPOINT_EVERY
         self._quiet: tuple[int, FileStamp] | None = None  # see _check_file
+        self._recent: list[tuple[int, str, list[MechanismSpec]]] = []  # see LedgerHistory
+        self._recent_limit = 0
         try:
             self.con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None,
                                        check_same_thread=False)
@@ -375,43 +378,6 @@ class SQLiteLedger:
             raise changed(self.path, f"entries before {seq} are missing")
         return [decode_mechanism(m) for r in rows for m in json.loads(r[6])]
 
-    def recent_mechanisms(self, limit: int) -> list[MechanismSpec]:
-        """The mechanisms of the last ``limit`` entries, in order, verified against the head
-        (hash by hash from the entry before them: :func:`verify_suffix`), not from the root."""
-        with self._lock, self._reading():
-            record, head = self._advance()
-            first = max(1, head.seq - limit + 1)
-            rows = self._suffix(record, first)
-        return [decode_mechanism(m) for r in rows for m in json.loads(r[6])]
-
-    def mechanisms_of(self, query_ids: Collection[str]) -> list[MechanismSpec]:
-        """The mechanisms of the entries of ``query_ids`` (verified as in
-        :meth:`recent_mechanisms`, from the earliest of them)."""
-        if not query_ids:
-            return []
-        with self._lock, self._reading():
-            self._advance()
-            marks = ", ".join("?" * len(query_ids))
-            (first,) = self.con.execute(f"SELECT MIN(seq) FROM entries WHERE query_id IN "
-                                        f"({marks})", tuple(query_ids)).fetchone()
-            rows = [] if first is None else self._suffix(self._record(), int(first))
-        wanted = set(query_ids)
-        return [decode_mechanism(m) for r in rows if r[1] in wanted for m in json.loads(r[6])]
-
-    def _suffix(self, record: Record, first: int) -> list[tuple[Any, ...]]:
-        """Entries ``first`` .. the verified head, checked to lead to it."""
-        rows = self.con.execute(f"SELECT {FIELDS}, hash FROM entries WHERE seq >= ? AND "
-                                "seq <= ? ORDER BY seq", (first - 1, self._verified.seq)
-                                ).fetchall()
-        before = record.start()
-        if rows and int(rows[0][0]) == first - 1 and first > 1:
-            before = ChainHead(first - 1, str(rows[0][7]))
-            rows = rows[1:]
-        elif first > 1:
-            raise changed(self.path, f"entry {first - 1} is missing")
-        verify_suffix(self.path, before, rows, self._verified)
-        return [r[:7] for r in rows]
-
     def next_query_id(self) -> str:
         with self._lock:
             (n,) = self.con.execute("SELECT COUNT(*) FROM entries").fetchone()
@@ -522,6 +488,7 @@ class SQLiteLedger:
         and tell the sessions to drop their accounting."""
         self._seen = 0
         self._quiet = None
+        self._recent = []
         for action in self._failure_hooks:
             action()
 
