@@ -283,3 +283,29 @@ def test_a_format_2_ledger_edited_before_migration_is_refused(db: Path, tmp_path
     edit_ledger(ledger, "UPDATE entries SET total_after = ? WHERE seq = 9",
                 json.dumps({"kind": "PureDP", "weights": ["1/100"]}))
     _refused(db, ledger, "was changed")
+
+
+def test_the_ledger_commands(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``privplan ledger migrate|backup|verify|seal`` end to end."""
+    from privplan.cli import main
+
+    monkeypatch.delenv("PRIVPLAN_LEDGER_KEY", raising=False)
+    ledger, copy = tmp_path / "old.sqlite", tmp_path / "copy.sqlite"
+    shutil.copy(FIXTURE, ledger)
+    assert main(["ledger", "migrate", str(ledger)]) == 0
+    assert "migrated" in capsys.readouterr().out and _head(ledger)["format"] == FORMAT
+    assert main(["ledger", "migrate", str(ledger)]) == 0
+    assert "already" in capsys.readouterr().out
+    assert main(["ledger", "backup", str(ledger), str(copy)]) == 0
+    assert "9 entries, spent ε=0.6" in capsys.readouterr().out
+    assert main(["ledger", "verify", str(copy)]) == 0
+    assert "no owner key" in capsys.readouterr().out
+    monkeypatch.setenv("PRIVPLAN_LEDGER_KEY", KEY)
+    assert main(["ledger", "verify", str(copy)]) == 1  # (kept without the key so far)
+    assert main(["ledger", "seal", str(copy)]) == 0
+    assert "entry 9" in capsys.readouterr().out
+    assert main(["ledger", "verify", str(copy)]) == 0
+    assert "head MAC and seal checked" in capsys.readouterr().out
+    with _session(db, copy) as s:
+        assert s.spent() == pp.PureDP(0.6)
