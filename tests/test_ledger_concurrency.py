@@ -4,6 +4,7 @@ Every process is real (multiprocessing's forkserver, or a subprocess) on a real 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -187,4 +188,45 @@ def test_a_process_killed_between_begin_and_commit_leaves_no_trace(db: Path,
         assert [e.query_id for e in s.ledger.entries()] == ["q1"]
         assert s.sql("SELECT COUNT(*) FROM visits", epsilon=0.5).cost == pp.PureDP(0.5)
         assert s.spent() == pp.PureDP(0.75)
+    assert verify_ledger(ledger).ok
+
+
+KILLED_BEFORE_SEAL = """
+    import sys, time
+    import privplan as pp
+    import privplan.ledger as ledger_module
+    from privplan.demo.data import demo_policy_path
+    db, ledger = sys.argv[1], sys.argv[2]
+    sess = pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()), budget=pp.PureDP(1),
+                      ledger=ledger)
+    sess.sql("SELECT COUNT(*) FROM visits WHERE age < 30", epsilon=0.25)
+    def stall(*args, **kwargs):  # after the COMMIT, before the seal moves
+        print("committed", flush=True)
+        time.sleep(600)
+    ledger_module.write_seal = stall
+    sess.sql("SELECT COUNT(*) FROM visits", epsilon=0.5)
+"""
+
+
+def test_a_keyed_process_killed_after_its_commit_leaves_a_seal_that_lags(
+        db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seal is advanced after the COMMIT: a process killed in between leaves it one entry
+    behind, which is still a lower bound — the ledger opens, the charge counts, and the next
+    charge advances the seal."""
+    monkeypatch.setenv("PRIVPLAN_LEDGER_KEY", "an owner key of thirty-two bytes")
+    ledger = tmp_path / "l.sqlite"
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_BEFORE_SEAL), str(db),
+                          str(ledger)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line.strip() == "committed", line + (p.stderr.read() if p.stderr else "")
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    seal = json.loads(Path(str(ledger) + ".seal").read_text())
+    assert seal["seq"] == 1
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(1), ledger=ledger) as s:
+        assert s.spent() == pp.PureDP(0.75)
+        s.sql("SELECT COUNT(*) FROM visits WHERE age > 90", epsilon=0.25)
+    assert json.loads(Path(str(ledger) + ".seal").read_text())["seq"] == 3
     assert verify_ledger(ledger).ok

@@ -25,7 +25,6 @@ pair (or delete both: a new ledger). Keep the seal where the analyst cannot writ
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
@@ -128,6 +127,8 @@ def write_seal(path: Path, key: bytes, ledger_id: str, head: ChainHead, *,
     Runs under an exclusive ``flock`` on the seal's directory (never on the ledger file: closing
     a descriptor of it would drop SQLite's locks), so two processes cannot move it back;
     written to a temporary file and renamed, so a crash leaves the old seal or the new one."""
+    import fcntl  # (POSIX; only a keyed ledger writes a seal)
+
     try:
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError as err:
