@@ -30,10 +30,13 @@ would be lost.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,23 +112,32 @@ class SQLiteLedger(LedgerHistory):
         self._quiet: tuple[int, FileStamp] | None = None  # see _check_file
         self._recent: list[tuple[int, str, list[MechanismSpec]]] = []  # see LedgerHistory
         self._recent_limit = 0
-        try:
-            self.con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None,
-                                       check_same_thread=False)
-            self.con.text_factory = text_factory
-            # everything is checked before anything could be written (even the journal mode)
-            self._check_integrity()
-            self._stamp = self._open_stamp()
-            self._verify()
-            self.con.execute("PRAGMA journal_mode=WAL")
-            self.con.execute("PRAGMA synchronous=FULL")
-        except _DB_ERRORS as err:
-            with contextlib.suppress(Exception):
+        deadline = time.monotonic() + timeout
+        for attempt in itertools.count():
+            try:
+                self.con = sqlite3.connect(str(self.path), timeout=timeout,
+                                           isolation_level=None, check_same_thread=False)
+                self.con.text_factory = text_factory
+                # everything is checked before anything could be written (even the journal mode)
+                self._check_integrity()
+                self._stamp = self._open_stamp()
+                self._verify()
+                self.con.execute("PRAGMA journal_mode=WAL")
+                self.con.execute("PRAGMA synchronous=FULL")
+                break
+            except _DB_ERRORS as err:
+                with contextlib.suppress(Exception):
+                    self.con.close()
+                if _busy(err) and time.monotonic() < deadline:
+                    # (SQLite answers "locked" at once, without waiting, in a few moments of a
+                    # new file's life: turning it to WAL, recovering the WAL index. Opening only
+                    # reads, so it is tried again: many processes opening at once all open.)
+                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * random.random())
+                    continue
+                raise _failure(self.path, err, "opening it") from None
+            except LedgerError:
                 self.con.close()
-            raise _failure(self.path, err, "opening it") from None
-        except LedgerError:
-            self.con.close()
-            raise
+                raise
 
     @property
     def format(self) -> str:
@@ -535,6 +547,11 @@ class SQLiteLedger(LedgerHistory):
 
     def close(self) -> None:
         self.con.close()
+
+
+def _busy(err: BaseException) -> bool:
+    name = getattr(err, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(err)
 
 
 def open_ledger(ledger: Any) -> Any:
