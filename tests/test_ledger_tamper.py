@@ -294,6 +294,22 @@ def test_a_ledger_written_by_the_previous_format_is_verified_then_migrated(
     assert result.ok and result.format == FORMAT and result.entries == 10
 
 
+@pytest.mark.usefixtures("keyed")
+def test_with_the_owner_key_a_ledger_of_the_previous_format_is_adopted_by_the_owner(
+        db: Path, tmp_path: Path) -> None:
+    """Format 2 had no seal: a keyed session cannot tell it from a rolled-back file, so it
+    refuses it (and leaves it as it was); the owner's seal verifies, migrates and seals it."""
+    ledger = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURE, ledger)
+    with pytest.raises(pp.LedgerError, match="seal .* is missing"):
+        _session(db, ledger).close()
+    assert _head(ledger)["format"] == "privplan-ledger-2"  # (the migration was rolled back)
+    assert seal_ledger(ledger) == 9
+    with _session(db, ledger) as s:
+        assert s.spent() == pp.PureDP(0.6)
+    assert verify_ledger(ledger).ok and verify_ledger(ledger).keyed
+
+
 def test_a_format_2_ledger_edited_before_migration_is_refused(db: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "old.sqlite"
     shutil.copy(FIXTURE, ledger)

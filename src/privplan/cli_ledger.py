@@ -39,9 +39,12 @@ def cmd_ledger_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_seal(args: argparse.Namespace) -> int:
+    from privplan.ledger_migrate import policy_json_of
     from privplan.ledger_tools import seal_ledger
+    from privplan.session_inputs import as_policy
 
-    entries = seal_ledger(args.path)
+    text = None if args.policy is None else policy_json_of(as_policy(args.policy))
+    entries = seal_ledger(args.path, policy_json=text)
     print(f"sealed {args.path} under the owner key at entry {entries} (its chain verified)")
     return 0
 
@@ -100,7 +103,10 @@ def add_ledger_commands(sub: Any) -> None:
         "seal", help="adopt a ledger under the owner key (PRIVPLAN_LEDGER_KEY_FILE): verify "
                      "it, MAC its head and write a new seal (after restoring it on purpose)")
     seal.add_argument("path", help="SQLite ledger file")
-    seal.set_defaults(func=cmd_ledger_seal, checks={"path": "ledger"})
+    seal.add_argument("--policy", default=None,
+                      help="the policy it was charged under (only for a ledger of the previous "
+                           "format that does not record it)")
+    seal.set_defaults(func=cmd_ledger_seal, checks={"path": "ledger", "policy": "policy"})
 
     migrate = ledger_sub.add_parser(
         "migrate", help="bring a ledger of an earlier format to the current one (format 2: "

@@ -26,6 +26,7 @@ from privplan.errors import LedgerError
 from privplan.ledger import SQLiteLedger
 from privplan.ledger_chain import changed, verify_rows
 from privplan.ledger_file import _DB_ERRORS, FORMAT, _failure
+from privplan.ledger_migrate import migrate_2
 from privplan.ledger_record import read_record
 from privplan.ledger_seal import head_mac, owner_key, seal_path, write_seal
 from privplan.ledger_txn import FIELDS, text_factory
@@ -67,10 +68,13 @@ def backup_ledger(source: str | Path, dest: str | Path) -> tuple[int, Any]:
         kept.close()
 
 
-def seal_ledger(path: str | Path, key: bytes | str | None = None) -> int:
+def seal_ledger(path: str | Path, key: bytes | str | None = None,
+                policy_json: str | None = None) -> int:
     """Adopt the ledger at ``path`` under the owner key (``key``, or the environment's): verify
     its whole chain, write the MAC of its head, and write a new seal for it. Returns the number
-    of entries. The owner's statement that this file is the latest: see the module docstring."""
+    of entries. The owner's statement that this file is the latest: see the module docstring.
+    A ledger of the previous format is verified and migrated first (in the same transaction;
+    ``policy_json`` only for one that does not record its policy)."""
     path = Path(path)
     raw = owner_key(key)
     if raw is None:
@@ -85,6 +89,7 @@ def seal_ledger(path: str | Path, key: bytes | str | None = None) -> int:
         if integrity != "ok":
             raise sqlite3.DatabaseError(f"integrity check failed: {integrity}")
         con.execute("BEGIN IMMEDIATE")
+        migrate_2(con, path, raw, policy_json)
         record = read_record(dict(con.execute("SELECT key, value FROM meta").fetchall()), path,
                              None)
         if record.format != FORMAT or not record.bound or record.head is None:
