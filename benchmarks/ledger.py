@@ -19,7 +19,16 @@ For each size the script reports, in a fresh process-like state (new Session eac
   (every recorded mechanism decoded and composed: the cost a ledger written by an earlier
   version pays once, until its first charge writes a checkpoint);
 * ``stale``: the first query of a new session when the checkpoint is as old as it gets
-  (``CHECKPOINT_EVERY - 1`` entries behind: they are decoded and admitted).
+  (``CHECKPOINT_EVERY - 1`` entries behind: they are decoded and admitted);
+* ``first explain`` / ``next explain``: ``explain`` of a query, first in a new session and then
+  again, on the same ledger: it reads what ``sql`` reads (the checkpoint and later entries) and
+  the last entries it compares one by one (``explain.MAX_HISTORY``), never the whole history.
+
+``--race P:L ...`` (a concurrency section, run alone or after the sizes): P processes (1-32)
+each open and charge (twice, ε = 0.01 of 100) each of L new ledgers, all processes starting
+each ledger together (a barrier), so creation, the budget record and the first charges race.
+It counts opens refused, charges refused wrongly (the budget never runs out) or failed, chains
+``privplan ledger verify`` refuses, and totals that are not exactly every charge.
 
 The cached ledgers are written without a checkpoint; a first session on each writes one (its
 first charge), as any session does every ``CHECKPOINT_EVERY`` entries.
@@ -27,7 +36,8 @@ first charge), as any session does every ``CHECKPOINT_EVERY`` entries.
 Targets (issue: the ledger): open < 0.5 s and an admission < 50 ms at 100k entries. No
 assertions: it prints a table and writes ``benchmarks/results/ledger.json``.
 
-Run: ``python benchmarks/ledger.py [--sizes 1000 10000 100000] [--repeat 3]``
+Run: ``python benchmarks/ledger.py [--sizes 1000 10000 100000] [--repeat 3]
+[--race 1:50 2:200 8:50 32:10]``
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +66,7 @@ from privplan.accounting.model import MechanismSpec, Partition
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.demo.data import demo_policy_path, write_demo_database
-from privplan.ledger import FORMAT, policy_fingerprint
-from privplan.ledger_chain import ChainHead, entry_hash, root_hash
+from privplan.ledger_chain import ChainHead, entry_hash, head_check
 from privplan.ledger_checkpoint import CHECKPOINT_EVERY
 from privplan.ledger_codec import encode_cost, encode_mechanism
 
@@ -122,8 +132,8 @@ def build(path: Path, n: int, policy: pp.Policy, mode: Mode) -> None:
                     **mode.connect):
         pass  # creates the file and records budget, policy and root
     con = sqlite3.connect(tmp)
-    budget_json = json.dumps(encode_cost(mode.ledger_budget))
-    head = ChainHead(0, root_hash(FORMAT, budget_json, policy_fingerprint(policy)))
+    root = dict(con.execute("SELECT key, value FROM meta"))["root"]  # (written by the session)
+    head = ChainHead(0, root)
     total_json = json.dumps(encode_cost(total))
     zero_json = json.dumps(encode_cost(mode.kind(0)))
     rows = []
@@ -137,6 +147,7 @@ def build(path: Path, n: int, policy: pp.Policy, mode: Mode) -> None:
                     "mechanisms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('head_seq', ?)", (str(head.seq),))
     con.execute("INSERT OR REPLACE INTO meta VALUES ('head_hash', ?)", (head.hash,))
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('head_check', ?)", (head_check(root, head),))
     con.commit()
     con.close()
     tmp.rename(path)
@@ -147,7 +158,7 @@ def measure(n: int, repeat: int, db: Path, policy: pp.Policy,
     mode = mode or Mode("additive")
     budget, q, kw = mode.session_budget, mode.query, mode.connect
     tag = "_pld" if mode.pld else ""
-    path = DATA / f"ledger{tag}_{n}.sqlite"
+    path = DATA / f"ledger3{tag}_{n}.sqlite"  # (format 3)
     if not path.exists():
         t0 = time.perf_counter()
         build(path, n, policy, mode)
@@ -178,7 +189,8 @@ def measure(n: int, repeat: int, db: Path, policy: pp.Policy,
             stale.append((time.perf_counter() - t0, acc()))
     _clear(work)
     times: dict[str, list[float]] = {k: [] for k in ("open", "first", "first_acc", "next",
-                                                      "next_acc")}
+                                                      "next_acc", "first_explain",
+                                                      "next_explain")}
     for r in range(repeat):
         work.write_bytes(ckpt.read_bytes())  # each repetition charges its own copy
         t0 = time.perf_counter()
@@ -192,13 +204,31 @@ def measure(n: int, repeat: int, db: Path, policy: pp.Policy,
             times[key].append(time.perf_counter() - t0)
             times[key + "_acc"].append(acc())
         sess.close()
+        _explain_times(db, policy, mode, work, ckpt, r, times)
         _clear(work)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"entries": n, "open_spent_s": med["open"], "first_query_ms": 1000 * med["first"],
+            "first_explain_ms": 1000 * med["first_explain"],
+            "next_explain_ms": 1000 * med["next_explain"],
             "first_admission_ms": 1000 * med["first_acc"], "next_query_ms": 1000 * med["next"],
             "next_admission_ms": 1000 * med["next_acc"], "no_checkpoint_first_query_s": cold,
             "stale_first_query_ms": 1000 * statistics.median(q for q, _ in stale),
             "stale_first_admission_ms": 1000 * statistics.median(a for _, a in stale)}
+
+
+def _explain_times(db: Path, policy: pp.Policy, mode: Mode, work: Path, ckpt: Path, r: int,
+                   times: dict[str, list[float]]) -> None:
+    """``explain`` in a new session on the checkpointed ledger (first, then again): it must
+    read what ``sql`` reads, not the whole history."""
+    _clear(work)
+    work.write_bytes(ckpt.read_bytes())
+    with pp.connect(db, policy=policy, budget=mode.session_budget, ledger=work,
+                    **mode.connect) as sess:
+        sess.spent()
+        for key, age in (("first_explain", 500 + r), ("next_explain", 600 + r)):
+            t0 = time.perf_counter()
+            sess.explain(f"SELECT COUNT(*) FROM visits WHERE age = {age}", **mode.query)
+            times[key].append(time.perf_counter() - t0)
 
 
 def _clear(path: Path) -> None:
@@ -244,14 +274,93 @@ def _accounting_timer(sess: pp.Session) -> Callable[[], float]:
     return done
 
 
+# ------------------------------------------------------------------------------ concurrency
+
+
+def _racer(db: str, folder: str, ledgers: int, barrier: Any, results: Any) -> None:
+    """One racing process: at the barrier, open ledger i (new), charge it twice, close."""
+    policy = pp.Policy.from_yaml(demo_policy_path())
+    for i in range(ledgers):
+        barrier.wait(timeout=600)
+        t0 = time.perf_counter()
+        try:
+            sess = pp.connect(db, policy=policy, budget=PureDP(RACE_BUDGET),
+                              ledger=Path(folder) / f"l{i}.sqlite")
+        except pp.PrivplanError as err:
+            results.put((i, "open refused", str(err)[:200], time.perf_counter() - t0))
+            continue
+        outcome, detail = "charged", ""
+        try:
+            for _ in range(RACE_CHARGES):
+                sess.sql("SELECT COUNT(*) FROM visits", epsilon=RACE_EPS)
+        except pp.BudgetExceededError as err:
+            outcome, detail = "wrongly refused", str(err)[:200]
+        except pp.PrivplanError as err:
+            outcome, detail = "charge failed", f"{type(err).__name__}: {str(err)[:200]}"
+        finally:
+            sess.close()
+        results.put((i, outcome, detail, time.perf_counter() - t0))
+
+
+RACE_BUDGET, RACE_EPS, RACE_CHARGES = 100.0, 0.01, 2
+
+
+def race(processes: int, ledgers: int, db: Path) -> dict[str, Any]:
+    """``processes`` processes create and charge ``ledgers`` new ledgers together; then every
+    ledger is verified (chain, totals, recomposed) and its total compared with every charge."""
+    import multiprocessing as mp
+    import shutil
+    import tempfile
+    from collections import Counter
+
+    from privplan.ledger_verify import verify_ledger
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["privplan", "privplan.session", "duckdb", "pandas", "sqlglot"])
+    folder = Path(tempfile.mkdtemp(prefix="privplan-race-", dir=DATA))
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [ctx.Process(target=_racer, args=(str(db), str(folder), ledgers, barrier, results))
+             for _ in range(processes)]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    outcomes: Counter[str] = Counter()
+    seconds, examples = [], []
+    for _ in range(processes * ledgers):
+        _, outcome, detail, took = results.get(timeout=3600)
+        outcomes[outcome] += 1
+        seconds.append(took)
+        if detail and len(examples) < 3:
+            examples.append(detail)
+    for p in procs:
+        p.join()
+    wall = time.perf_counter() - t0
+    want = PureDP(Fraction(processes * RACE_CHARGES) * Fraction(str(RACE_EPS)))
+    unverifiable = inexact = 0
+    for i in range(ledgers):
+        result = verify_ledger(folder / f"l{i}.sqlite")
+        unverifiable += not result.ok
+        inexact += result.ok and result.recorded_total != want
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"processes": processes, "ledgers": ledgers, "sessions": processes * ledgers,
+            "opens_refused": outcomes["open refused"],
+            "wrong_refusals": outcomes["wrongly refused"],
+            "charges_failed": outcomes["charge failed"], "unverifiable_chains": unverifiable,
+            "inexact_totals": inexact, "wall_s": wall,
+            "session_median_ms": 1000 * statistics.median(seconds), "examples": examples}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000, 100000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--composition", choices=("additive", "pld"), default="additive",
                         help="pld: the ledger of an (ε, δ) session with PLD accounting")
     parser.add_argument("--out", default=None,
                         help="default: results/ledger.json (ledger_pld.json with --composition pld)")
+    parser.add_argument("--race", nargs="*", default=[], metavar="P:L",
+                        help="concurrency: P processes creating and charging L new ledgers "
+                             "together (e.g. 2:200 8:50); results in results/ledger_race.json")
     args = parser.parse_args()
     mode = Mode(args.composition)
     out = args.out or str(Path(__file__).parent / "results" / (
@@ -261,6 +370,10 @@ def main() -> None:
     if not db.exists():
         write_demo_database(db, rows=2_000)
     policy = pp.Policy.from_yaml(demo_policy_path())
+    if args.race:
+        _race_section(args.race, db)
+    if not args.sizes:
+        return
     rows = []
     for n in args.sizes:
         rows.append(measure(n, args.repeat, db, policy, mode))
@@ -270,6 +383,8 @@ def main() -> None:
             ("1st admission ms", "first_admission_ms", "{:.1f}"),
             ("next query ms", "next_query_ms", "{:.1f}"),
             ("next admission ms", "next_admission_ms", "{:.1f}"),
+            ("1st explain ms", "first_explain_ms", "{:.1f}"),
+            ("next explain ms", "next_explain_ms", "{:.1f}"),
             ("no checkpoint s", "no_checkpoint_first_query_s", "{:.2f}"),
             ("stale 1st query ms", "stale_first_query_ms", "{:.1f}"),
             ("its accounting ms", "stale_first_admission_ms", "{:.1f}")]
@@ -279,6 +394,23 @@ def main() -> None:
     print("targets (reported, not asserted): open < 0.5 s and an admission < 50 ms at 100k")
     write_json(Path(out), {"machine": machine_info(), "composition": args.composition,
                            "rows": rows})
+
+
+def _race_section(specs: list[str], db: Path) -> None:
+    rows = []
+    for spec in specs:
+        processes, ledgers = (int(x) for x in spec.split(":"))
+        rows.append(race(processes, ledgers, db))
+        print(f"  race {processes} processes x {ledgers} ledgers: {rows[-1]}", flush=True)
+    cols = [("processes", "processes"), ("ledgers", "ledgers"), ("opens refused", "opens_refused"),
+            ("wrong refusals", "wrong_refusals"), ("charges failed", "charges_failed"),
+            ("unverifiable", "unverifiable_chains"), ("inexact totals", "inexact_totals")]
+    print("\n" + "  ".join(h for h, _ in cols) + "  session ms  wall s")
+    for r in rows:
+        print("  ".join(f"{r[k]:>{len(h)}}" for h, k in cols)
+              + f"  {r['session_median_ms']:>10.0f}  {r['wall_s']:>6.1f}")
+    write_json(Path(__file__).parent / "results" / "ledger_race.json",
+               {"machine": machine_info(), "race": rows})
 
 
 if __name__ == "__main__":

@@ -341,7 +341,7 @@ def test_a_checkpoint_that_cannot_be_encoded_is_skipped(db: Path, tmp_path: Path
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         error: type[Exception]) -> None:
     """Whatever goes wrong while saving the cache, the charged query still answers."""
-    import privplan.session as session_module
+    import privplan.session_ledger as session_module
 
     def fail(states: object) -> bytes:
         raise error("cannot store this state")
@@ -354,3 +354,37 @@ def test_a_checkpoint_that_cannot_be_encoded_is_skipped(db: Path, tmp_path: Path
     monkeypatch.undo()
     spent, total, used = _composed(db, path)
     assert not used and spent == total == verify_ledger(path, POLICY).recomputed_total
+
+
+def test_explain_reads_what_sql_reads_not_the_whole_history(db: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """``explain`` on a ledger restored from its checkpoint reads the checkpoint, the entries
+    after it, and the last entries it compares one by one (here 3), never the entries the
+    checkpoint covers (it used to decode every entry: 17 s at 100,000), and later calls only
+    what was added since."""
+    import privplan.ledger_history as history
+    import privplan.session_ledger as session_ledger
+
+    path = tmp_path / "l.sqlite"
+    _charged(db, path)
+    monkeypatch.setattr(session_ledger, "MAX_HISTORY", 3)
+
+    def whole_history(self: object, seq: int) -> None:
+        raise AssertionError("explain read the entries the checkpoint covers")
+
+    decoded: list[object] = []
+    decode = history.decode_mechanism
+    monkeypatch.setattr(history, "decode_mechanism",
+                        lambda m: decoded.append(m) or decode(m))
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
+        assert s.ledger.checkpoint() is not None
+        n = len(s.ledger.entries())
+        monkeypatch.setattr(SQLiteLedger, "mechanisms_through", whole_history)
+        e = s.explain("SELECT COUNT(*) FROM visits WHERE age = 3", epsilon=0.1)
+        assert len(decoded) == 3
+        named = " ".join(r for m in e.mechanisms for r in m.relations)
+        assert f"q{n}" in named and f"q{n - 3}" not in named
+        s.sql("SELECT COUNT(*) FROM visits WHERE age = 4", epsilon=0.1)
+        s.explain("SELECT COUNT(*) FROM visits WHERE age = 5", epsilon=0.1)
+        assert len(decoded) == 4  # (only the entry added since)

@@ -316,19 +316,29 @@ def test_a_read_only_ledger_is_named_and_spends_nothing(db: Path) -> None:
 # ------------------------------------------------------------------------ earlier formats
 
 
-def test_a_ledger_of_the_earlier_format_is_upgraded_in_place(db: Path, tmp_path: Path) -> None:
-    """Entries written before the chain existed get one, as they are; spending is unchanged."""
+def test_a_ledger_of_format_1_is_migrated_only_when_the_owner_asks(db: Path,
+                                                                   tmp_path: Path) -> None:
+    """Entries written before the chain existed cannot be verified: a session refuses the file
+    (it used to chain whatever the entries said on open), and the owner's explicit migration
+    chains them as they are; spending is unchanged."""
+    from privplan.ledger_migrate import migrate_1, policy_json_of
+
     path = tmp_path / "old.sqlite"
     with _session(db, path, pp.PureDP(5)) as s:
         s.sql("SELECT COUNT(*) FROM visits WHERE age < 18", epsilon=0.5)
         s.sql("SELECT COUNT(*) FROM visits WHERE age >= 65", epsilon=0.5)
     con = sqlite3.connect(path)  # rewrite it as the first format had it
     con.execute("UPDATE meta SET value = 'privplan-ledger-1' WHERE key = 'format'")
-    con.execute("DELETE FROM meta WHERE key IN ('root', 'head_seq', 'head_hash', "
-                "'policy_json')")
-    con.execute("UPDATE entries SET hash = NULL")
+    con.execute("DELETE FROM meta WHERE key IN ('root', 'head_seq', 'head_hash', 'head_check', "
+                "'policy_json', 'ledger_id')")
+    con.execute("ALTER TABLE entries DROP COLUMN hash")
     con.commit()
     con.close()
+    before = path.read_bytes()
+    with pytest.raises(pp.LedgerError, match="format 1.*privplan ledger migrate"):
+        _session(db, path, pp.PureDP(5))
+    assert path.read_bytes() == before
+    assert migrate_1(path, policy_json_of(POLICY), None) == 2
     with _session(db, path, pp.PureDP(5)) as s:
         assert s.spent() == pp.PureDP(0.5)
         assert s.sql("SELECT COUNT(*) FROM visits WHERE age BETWEEN 18 AND 64",
@@ -336,7 +346,28 @@ def test_a_ledger_of_the_earlier_format_is_upgraded_in_place(db: Path, tmp_path:
     con = sqlite3.connect(path)
     assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == FORMAT
     con.close()
-    assert verify_ledger(path, policy=POLICY).ok
+    assert verify_ledger(path).ok
+
+
+def test_a_ledger_relabelled_format_1_is_refused_even_by_the_migration(db: Path,
+                                                                      tmp_path: Path) -> None:
+    """The reviewers' edit: set the format to the previous name and lower a total. A file that
+    claims format 1 but carries a chain was edited: no session opens it, and the owner's
+    migration refuses it too (it would have chained the lowered total)."""
+    from privplan.ledger_migrate import migrate_1, policy_json_of
+
+    path = tmp_path / "l.sqlite"
+    _base_ledger(db, path)
+    edit_ledger(path, "UPDATE meta SET value = 'privplan-ledger-1' WHERE key = 'format'")
+    edit_ledger(path, "UPDATE entries SET total_after = ? WHERE seq = 14",
+                json.dumps({"kind": "PureDP", "weights": ["1/100"]}))
+    before = path.read_bytes()
+    with pytest.raises(pp.LedgerError, match="format 1"):
+        _session(db, path, pp.PureDP(5))
+    with pytest.raises(pp.LedgerError, match="claims format 1.*was edited"):
+        migrate_1(path, policy_json_of(POLICY), None)
+    assert path.read_bytes() == before
+    assert not verify_ledger(path).ok
 
 
 # ------------------------------------------------------------------------ verify
@@ -367,7 +398,11 @@ def test_verify_recomputes_the_total_and_finds_understated_totals(db: Path,
         h = entry_hash(h, fields)
         con.execute("UPDATE entries SET marginal = ?, total_after = ?, hash = ? WHERE seq = ?",
                     (fields[4], fields[5], h, seq))
+    from privplan.ledger_chain import ChainHead, head_check
+
     con.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (h,))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'head_check'",
+                (head_check(meta["root"], ChainHead(14, h)),))
     con.commit()
     con.close()
     assert len(entries) == 14

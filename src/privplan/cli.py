@@ -1,8 +1,10 @@
-"""The ``privplan`` command: ``demo``, ``query``, ``explain``, ``budget``, ``report plan``,
-``report run``, ``audit verify``.
+"""The ``privplan`` command: ``demo``, ``query``, ``explain``, ``budget``, ``prepare``,
+``ledger verify|backup|seal|migrate``, ``report plan``, ``report run``, ``audit verify``.
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
-exits with status 3.
+exits with status 3. Each subcommand declares the kind of each path and count it takes
+(``checks``); they are checked before it runs (:mod:`privplan.cli_args`), so a bad one is one
+line, never a traceback.
 """
 
 from __future__ import annotations
@@ -208,16 +210,6 @@ def _save_budget_plot(sess: Any, path: Path) -> None:
     print(f"privplan: budget plot written to {path}", file=sys.stderr)
 
 
-def cmd_ledger_verify(args: argparse.Namespace) -> int:
-    """Verify a ledger on its own: hash chain, recorded totals, recomputed composed total.
-    Exit status 0 when every check passes, 1 when something was found."""
-    from privplan.ledger_verify import verification_json, verify_ledger
-
-    result = verify_ledger(args.path, policy=args.policy)
-    print(verification_json(result) if args.json else result)
-    return 0 if result.ok else EXIT_FOUND
-
-
 def cmd_query(args: argparse.Namespace) -> int:
     with _open(args) as sess:
         res = sess.sql(args.sql, **_query_kwargs(args))
@@ -262,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="generate a synthetic hospital dataset and run DP queries")
     demo.add_argument("--dir", default="privplan-demo", help="where to write the demo database")
     demo.add_argument("--rows", type=int, default=200_000, help="visits to generate")
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func=cmd_demo, checks={"dir": "directory", "rows": "count"})
 
     budget = sub.add_parser("budget", help="spent, remaining and per-query table of a ledger")
     budget.add_argument("--ledger", required=True, help="SQLite ledger file")
@@ -272,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--plot", default=None, metavar="FILE",
                         help="also draw the budget over the queries (.png/.svg/.pdf; needs "
                              "matplotlib): composed vs sequential total, free queries marked")
-    budget.set_defaults(func=cmd_budget)
+    budget.set_defaults(func=cmd_budget, checks={"ledger": "ledger", "policy": "policy",
+                                                 "database": "database", "plot": "new_file"})
 
     prepare = sub.add_parser(
         "prepare", help="make the copies of the private tables once, beside the database "
@@ -280,17 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
         "without clamping or bounding every row again")
     prepare.add_argument("database", help="DuckDB file")
     prepare.add_argument("--policy", required=True, help="policy YAML file")
-    prepare.set_defaults(func=cmd_prepare)
+    prepare.set_defaults(func=cmd_prepare, checks={"database": "database_file",
+                                                   "policy": "policy"})
 
-    ledger = sub.add_parser("ledger", help="durable ledger tools")
-    ledger_sub = ledger.add_subparsers(dest="ledger_command", required=True)
-    verify = ledger_sub.add_parser(
-        "verify", help="check a ledger's hash chain and recompute its composed total")
-    verify.add_argument("path", help="SQLite ledger file")
-    verify.add_argument("--policy", default=None,
-                        help="policy YAML (only for ledgers that do not record their policy)")
-    verify.add_argument("--json", action="store_true", help="machine-readable output")
-    verify.set_defaults(func=cmd_ledger_verify)
+    from privplan.cli_ledger import add_ledger_commands
+
+    add_ledger_commands(sub)
 
     for name, func, helptext in (("query", cmd_query, "answer one SQL query with DP"),
                                  ("explain", cmd_explain, "show plan, costs and accuracy")):
@@ -312,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(Gaussian noise; queries give --mu, or --epsilon with --delta)")
         _add_budget_args(p, "the query's ε")
         p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, checks={"database": "database", "policy": "policy",
+                                          "ledger": "new_ledger"})
     from privplan.cli_report import add_report_commands
 
     add_report_commands(sub)

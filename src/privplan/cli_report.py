@@ -86,7 +86,8 @@ def add_report_commands(sub: Any) -> None:
                       help="plan against this ledger's history (default: the spec's ledger if "
                            "it exists, else none)")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
-    plan.set_defaults(func=cmd_report_plan)
+    plan.set_defaults(func=cmd_report_plan, checks={"spec": "spec", "database": "database",
+                                                    "ledger": "new_ledger"})
 
     run = rsub.add_parser("run", help="run a report: charge it, write results (Parquet, CSV) and "
                                       "an audit file")
@@ -98,7 +99,9 @@ def add_report_commands(sub: Any) -> None:
                           "beside the spec, so a re-run charges the same budget)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
-    run.set_defaults(func=cmd_report_run)
+    run.set_defaults(func=cmd_report_run, checks={"spec": "spec", "out": "directory",
+                                                  "database": "database",
+                                                  "ledger": "new_ledger"})
 
     audit = sub.add_parser("audit", help="verify a report's audit file offline")
     asub = audit.add_subparsers(dest="audit_command", required=True)
@@ -111,7 +114,7 @@ def add_report_commands(sub: Any) -> None:
     verify.add_argument("--no-replan", action="store_true",
                         help="skip re-planning the queries from their SQL")
     verify.add_argument("--json", action="store_true", help="machine-readable output")
-    verify.set_defaults(func=cmd_audit_verify)
+    verify.set_defaults(func=cmd_audit_verify, checks={"audit": "audit", "ledger": "ledger"})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,25 +8,35 @@ entries other processes committed, checks the budget, and appends; the entry is 
 ``synchronous=FULL``) before the caller may release anything (DESIGN.md invariant 3).
 
 In-memory state follows the durable write, never precedes it (invariant 9): what a charging
-transaction reads or appends is *staged*, and applied only after its COMMIT returns. If the
-COMMIT fails (disk full, an I/O error), SQLite rolls the transaction back and the ledger forgets
-what it had staged — and everything it had seen — so the next transaction rebuilds from the
-file; the caller's ``on_failure`` hooks drop their state too. Otherwise a session could believe
-a charge it never recorded and miss another process's charge made in its place.
+transaction reads or appends is *staged* (:mod:`privplan.ledger_txn`), and applied only after
+its COMMIT returns. If the COMMIT fails (disk full, an I/O error), SQLite rolls the transaction
+back and the ledger forgets what it had staged — and everything it had seen — so the next
+transaction rebuilds from the file; the caller's ``on_failure`` hooks drop their state too.
+
+Nothing written is derived from a stale read: the budget record and the chain's root are
+written in one transaction (:meth:`bind`) that every opener runs and re-reads, and a charge
+takes the chain's start and head from the meta row it reads under the write lock. So no
+interleaving of opens and charges, by any number of processes, writes an entry off the wrong
+start.
 
 A damaged or altered ledger is never reset: opening a truncated, corrupted, foreign or edited
-file raises :class:`LedgerError` and leaves the file as it is (the hash chain of
-:mod:`privplan.ledger_chain` is verified on open and for every entry read later). The file being
-charged must stay the file at its path (checked on every charge): a ledger deleted or moved
-under an open session is refused rather than charged in a place no one will read.
+file raises :class:`LedgerError` and leaves the file as it is (:mod:`privplan.ledger_chain`,
+:mod:`privplan.ledger_record`; with an owner key also :mod:`privplan.ledger_seal`). Before each
+charge the ledger checks that the file at its path is still the one it opened, not truncated or
+overwritten in place (:meth:`_check_file`): a charge recorded where no later session reads it
+would be lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import logging
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,78 +44,110 @@ from typing import Any
 
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead, changed, entry_hash, root_hash, verify_rows
-from privplan.ledger_checkpoint import CHECKPOINT_EVERY, binding
-from privplan.ledger_codec import (
-    decode_cost,
-    decode_mechanism,
-    encode_cost,
-    encode_mechanism,
-)
+from privplan.ledger_chain import ChainHead, changed, root_hash, verify_rows
+from privplan.ledger_checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint
+from privplan.ledger_codec import decode_cost, decode_mechanism, encode_cost
 from privplan.ledger_file import (
     _DB_ERRORS,
     FORMAT,
+    FORMAT_1,
+    FORMAT_2,
+    FileStamp,
     _check_directory,
     _check_file,
     _claim,
     _create,
     _failure,
-    _identity,
+    file_stamp,
 )
+from privplan.ledger_history import LedgerHistory
 from privplan.ledger_memory import (
     Charging,
     LedgerEntry,
     MemoryLedger,
-    _Hooks,
     policy_fingerprint,
 )
+from privplan.ledger_migrate import migrate_2, policy_json_of
+from privplan.ledger_record import Record, read_record
+from privplan.ledger_seal import Seal, check_seal, owner_key, read_seal, seal_path, write_seal
+from privplan.ledger_txn import (
+    FIELDS,
+    SQLiteCharging,
+    entry_of,
+    set_head,
+    snapshot,
+    stored_hash,
+    text_factory,
+)
 
-LEGACY_FORMATS = ("privplan-ledger-1",)
-"""Formats upgraded in place on first open (their entries get a chain as they are)."""
-_FIELDS = "seq, query_id, sql, time, marginal, total_after, mechanisms"
+__all__ = ["FORMAT", "Charging", "LedgerEntry", "MemoryLedger", "SQLiteLedger", "open_ledger",
+           "policy_fingerprint"]
+
+log = logging.getLogger("privplan")
 
 
-# ------------------------------------------------------------------------------ SQLite
+class SQLiteLedger(LedgerHistory):
+    """A durable ledger in one SQLite file, safe to share between processes.
 
+    ``key``: the owner key (bytes or text; default ``PRIVPLAN_LEDGER_KEY_FILE`` or
+    ``PRIVPLAN_LEDGER_KEY``), see :mod:`privplan.ledger_seal`."""
 
-class SQLiteLedger:
-    """A durable ledger in one SQLite file, safe to share between processes."""
-
-    def __init__(self, path: str | Path, *, timeout: float = 120.0) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 120.0,
+                 key: bytes | str | None = None) -> None:
         self.path = Path(path)
         # re-entrant: a read made inside a charge (same thread) must not wait for itself
         self._lock = threading.RLock()
         self._failure_hooks: list[Callable[[], None]] = []
+        self._key = owner_key(key)
+        self._seal = seal_path(self.path)
         _check_directory(self.path)
         if not self.path.exists():
             _create(self.path)
         _check_file(self.path)
-        try:
-            self.con = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None,
-                                       check_same_thread=False)
-            self.con.text_factory = _text
-            # everything is checked before anything could be written (even the journal mode)
-            self._check_integrity()
-            self._verified = ChainHead(0, "")  # the last entry this process verified
-            self._seen = 0  # the last entry the session consumed (admitted)
-            self._checkpoint: tuple[int, bytes] | None = None  # bound to the chain (verified)
-            self._checkpoint_seq = 0  # the newest checkpoint this process knows of
-            self.checkpoint_every = CHECKPOINT_EVERY
-            if self._meta().get("format") == FORMAT:
+        self._verified = ChainHead(0, "")  # the last entry this process verified
+        self._seen = 0  # the last entry the session consumed (admitted)
+        self._checkpoint: tuple[int, bytes] | None = None  # bound to the chain (verified)
+        self._checkpoint_seq = 0  # the newest checkpoint this process knows of
+        self.checkpoint_every = CHECKPOINT_EVERY
+        self._quiet: tuple[int, FileStamp] | None = None  # see _check_file
+        self._recent: list[tuple[int, str, list[MechanismSpec]]] = []  # see LedgerHistory
+        self._recent_limit = 0
+        deadline = time.monotonic() + timeout
+        for attempt in itertools.count():
+            try:
+                self.con = sqlite3.connect(str(self.path), timeout=timeout,
+                                           isolation_level=None, check_same_thread=False)
+                self.con.text_factory = text_factory
+                # everything is checked before anything could be written (even the journal mode)
+                self._check_integrity()
+                self._stamp = self._open_stamp()
                 self._verify()
-            self.con.execute("PRAGMA journal_mode=WAL")
-            self.con.execute("PRAGMA synchronous=FULL")
-        except _DB_ERRORS as err:
-            with contextlib.suppress(Exception):
+                self.con.execute("PRAGMA journal_mode=WAL")
+                self.con.execute("PRAGMA synchronous=FULL")
+                break
+            except _DB_ERRORS as err:
+                with contextlib.suppress(Exception):
+                    self.con.close()
+                if _busy(err) and time.monotonic() < deadline:
+                    # (SQLite answers "locked" at once, without waiting, in a few moments of a
+                    # new file's life: turning it to WAL, recovering the WAL index. Opening only
+                    # reads, so it is tried again: many processes opening at once all open.)
+                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * random.random())
+                    continue
+                raise _failure(self.path, err, "opening it") from None
+            except LedgerError:
                 self.con.close()
-            raise _failure(self.path, err, "opening it") from None
-        except LedgerError:
-            self.con.close()
-            raise
-        self._identity = _identity(self.path)
-        if self._meta().get("format") != FORMAT:
-            self._upgrade()
-            self._verify()
+                raise
+
+    @property
+    def format(self) -> str:
+        """The format the file was verified under when opened (or migrated to since)."""
+        return FORMAT if self._ledger_id else FORMAT_2
+
+    @property
+    def keyed(self) -> bool:
+        """Whether an owner key checks this ledger's head MAC and seal."""
+        return self._key is not None and self._ledger_id != ""
 
     def claim(self) -> None:
         """Reserve this ledger object for one session (see :func:`_claim`)."""
@@ -121,94 +163,91 @@ class SQLiteLedger:
         if not {"meta", "entries"} <= tables:
             raise sqlite3.DatabaseError("it has no privplan ledger tables")
         row = self.con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        if row is None or row[0] not in (FORMAT, *LEGACY_FORMATS):
+        if row is not None and row[0] == FORMAT_1:
+            raise LedgerError(
+                f"ledger '{self.path}' is of format 1, written before privplan chained its "
+                "entries: nothing in it can be verified, so it is not upgraded by itself. If you "
+                "(the owner) know privplan wrote it and nobody edited it, migrate it with "
+                f"`privplan ledger migrate --from-format-1 --policy POLICY {self.path}`.")
+        if row is None or row[0] not in (FORMAT, FORMAT_2):
             raise sqlite3.DatabaseError(f"unknown ledger format {row[0] if row else None!r}")
+
+    def _open_stamp(self) -> FileStamp:
+        stamp = file_stamp(self.path)
+        if stamp is None:
+            raise LedgerError(f"ledger '{self.path}' vanished while it was being opened.")
+        self._min_size = stamp.size
+        return stamp
 
     def _meta(self) -> dict[str, str]:
         return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
 
-    def _root(self, meta: dict[str, str]) -> str:
-        """The chain's root for this ledger's recorded budget and policy ('' before first use)."""
-        if "budget" not in meta:
-            return ""
-        return root_hash(FORMAT, meta["budget"], meta.get("policy", ""))
-
-    def _upgrade(self) -> None:
-        """A ledger of an earlier format gets the chain over its entries as they are (they were
-        not tamper-evident before; from now on they are)."""
-        meta = self._meta()
-        if meta.get("format") == FORMAT:
-            return
-        with self._write() as con:
-            meta = self._meta()
-            if meta.get("format") == FORMAT:
-                return  # another process upgraded it meanwhile
-            columns = {r[1] for r in con.execute("PRAGMA table_info(entries)")}
-            if "hash" not in columns:
-                con.execute("ALTER TABLE entries ADD COLUMN hash TEXT")
-            head = ChainHead(0, self._root(meta))
-            for row in con.execute(f"SELECT {_FIELDS} FROM entries ORDER BY seq").fetchall():
-                h = entry_hash(head.hash, row)
-                con.execute("UPDATE entries SET hash = ? WHERE seq = ?", (h, row[0]))
-                head = ChainHead(int(row[0]), h)
-            _set_head(con, head)
-            if "budget" in meta:
-                con.execute("INSERT OR REPLACE INTO meta VALUES ('root', ?)",
-                            (self._root(meta),))
-            con.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
+    def _record(self) -> Record:
+        return read_record(self._meta(), self.path, self._key)
 
     def _verify(self) -> None:
-        """Verify the chain: the root (budget and policy), the head, and every entry, or,
-        when a checkpoint bound to the chain covers the first entries, every entry from the
-        checkpoint's on (the entries before it are verified whenever they are read)."""
+        """Verify the meta row and the chain: every entry, or, when a checkpoint bound to the
+        chain covers the first entries, every entry from the checkpoint's on (the entries
+        before it are verified whenever they are read); with an owner key, its MAC and seal."""
+        seal = read_seal(self._seal, self._key) if self._key is not None else None
         try:
-            with _snapshot(self.con):  # the meta row and the entries as of one moment
-                meta = self._meta()
-                root = self._root(meta)
-                if "budget" in meta and meta.get("root") != root:
-                    raise changed(self.path, "its budget or policy record does not match the "
-                                             "root of its chain")
-                start, checkpoint = ChainHead(0, root), self._bound_checkpoint(root)
+            with snapshot(self.con):  # the meta row and the entries as of one moment
+                record = self._record()
+                start, checkpoint = record.start(), None
+                if record.bound:
+                    checkpoint = bound_checkpoint(self.con, record.root)
                 if checkpoint is not None:
                     start = checkpoint[2]
                 rows = self.con.execute(
-                    f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
+                    f"SELECT {FIELDS}, hash FROM entries WHERE seq > ? ORDER BY seq",
                     (start.seq,)).fetchall()
+                sealed = stored_hash(self.con, record, seal.head.seq if seal else None)
         except _DB_ERRORS as err:
             raise _failure(self.path, err, "reading it") from None
         head = verify_rows(self.path, start, rows)
+        if not record.bound and rows:
+            raise changed(self.path, "it holds entries but no budget record")
+        if record.bound and record.head != head:
+            stored = record.head.seq if record.head else 0
+            raise changed(self.path, f"its last entries are missing or were changed (the record "
+                                     f"of its last entry says {stored}, the entries end at "
+                                     f"{head.seq})")
+        if record.format == FORMAT and self._key is not None:
+            self._check_owner(record, sealed, seal)
         if checkpoint is not None:
             self._checkpoint = checkpoint[:2]
             self._checkpoint_seq = checkpoint[0]
-        stored = ChainHead(int(meta.get("head_seq", "0")), meta.get("head_hash", root))
-        if stored != head:
-            raise changed(self.path, f"its last entries are missing or were changed (the record "
-                                     f"of its last entry says {stored.seq}, the entries end at "
-                                     f"{head.seq})")
-        self._verified = head
+        self._ledger_id = record.ledger_id
+        self._verified = head if record.bound else ChainHead(0, "")
 
-    def _bound_checkpoint(self, root: str) -> tuple[int, bytes, ChainHead] | None:
-        """The stored checkpoint, its entry, and the chain head just before that entry, if the
-        checkpoint is bound to this chain; else None (then it is ignored: it is only a cache)."""
-        if not self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                "AND name = 'checkpoint'").fetchone():
-            return None
-        # read as bytes: a damaged checkpoint is ignored, whatever its bytes (or its table's
-        # columns) became
-        try:
-            row = self.con.execute("SELECT seq, CAST(binding AS BLOB), CAST(state AS BLOB) "
-                                   "FROM checkpoint WHERE id = 1").fetchone()
-        except sqlite3.OperationalError:
-            return None
-        if row is None or not isinstance(row[0], int) or not isinstance(row[2], bytes):
-            return None
-        seq, bound, blob = row
-        hashes = dict(self.con.execute("SELECT seq, hash FROM entries WHERE seq IN (?, ?)",
-                                       (seq - 1, seq)).fetchall())
-        if seq not in hashes or bound != binding(seq, hashes[seq], root, blob).encode():
-            return None
-        before = ChainHead(seq - 1, root if seq == 1 else hashes.get(seq - 1, ""))
-        return seq, blob, before
+    def _owner_check(self, con: sqlite3.Connection, record: Record) -> None:
+        """(In a transaction.) :meth:`_check_owner` with the seal read now."""
+        if self._key is not None:
+            seal = read_seal(self._seal, self._key)
+            self._check_owner(record, stored_hash(con, record, seal.head.seq if seal else None),
+                              seal)
+
+    def _check_owner(self, record: Record, sealed: str | None, seal: Seal | None) -> None:
+        """With an owner key: the head must carry its MAC (checked in :func:`read_record`) once
+        anything was charged, and the file must hold the sealed entry."""
+        if self._key is None or not record.bound or record.head is None:
+            return
+        if record.mac is None and record.head.seq > 0:
+            raise LedgerError(
+                f"ledger '{self.path}' was not kept under the owner key (its last entry carries "
+                "no MAC), so a rewritten or older copy could not be told apart. If you (the "
+                "owner) know it is the latest, adopt it with `privplan ledger seal` (it "
+                "verifies the chain first).")
+        check_seal(self._seal, self.path, seal, record.ledger_id, record.head, sealed)
+
+    def _check_may_write(self, record: Record) -> None:
+        """A session without the owner key may not write to a ledger kept under one: its head
+        would lose the MAC, and every keyed session would then refuse the file."""
+        if self._key is None and record.mac is not None:
+            raise LedgerError(
+                f"ledger '{self.path}' is kept under an owner key; this process has none. Set "
+                "PRIVPLAN_LEDGER_KEY_FILE (or PRIVPLAN_LEDGER_KEY) as the owner configured it. "
+                "Nothing was charged.")
 
     def checkpoint(self) -> tuple[int, bytes] | None:
         """The checkpoint found bound to the chain when the ledger was opened: (the entry it
@@ -220,14 +259,6 @@ class SQLiteLedger:
         later entries are unseen."""
         with self._lock:
             self._seen = seq
-
-    def mechanisms_through(self, seq: int) -> list[MechanismSpec]:
-        """Every mechanism of entries 1..``seq``, read after verifying them from the root."""
-        with self._lock:
-            rows, head = self._fetch(0, ChainHead(0, self._root(self._meta())), through=seq)
-        if head.seq != seq or len(rows) != seq:
-            raise changed(self.path, f"entries before {seq} are missing")
-        return [decode_mechanism(m) for r in rows for m in json.loads(r[6])]
 
     def save_checkpoint(self, export: Callable[[], bytes]) -> bool:
         """Store ``export()`` (the session's accounting after the last entry it consumed) as
@@ -248,80 +279,149 @@ class SQLiteLedger:
             if found is None:  # (the entry vanished: the next read refuses the file)
                 return False
             blob = export()
-            entry = found[0]
-            root = self._root(self._meta())
+            root = self._record().root
             con.execute("INSERT OR REPLACE INTO checkpoint VALUES (1, ?, ?, ?)",
-                        (seq, binding(seq, entry, root, blob), blob))
+                        (seq, binding(seq, found[0], root, blob), blob))
         self._checkpoint_seq = seq
         return True
 
     def bind(self, budget: Any, policy: Any) -> None:
         """Record (first use) or check the budget and policy the ledger's entries were charged
-        under. A different budget or policy would change what the entries mean, so it is
-        refused. The policy itself is kept too, so the ledger can be verified on its own."""
-        fingerprint = policy_fingerprint(policy)
-        want = {"budget": json.dumps(encode_cost(budget)), "policy": fingerprint}
+        under, in one transaction with the chain's root and head. A different budget or policy
+        would change what the entries mean, so it is refused. The policy itself is kept too,
+        so the ledger can be verified on its own. A file of format 2 is verified whole and
+        migrated here first (:mod:`privplan.ledger_migrate`)."""
+        text = policy_json_of(policy)
+        want = {"budget": json.dumps(encode_cost(budget)), "policy": policy_fingerprint(policy)}
         with self._write() as con:
-            stored = self._meta()
-            for key, value in want.items():
-                if key not in stored:
-                    con.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
-                elif stored[key] != value:
-                    if key == "budget":
-                        old = decode_cost(json.loads(stored[key]))
-                        raise LedgerError(
-                            f"ledger '{self.path}' belongs to a session with budget "
-                            f"{old.describe()} ({type(old).__name__}), not {budget.describe()} "
-                            f"({type(budget).__name__}). Open it with the same budget, or use a "
-                            "new ledger file for a new budget.")
-                    raise LedgerError(
-                        f"ledger '{self.path}' was charged under a different policy; its entries "
-                        "cannot be composed with queries under this one. Use the original policy "
-                        "or a new ledger file.")
-            if "root" not in stored:
-                root = root_hash(FORMAT, want["budget"], fingerprint)
-                con.execute("INSERT INTO meta VALUES ('root', ?)", (root,))
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('policy_json', ?)", (
-                    json.dumps(policy.to_dict(), sort_keys=True, default=str),))
-                if self._verified.seq == 0:
-                    self._verified = ChainHead(0, root)
+            migrated = migrate_2(con, self.path, self._key, text)
+            record = self._record()
+            if migrated is not None or self._ledger_id == "":
+                # (migrated, here or by another process since this one verified it as format
+                # 2: the old chain's hashes are gone, the chain is read again from its root)
+                self._ledger_id, self._verified = record.ledger_id, ChainHead(0, "")
+            elif record.ledger_id != self._ledger_id:
+                raise self._replaced("another ledger's records are in it now")
+            if not record.bound:
+                self._check_may_write(record)
+                root = root_hash(FORMAT, want["budget"], want["policy"], record.ledger_id)
+                con.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("budget", want["budget"]), ("policy", want["policy"]),
+                    ("policy_json", text), ("root", root)])
+                record = self._record_after_bind(record, want, text, root)
+                set_head(con, record, ChainHead(0, root), self._key)
+            else:
+                self._check_binding(record, budget, want)
+            record = self._record()
+            self._owner_check(con, record)
+        if self._verified.seq == 0:
+            self._verified = record.start()  # (the root read in that transaction)
+        if migrated is not None:
+            log.warning("ledger %s: migrated from %s to %s (verified first)", self.path,
+                        FORMAT_2, FORMAT)
+        self._seal_head(record.head)
+
+    @staticmethod
+    def _record_after_bind(record: Record, want: dict[str, str], text: str,
+                           root: str) -> Record:
+        return Record(record.format, record.ledger_id, want["budget"], want["policy"], text,
+                      root, ChainHead(0, root), None)
+
+    def _check_binding(self, record: Record, budget: Any, want: dict[str, str]) -> None:
+        if record.budget != want["budget"]:
+            old = decode_cost(json.loads(record.budget or "{}"))
+            raise LedgerError(
+                f"ledger '{self.path}' belongs to a session with budget {old.describe()} "
+                f"({type(old).__name__}), not {budget.describe()} ({type(budget).__name__}). "
+                "Open it with the same budget, or use a new ledger file for a new budget.")
+        if record.policy != want["policy"]:
+            raise LedgerError(
+                f"ledger '{self.path}' was charged under a different policy; its entries "
+                "cannot be composed with queries under this one. Use the original policy "
+                "or a new ledger file.")
+
+    def _seal_head(self, head: ChainHead | None) -> None:
+        """Advance the seal after a commit (with an owner key). A failure is logged, not
+        raised: the charge is committed, and a seal that lags is still a lower bound."""
+        if self._key is None or head is None:
+            return
+        try:
+            write_seal(self._seal, self._key, self._ledger_id, head)
+        except LedgerError as err:
+            log.warning("%s", err)
 
     # -- reading ------------------------------------------------------------------------------
     def stored_budget(self) -> Any | None:
         """The budget this ledger was first opened with (None for a new ledger)."""
-        with self._lock:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'budget'").fetchone()
-        return decode_cost(json.loads(row[0])) if row else None
+        with self._lock, self._reading():
+            record = self._record()
+        return decode_cost(json.loads(record.budget)) if record.budget else None
 
     def stored_policy(self) -> dict[str, Any] | None:
         """The policy the entries were charged under, as recorded (None if not recorded)."""
-        with self._lock:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'policy_json'").fetchone()
-        return json.loads(row[0]) if row else None
+        with self._lock, self._reading():
+            record = self._record()
+        return json.loads(record.policy_json) if record.policy_json else None
 
     def entries(self) -> tuple[LedgerEntry, ...]:
-        with self._lock:
-            rows, _ = self._fetch(0, verify_from=ChainHead(0, self._root(self._meta())))
-        return tuple(_entry(r) for r in rows)
+        """Every entry, verified from the chain's root to the recorded head."""
+        with self._lock, self._reading():
+            record = self._record()
+            rows, head = self._fetch(0, verify_from=record.start())
+            self._check_head(record, head)
+        return tuple(entry_of(r) for r in rows)
 
     def recorded_total(self) -> Any | None:
         """The composed total the last entry recorded (None for an empty ledger), after
         verifying the entries other processes appended since. Each entry's total was computed,
         under the ledger's lock, by composing it with every entry before it, so the last one is
         the total of the whole ledger; it is what the budget was enforced against."""
-        with self._lock:
-            _, self._verified = self._fetch(self._verified.seq, verify_from=self._verified)
-            try:  # the last *verified* entry (another process may have appended since)
-                row = self.con.execute("SELECT total_after FROM entries WHERE seq = ?",
-                                       (self._verified.seq,)).fetchone()
-            except _DB_ERRORS as err:
-                raise _failure(self.path, err, "reading it") from None
+        with self._lock, self._reading():
+            self._advance()
+            row = self.con.execute("SELECT total_after FROM entries WHERE seq = ?",
+                                   (self._verified.seq,)).fetchone()
         return decode_cost(json.loads(row[0])) if row else None
+
+    def mechanisms_through(self, seq: int) -> list[MechanismSpec]:
+        """Every mechanism of entries 1..``seq``, read after verifying them from the root."""
+        with self._lock, self._reading():
+            rows, head = self._fetch(0, self._record().start(), through=seq)
+        if head.seq != seq or len(rows) != seq:
+            raise changed(self.path, f"entries before {seq} are missing")
+        return [decode_mechanism(m) for r in rows for m in json.loads(r[6])]
 
     def next_query_id(self) -> str:
         with self._lock:
             (n,) = self.con.execute("SELECT COUNT(*) FROM entries").fetchone()
         return f"q{n + 1}"
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A snapshot read; SQLite failures become a :class:`LedgerError` naming the cause."""
+        try:
+            with snapshot(self.con):
+                yield
+        except _DB_ERRORS as err:
+            raise _failure(self.path, err, "reading it") from None
+
+    def _advance(self) -> tuple[Record, ChainHead]:
+        """(In a snapshot.) Verify the entries added since the last verified one and that they
+        end at the recorded head; the last verified entry must still be there, unchanged."""
+        record = self._record()
+        start = self._verified if self._verified.seq else record.start()
+        if start.seq and stored_hash(self.con, record, start.seq) != start.hash:
+            raise self._replaced(f"entry {start.seq}, verified before, is gone or changed")
+        _, head = self._fetch(start.seq, verify_from=start)
+        self._check_head(record, head)
+        self._verified = head
+        return record, head
+
+    def _check_head(self, record: Record, head: ChainHead) -> None:
+        if record.bound and record.head != head:
+            raise changed(self.path, f"its last entries are missing or were changed (the "
+                                     f"record of its last entry says "
+                                     f"{record.head.seq if record.head else 0}, the entries "
+                                     f"end at {head.seq})")
 
     def _fetch(self, after: int, verify_from: ChainHead, through: int | None = None
                ) -> tuple[list[tuple[Any, ...]], ChainHead]:
@@ -329,7 +429,7 @@ class SQLiteLedger:
         from ``verify_from``, and the chain's new head."""
         try:
             rows = self.con.execute(
-                f"SELECT {_FIELDS}, hash FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq",
+                f"SELECT {FIELDS}, hash FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq",
                 (after, 2**62 if through is None else through)).fetchall()
         except _DB_ERRORS as err:
             raise _failure(self.path, err, "reading it") from None
@@ -351,8 +451,9 @@ class SQLiteLedger:
                 self.con.execute("BEGIN IMMEDIATE")
             except _DB_ERRORS as err:
                 raise _failure(self.path, err, "locking it for a charge") from None
+            changes = self.con.total_changes
             try:
-                self._check_identity()
+                self._check_file()
                 yield self.con
             except _DB_ERRORS as err:
                 with contextlib.suppress(sqlite3.Error):
@@ -371,32 +472,67 @@ class SQLiteLedger:
                     self.con.execute("ROLLBACK")
                 self._forget()
                 raise _failure(self.path, err, "recording a charge") from None
+            if self.con.total_changes != changes:
+                self._checkpoint_wal()
             if committed is not None:
                 committed()
+
+    def _checkpoint_wal(self) -> None:
+        """After a write: copy the WAL into the main file now (a passive checkpoint, which
+        waits for no one). Then the main file alone holds every committed charge (a plain copy
+        of it misses nothing), and the file's stamp, taken now, shows any later change made
+        without SQLite (see :meth:`_check_file`)."""
+        self._quiet = None
+        try:
+            # (read first: a commit by another process after this point, whose checkpoint may
+            # write the file after the stamp, changes it)
+            (version,) = self.con.execute("PRAGMA data_version").fetchone()
+            busy, frames, copied = self.con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            return
+        stamp = file_stamp(self.path)
+        if busy == 0 and frames == copied and stamp is not None:
+            self._quiet = (version, stamp)
+            self._min_size = max(self._min_size, stamp.size)
 
     def _forget(self) -> None:
         """After a failed write: forget what was seen, so the next read rebuilds from the file,
         and tell the sessions to drop their accounting."""
         self._seen = 0
+        self._quiet = None
+        self._recent = []
         for action in self._failure_hooks:
             action()
 
-    def _check_identity(self) -> None:
-        """The file being charged must be the file at the path (not deleted or replaced)."""
-        try:
-            now = _identity(self.path)
-        except OSError:
-            now = None
-        if now != self._identity:
-            raise LedgerError(
-                f"ledger '{self.path}' is no longer the file this session opened (it was deleted, "
-                "moved or replaced, or its directory was). Charging it would record spent budget "
-                "where no later session reads it, so nothing was charged or released. Restore "
-                "the file, then open a new session.")
+    def _check_file(self) -> None:
+        """(Under the write lock.) The file at the path must be the one this session opened:
+        the same inode, no smaller than it was (SQLite never shrinks it), and, when no other
+        process committed since this one's last write (after which the WAL was copied into
+        it), not written since. SQLite itself does not notice a file overwritten in place: it
+        keeps the pages it cached while the WAL is unchanged, and would append to a file it no
+        longer describes. The checks in :class:`~privplan.ledger_txn.SQLiteCharging` (the
+        ledger's id, the last entry verified, the recorded head) then read the file itself."""
+        now = file_stamp(self.path)
+        if now is None or now.identity != self._stamp.identity:
+            raise self._replaced("it was deleted, moved or replaced, or its directory was")
+        if now.size < self._min_size:
+            raise self._replaced("it was truncated")
+        if self._quiet is not None:
+            version, stamp = self._quiet
+            (current,) = self.con.execute("PRAGMA data_version").fetchone()
+            if current == version and now.content != stamp.content:
+                raise self._replaced("it was written by something other than privplan: "
+                                     "overwritten in place?")
+
+    def _replaced(self, how: str) -> LedgerError:
+        return LedgerError(
+            f"ledger '{self.path}' is no longer the file this session opened ({how}). Charging "
+            "it would record spent budget where no later session reads it, so nothing was "
+            "charged or released. Restore the file, then open a new session.")
 
     @contextmanager
     def charging(self) -> Iterator[Charging]:
-        txn: _SQLiteCharging | None = None
+        txn: SQLiteCharging | None = None
 
         def committed() -> None:  # now (and only now) the staged state becomes the ledger's
             assert txn is not None
@@ -404,112 +540,18 @@ class SQLiteLedger:
             txn.committed()
 
         with self._write(committed) as con:
-            txn = _SQLiteCharging(self, con)
+            txn = SQLiteCharging(self, con)
             yield txn
+        if txn.head != txn.record.head:
+            self._seal_head(txn.head)
 
     def close(self) -> None:
         self.con.close()
 
 
-class _SQLiteCharging(_Hooks):
-    """One charging transaction: reads and appends are staged until the COMMIT succeeds.
-
-    ``verified`` is the last entry whose hash this process has checked; entries after it are
-    verified as they are read (each continues the chain from it). ``seen`` is the last entry
-    the session has consumed. Entries up to ``verified`` were checked against this same file
-    when it was opened, or since, and are not hashed again."""
-
-    def __init__(self, ledger: SQLiteLedger, con: sqlite3.Connection) -> None:
-        super().__init__()
-        self.ledger = ledger
-        self.con = con
-        self.seen = ledger._seen
-        self.verified = ledger._verified
-
-    def _verify_new(self) -> None:
-        """Verify the entries appended (by any process) after ``verified``, and check the
-        file's record of its last entry agrees (no entry vanished since it was verified)."""
-        _, self.verified = self.ledger._fetch(self.verified.seq, verify_from=self.verified)
-        meta = self.ledger._meta()
-        recorded = ChainHead(int(meta.get("head_seq", "0")),
-                             meta.get("head_hash", self.verified.hash))
-        if recorded != self.verified:
-            raise changed(self.ledger.path, "its last entries changed while it was open")
-
-    def _rows(self, columns: str) -> list[tuple[Any, ...]]:
-        try:
-            return self.con.execute(f"SELECT {columns} FROM entries WHERE seq > ? ORDER BY seq",
-                                    (self.seen,)).fetchall()
-        except _DB_ERRORS as err:
-            raise _failure(self.ledger.path, err, "reading it") from None
-
-    def unseen(self) -> list[LedgerEntry]:
-        self._verify_new()
-        rows = self._rows(_FIELDS)
-        self.seen = self.verified.seq
-        return [_entry(r) for r in rows]
-
-    def unseen_mechanisms(self) -> list[MechanismSpec]:
-        """The mechanisms of the entries not consumed yet (only those are decoded)."""
-        self._verify_new()
-        rows = self._rows("mechanisms")
-        self.seen = self.verified.seq
-        return [decode_mechanism(m) for (text,) in rows for m in json.loads(text)]
-
-    def next_query_id(self) -> str:
-        (n,) = self.con.execute("SELECT COUNT(*) FROM entries").fetchone()
-        return f"q{n + 1}"
-
-    def append(self, entry: LedgerEntry) -> None:
-        self._verify_new()
-        fields = (self.verified.seq + 1, entry.query_id, entry.sql, entry.time,
-                  json.dumps(encode_cost(entry.marginal)),
-                  json.dumps(encode_cost(entry.total_after)),
-                  json.dumps([encode_mechanism(m) for m in entry.mechanisms]))
-        h = entry_hash(self.verified.hash, fields)
-        try:
-            self.con.execute(
-                f"INSERT INTO entries ({_FIELDS}, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (*fields, h))
-            _set_head(self.con, ChainHead(int(fields[0]), h))
-        except _DB_ERRORS as err:
-            raise _failure(self.ledger.path, err, "recording a charge") from None
-        self.verified = ChainHead(int(fields[0]), h)
-        self.seen = self.verified.seq
-
-
-@contextmanager
-def _snapshot(con: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction: every statement inside sees the file as of one moment (WAL), so
-    another process's append cannot fall between reading the head and reading the entries."""
-    con.execute("BEGIN")
-    try:
-        yield
-    finally:
-        con.execute("COMMIT")
-
-
-def _text(raw: bytes) -> str:
-    """Stored text as UTF-8; text that is not (a damaged file) is a database error, refused
-    like any other damage."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise sqlite3.DatabaseError("the file holds text that is not valid UTF-8 "
-                                    "(malformed)") from None
-
-
-def _set_head(con: sqlite3.Connection, head: ChainHead) -> None:
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('head_seq', ?)", (str(head.seq),))
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('head_hash', ?)", (head.hash,))
-
-
-def _entry(row: tuple[Any, ...]) -> LedgerEntry:
-    _, qid, sql, t, marginal, total, mechs = row
-    return LedgerEntry(query_id=qid, sql=sql, time=t,
-                       marginal=decode_cost(json.loads(marginal)),
-                       total_after=decode_cost(json.loads(total)),
-                       mechanisms=tuple(decode_mechanism(m) for m in json.loads(mechs)))
+def _busy(err: BaseException) -> bool:
+    name = getattr(err, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(err)
 
 
 def open_ledger(ledger: Any) -> Any:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import struct
 from fractions import Fraction
 from typing import Any
@@ -30,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from privplan.accounting.solver import SolverState
+from privplan.ledger_chain import ChainHead
 from privplan.ledger_codec import decode_value, encode_value
 
-__all__ = ["CHECKPOINT_EVERY", "binding", "decode_states", "encode_states"]
+__all__ = ["CHECKPOINT_EVERY", "binding", "bound_checkpoint", "decode_states", "encode_states"]
 
 CHECKPOINT_EVERY = 32
 """Entries a charging session lets accumulate after the checkpoint before writing a new one:
@@ -51,6 +53,31 @@ def binding(seq: int, entry_hash: str, root: str, blob: bytes) -> str:
     h = hashlib.sha256(f"privplan-checkpoint|{seq}|{entry_hash}|{root}|".encode())
     h.update(blob)
     return h.hexdigest()
+
+
+def bound_checkpoint(con: sqlite3.Connection, root: str
+                     ) -> tuple[int, bytes, ChainHead] | None:
+    """The ledger's stored checkpoint, its entry, and the chain head just before that entry
+    (as stored: the entries from it on are verified by the caller), if the checkpoint is bound
+    to the chain from ``root``; else None (then it is ignored: it is only a cache)."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                       "AND name = 'checkpoint'").fetchone():
+        return None
+    # read as bytes: a damaged checkpoint is ignored, whatever its bytes (or its table's
+    # columns) became
+    try:
+        row = con.execute("SELECT seq, CAST(binding AS BLOB), CAST(state AS BLOB) "
+                          "FROM checkpoint WHERE id = 1").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if row is None or not isinstance(row[0], int) or not isinstance(row[2], bytes):
+        return None
+    seq, bound, blob = row
+    hashes = dict(con.execute("SELECT seq, hash FROM entries WHERE seq IN (?, ?)",
+                              (seq - 1, seq)).fetchall())
+    if seq not in hashes or bound != binding(seq, hashes[seq], root, blob).encode():
+        return None
+    return seq, blob, ChainHead(seq - 1, root if seq == 1 else hashes.get(seq - 1, ""))
 
 
 def _frac(x: Fraction) -> str:

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sqlite3
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from privplan.errors import LedgerError
 
-FORMAT = "privplan-ledger-2"
-"""Entries carry a hash chain (:mod:`privplan.ledger_chain`); meta holds its root and head."""
-_SQLITE_HEADER = b"SQLite format 3\x00"
+FORMAT = "privplan-ledger-3"
+"""Entries carry a hash chain (:mod:`privplan.ledger_chain`) from a root over the format, the
+ledger's id, the budget and the policy; meta holds the bound head (:mod:`privplan.ledger_record`)."""
+FORMAT_2 = "privplan-ledger-2"
+"""The chain without the ledger's id, a bound head or a bound policy record: verified, then
+migrated on open (:mod:`privplan.ledger_migrate`)."""
+FORMAT_1 = "privplan-ledger-1"
+"""No chain at all: migrated only when the owner asks (``privplan ledger migrate``)."""
+APPLICATION_ID = 0x70706C67
+"""SQLite's header field for the file's application ("pplg"), set on creation."""
 _DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 """What reading or writing the file can raise (damaged text surfaces as UnicodeDecodeError)."""
 
@@ -38,10 +47,12 @@ def _create(path: Path) -> None:
         con = sqlite3.connect(str(tmp), isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode=DELETE")
+            con.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # (says what it is)
             con.execute("BEGIN")
             for statement in _SCHEMA:
                 con.execute(statement)
             con.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+            con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", (new_ledger_id(),))
             con.execute("COMMIT")
         finally:
             con.close()
@@ -58,9 +69,45 @@ def _create(path: Path) -> None:
             tmp.unlink()
 
 
+def new_ledger_id() -> str:
+    """A ledger's identity: random, so two ledgers with the same budget and policy differ."""
+    return secrets.token_hex(16)
+
+
 def _identity(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """What the OS says about the ledger's main file (from ``stat``: the file is never opened
+    outside SQLite, because closing any descriptor of it would drop the locks SQLite holds on
+    it in this process)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        return self.dev, self.ino
+
+    @property
+    def content(self) -> tuple[int, int, int]:
+        """Changes whenever the file is written (SQLite's checkpoints, or anything else)."""
+        return self.size, self.mtime_ns, self.ctime_ns
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """The stamp of the file at ``path`` (None if there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return FileStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _claim(ledger: Any) -> None:
@@ -86,20 +133,12 @@ def _check_directory(path: Path) -> None:
 
 
 def _check_file(path: Path) -> None:
+    """A path that is no file is named here; what a file holds is SQLite's to judge (it is
+    never opened outside SQLite: see :class:`FileStamp`)."""
     if path.is_dir():
         raise LedgerError(f"ledger path '{path}' is a directory; pass a file path")
-    try:
-        with path.open("rb") as f:
-            header = f.read(len(_SQLITE_HEADER))
-    except OSError as err:
-        raise LedgerError(
-            f"ledger '{path}' cannot be read: {err.strerror or err}. Check its permissions.") from None
-    if header != _SQLITE_HEADER:
-        what = "empty" if not header else "not an SQLite file"
-        raise LedgerError(
-            f"ledger '{path}' is {what} (truncated or corrupted?). It was left untouched: "
-            "privplan never resets a ledger, because that would forget spent budget. Restore it "
-            "from a backup, or pass a new path to start a new budget.")
+    if not path.is_file():
+        raise LedgerError(f"ledger path '{path}' is not a regular file; pass a file path")
 
 
 def _failure(path: Path, err: Exception, doing: str) -> LedgerError:

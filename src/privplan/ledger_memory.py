@@ -7,7 +7,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -70,6 +70,14 @@ class MemoryLedger:
     def recorded_total(self) -> Any | None:
         """The total the last entry recorded (None when empty)."""
         return self._entries[-1].total_after if self._entries else None
+
+    def recent_mechanisms(self, limit: int) -> list[MechanismSpec]:
+        """The mechanisms of the last ``limit`` entries, in order."""
+        return [m for e in self._entries[-limit:] for m in e.mechanisms] if limit > 0 else []
+
+    def mechanisms_of(self, query_ids: Collection[str]) -> list[MechanismSpec]:
+        """The mechanisms of the entries of ``query_ids``."""
+        return [m for e in self._entries if e.query_id in query_ids for m in e.mechanisms]
 
     @contextmanager
     def charging(self) -> Iterator[Charging]:

@@ -2,9 +2,12 @@
 
 Three checks, from the file alone (its recorded policy, or one passed in):
 
-1. the hash chain (budget and policy record, every entry, the last entry) is intact — the
-   check a session makes on open for the entries after the ledger's checkpoint, and on every
-   read for the ones before it (:mod:`privplan.ledger_chain`, :mod:`privplan.ledger_checkpoint`);
+1. the hash chain (format, identity, budget and policy record, every entry, the last entry's
+   record and check value; with the owner key its MAC and the seal) is intact — the check a
+   session makes on open for the entries after the ledger's checkpoint, and on every read for
+   the ones before it (:mod:`privplan.ledger_chain`, :mod:`privplan.ledger_record`,
+   :mod:`privplan.ledger_seal`, :mod:`privplan.ledger_checkpoint`). A file of the previous
+   format is verified under that format's rules (a session migrates it when it opens it);
 2. the recorded totals never decrease, and each entry's recorded marginal is the difference
    of the totals around it;
 3. the composed total, recomputed from every recorded mechanism at once with the composition
@@ -12,7 +15,9 @@ Three checks, from the file alone (its recorded policy, or one passed in):
    budget against). Equal in the usual case; lower only where the solver used a proven upper
    bound then. Higher would mean the recorded totals under-state the spending: a finding.
 
-Nothing is written: a failed check is reported, the file is left as it is.
+Nothing is written: a failed check is reported, the file is left as it is. Without the owner
+key, a ledger rewritten with recomputed hashes, or an older copy put back, verifies: see
+:mod:`privplan.ledger_seal` for what the key adds.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class LedgerVerification:
     """What ``verify_ledger`` found. ``ok`` is True when every check passed."""
 
     path: str
+    format: str = ""
+    keyed: bool = False
     entries: int = 0
     budget: Any = None
     recorded_total: Any = None
@@ -47,7 +54,8 @@ class LedgerVerification:
         def describe(v: Any) -> str | None:
             return v.describe() if v is not None else None
 
-        return {"path": self.path, "ok": self.ok, "entries": self.entries,
+        return {"path": self.path, "ok": self.ok, "format": self.format,
+                "owner_key_checked": self.keyed, "entries": self.entries,
                 "chain_intact": self.chain_intact, "budget": describe(self.budget),
                 "recorded_total": describe(self.recorded_total),
                 "recomputed_total": describe(self.recomputed_total),
@@ -57,7 +65,10 @@ class LedgerVerification:
         lines = [f"ledger {self.path}: {'OK' if self.ok else 'PROBLEMS FOUND'}"]
         if self.chain_intact:
             lines.append(f"  hash chain intact over {self.entries} entries (budget and policy "
-                         "record, every entry, the last entry)")
+                         f"record, every entry, the last entry; format {self.format})")
+            lines.append("  owner key: head MAC and seal checked" if self.keyed else
+                         "  no owner key: a rewrite that recomputes the hashes, or an older "
+                         "copy put back, would not show")
         if self.budget is not None:
             lines.append(f"  budget {self.budget.describe()}")
         if self.recorded_total is not None:
@@ -85,15 +96,16 @@ def verify_ledger(path: str | Path, policy: Any = None) -> LedgerVerification:
         out.findings.append(str(err))
         return out
     try:
-        out.budget = ledger.stored_budget()
         try:  # every entry, verified from the chain's root (whatever a checkpoint covers)
+            out.budget = ledger.stored_budget()
             entries = ledger.entries()
+            recorded = ledger.stored_policy()
         except LedgerError as err:
             out.findings.append(str(err))
             return out
+        out.format, out.keyed = ledger.format, ledger.keyed
         out.chain_intact = True
         out.entries = len(entries)
-        recorded = ledger.stored_policy()
         if policy is not None:
             pol = _as_policy(policy)
             if recorded is not None and policy_fingerprint(pol) != policy_fingerprint(

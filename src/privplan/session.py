@@ -13,7 +13,6 @@ The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
@@ -25,8 +24,7 @@ import duckdb
 
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
-from privplan.accounting.model import MechanismSpec, TableModel
-from privplan.analysis.regions import conform_region
+from privplan.accounting.model import TableModel
 from privplan.assemble import NoisyColumns, assemble, noisy_columns
 from privplan.boundary import log, privplan_errors
 from privplan.engine_semantics import (
@@ -39,10 +37,9 @@ from privplan.engines.judge import judge
 from privplan.engines.open import open_engine
 from privplan.engines.portable import check_portable
 from privplan.errors import BudgetExceededError, PolicyError
-from privplan.explain import Explanation, explain_planned, queries_of
+from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
 from privplan.ledger import LedgerEntry, open_ledger
-from privplan.ledger_checkpoint import decode_states, encode_states
 from privplan.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.pld_session import pld_accounting
@@ -59,6 +56,7 @@ from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.session_catalog import SessionCatalog
 from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
+from privplan.session_ledger import SessionLedger
 from privplan.session_views import SessionViews
 from privplan.sql.bigquery import apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
@@ -79,7 +77,7 @@ Num = float | Fraction | Decimal
 Clamps = Mapping[str, tuple[float, float]]
 
 
-class Session(SessionViews, Generic[B]):
+class Session(SessionViews, SessionLedger, Generic[B]):
     """A private database session. Create with :func:`privplan.connect`.
 
     Generic in its privacy definition (``Session[PureDP]`` …), so that a type checker catches a
@@ -168,7 +166,7 @@ class Session(SessionViews, Generic[B]):
         self._sync()
         preview = self.accountant.preview([m.spec for m in planned.measures])
         return self._explanation(planned, preview, self.accountant.total,
-                                 history=queries_of(self.accountant.mechanisms()))
+                                 history=self._history())
 
     def query_value(self, budget: Mapping[str, Any]) -> Any:
         """A query's budget keywords as a value of the session's privacy definition (in a PLD
@@ -227,7 +225,7 @@ class Session(SessionViews, Generic[B]):
         accountant = self.accountant  # built (from the whole ledger) before the charge's lock
         # -- atomic check-and-charge (the ledger commits before anything is released) --------
         with self.ledger.charging() as txn:
-            self._catch_up(txn)
+            accountant = self._catch_up(txn) or accountant  # (staged until the COMMIT)
             query_id = txn.next_query_id()
             specs = [replace(m.spec, id=query_id + m.spec.id[len(planned.query_id):])
                      for m in planned.measures]
@@ -281,58 +279,6 @@ class Session(SessionViews, Generic[B]):
         self.close()
 
     # -- internals -------------------------------------------------------------------------
-    @property
-    def accountant(self) -> Accountant:
-        """The composed cost of everything in the ledger, built on first use: opening a session
-        and asking ``spent()`` need only the ledger's verified record (fast for a long ledger);
-        planning a query needs every recorded mechanism, admitted here in one composition."""
-        if self._accountant is None:
-            self._tables = {t.name: t.table_model() for t in self.policy.private_tables()}
-            self._accountant = self._restored() or Accountant(self._tables, self.kind, **(
-                {"exact_limit": self._exact_limit} if self._exact_limit is not None else {}))
-            self._sync()
-        return self._accountant
-
-    def _restored(self) -> Accountant | None:
-        """The accounting of the ledger's first entries from its checkpoint (see
-        :mod:`privplan.ledger_checkpoint`), or None when there is none or it does not fit
-        this session (then the whole ledger is admitted instead: same total, slower)."""
-        found = getattr(self.ledger, "checkpoint", lambda: None)()
-        if found is None:
-            return None
-        seq, blob = found
-        try:
-            states = decode_states(blob)
-            for st in states:
-                if st.table not in self._tables and ("+" in st.table or MARK in st.table):
-                    self._tables[st.table] = self._virtual_model(st.table)
-            exact = {"exact_limit": self._exact_limit} if self._exact_limit is not None else {}
-            restored = Accountant.restore(self._tables, self.kind, states,
-                                          lambda table: self._specs_through(seq, table), **exact)
-        except Exception:  # noqa: BLE001 - any checkpoint that cannot be used is only a lost cache
-            return None
-        self.ledger.resume(seq)
-        return restored
-
-    def _specs_through(self, seq: int, table: str) -> list[MechanismSpec]:
-        """The mechanisms on ``table`` of ledger entries 1..``seq`` (verified from the chain's
-        root when read), as the session admits them (see :meth:`_catch_up`)."""
-        types = self._policy_types(table)
-        return [replace(m, region=conform_region(m.region, types))
-                for m in self.ledger.mechanisms_through(seq) if m.table == table]
-
-    def _save_checkpoint(self) -> None:
-        """After a charge: store the accounting as the ledger's checkpoint when enough entries
-        have passed since the last one. A failure loses only the cache, never a charge (which
-        was committed before), so it is not raised."""
-        save = getattr(self.ledger, "save_checkpoint", None)
-        if save is None or self._accountant is None:
-            return
-        accountant = self._accountant
-        # any failure loses only the cache: the charge was committed and the answer is owed
-        with contextlib.suppress(Exception):
-            save(lambda: encode_states(accountant.export_state()))
-
     def _explanation(self, planned: PlannedQuery, preview: Any, before: Any,
                      history: dict[str, list[Any]] | None = None) -> Explanation:
         """``history`` is given by ``explain`` only (outside any ledger transaction): then a
@@ -343,14 +289,11 @@ class Session(SessionViews, Generic[B]):
             return shown
         worst = None
         if history is not None:
-            by_id = {m.id: m for m in (*self.accountant.mechanisms(),
-                                       *(p.spec for p in planned.measures))}
+            by_id = {p.spec.id: p.spec for p in planned.measures}
+            by_id.update((m.id, m) for m in self._recorded(
+                i for i in preview.witness if i not in by_id))
             worst = [by_id[i] for i in preview.witness if i in by_id]
         return replace(shown, notes=(*shown.notes, self.pld.note(preview.cost, worst)))
-
-    def _drop_accounting(self) -> None:
-        """After a failed durable write: forget the in-memory accounting (it follows the file)."""
-        self._accountant = None
 
     def table_models(self) -> dict[str, TableModel]:
         """The accountant's model of every private table it knows: the policy's, and the
@@ -474,41 +417,6 @@ class Session(SessionViews, Generic[B]):
                 core.table_sql, core.prebounded = made, True
         return plan_costs(plan, value, policy, query_id=self.ledger.next_query_id())
 
-    def _sync(self) -> None:
-        with self.ledger.charging() as txn:
-            self._catch_up(txn)
-
-    def _catch_up(self, txn: Any) -> None:
-        """Admit entries committed since we last looked (by this or another process), all in
-        one admission: composing them at once gives the same total as one by one (the solver
-        is exact, or the same proven bound), in far less time for a long ledger."""
-        mechanisms = []
-        types: dict[str, dict[str, str]] = {}
-        if self._accountant is None:  # not built yet: it reads the whole ledger when it is
-            return
-        for m in txn.unseen_mechanisms():
-            if m.table not in self._tables and MARK in m.table:
-                self._tables[m.table] = model = self._virtual_model(m.table)
-                self._accountant.add_table(m.table, model)
-            elif m.table not in self._tables and "+" in m.table:
-                self._ensure_table(self._joined_table(m.table))
-            if m.table not in types:
-                types[m.table] = self._policy_types(m.table)
-            # an entry written before join keys were typed may hold values of another type
-            # than the column (e.g. dates on a timestamp column): widen, don't crash
-            mechanisms.append(replace(m, region=conform_region(m.region, types[m.table])))
-        if mechanisms:
-            self._accountant.admit(mechanisms)
-
-    def _policy_types(self, table: str) -> dict[str, str]:
-        """The policy type of each column of a (possibly joined) table."""
-        if MARK in table:
-            return {}  # (a derived table's regions are kept as recorded)
-        try:
-            policy = (self._joined_table(table) if "+" in table else self.policy.table(table))
-        except PolicyError:
-            return {}
-        return {n: c.type for n, c in policy.columns.items()}
 
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""

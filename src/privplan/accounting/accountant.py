@@ -90,6 +90,16 @@ class Accountant:
         self._solvers, self._total = solvers, total
         return total
 
+    def staged(self, new: Sequence[MechanismSpec]) -> Accountant:
+        """A new accountant holding everything admitted here plus ``new``; this one is left as
+        it is. For a transaction's reads: the caller adopts the new accountant only once the
+        transaction that read ``new`` has committed (and drops it otherwise), so nothing read in
+        a transaction that ended otherwise can be counted twice."""
+        out = Accountant(self._tables, self._kind, exact_limit=self._exact_limit)
+        out._solvers = self._advance(new)
+        out._total = combine_tables([s.cost for s in out._solvers.values()], self._kind)
+        return out
+
     def alone(self, mechanisms: Sequence[MechanismSpec]) -> Composition:
         """The composed cost of ``mechanisms`` with an empty history, under the same table
         models: what one query would cost on its own (the sequential-composition baseline a

@@ -71,8 +71,10 @@ def box_groups(inst: object) -> BoxGroups:
 
 
 def extended_groups(parent: object, lo: np.ndarray, hi: np.ndarray, *, moved: bool
-                    ) -> BoxGroups | None:
-    """The groups of an instance extended from ``parent``: carried forward when the parent
-    had them, else None (made on first use)."""
-    groups: BoxGroups | None = getattr(parent, "box_groups", None)
-    return None if groups is None else groups.extended(lo, hi, moved=moved)
+                    ) -> BoxGroups:
+    """The groups of an instance extended from ``parent``, carried forward from the parent's,
+    which are made first if it has none (a new or restored instance). Made on the parent, not
+    on the extension: a restored ledger's instance is extended by every ``explain`` preview
+    and never replaced by one (nothing is admitted), and remaking the groups of its whole
+    history for each preview cost about 0.4 s at 100,000 entries."""
+    return box_groups(parent).extended(lo, hi, moved=moved)

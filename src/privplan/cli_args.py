@@ -1,0 +1,120 @@
+"""The ``privplan`` command's paths and counts, checked before a command does any work.
+
+Why: a bad path or number is the commonest mistake at a command line, and Python's answer to
+it deep inside a command is a traceback (``UnicodeDecodeError`` for a binary spec,
+``FileExistsError`` for a demo directory that is a file, ``ValueError: embedded null byte``).
+Each command checks its arguments first with :func:`check_args`: a bad one is a
+:class:`PolicyError` (a ledger path: :class:`LedgerError`) saying what, where and how to fix
+it, printed as one line by :func:`privplan.cli_run.run_command` (exit status 2); nothing is
+created or spent. The checks run when the command runs, not when argparse reads the
+arguments, so a parser can be built and inspected without the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from privplan.errors import LedgerError, PolicyError, PrivplanError
+
+_ENGINE_URLS = ("postgresql://", "postgres://")
+
+
+_POSITIONAL = {"path", "dest", "spec", "audit"}
+
+
+def _plain(value: str, where: str, error: type[PrivplanError]) -> Path:
+    if "\x00" in value:
+        raise error(f"{where} {value!r}: a path cannot contain a NUL byte. Pass the path as it "
+                    "is written on disk.")
+    if not value:
+        raise error(f"{where}: the path is empty. Pass a file path.")
+    return Path(value)
+
+
+def _existing(value: str, where: str, what: str, error: type[PrivplanError]) -> Path:
+    path = _plain(value, where, error)
+    if not path.exists():
+        raise error(f"{where} '{value}' does not exist. Pass an existing {what}.")
+    if path.is_dir():
+        raise error(f"{where} '{value}' is a directory. Pass the path of a {what}, not its "
+                    "folder.")
+    if not os.access(path, os.R_OK):
+        raise error(f"{where} '{value}' cannot be read (permission denied). Check the file's "
+                    "permissions, or run as a user who may read it.")
+    return path
+
+
+def _text(value: str, where: str, what: str) -> None:
+    path = _existing(value, where, what, PolicyError)
+    try:
+        path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise PolicyError(f"{where} '{value}' is not a text file (it is not UTF-8: a binary "
+                          f"file, or the wrong file?). Pass the path of a {what}.") from None
+    except OSError as err:
+        raise PolicyError(f"{where} '{value}' cannot be read ({err.strerror}).") from None
+
+
+def _database(value: str, where: str, *, url: bool = True) -> None:
+    """An existing database file: a typo must not create an empty DuckDB file."""
+    if url and (value == ":memory:" or value.startswith(_ENGINE_URLS)):
+        return
+    _existing(value, where, "DuckDB file", PolicyError)
+
+
+def _new_file(value: str, where: str, error: type[PrivplanError]) -> None:
+    """A file that may not exist yet, in a directory that does."""
+    path = _plain(value, where, error)
+    if path.is_dir():
+        raise error(f"{where} '{value}' is a directory. Pass a file path.")
+    if not path.parent.is_dir():
+        raise error(f"{where} '{value}': its directory '{path.parent}' does not exist. "
+                    "Create it, or pass a path in an existing directory.")
+
+
+def _directory(value: str, where: str) -> None:
+    path = _plain(value, where, PolicyError)
+    if path.exists() and not path.is_dir():
+        raise PolicyError(f"{where} '{value}' exists and is not a directory. Pass a new "
+                          "directory, or an existing one.")
+
+
+KINDS: dict[str, Callable[[str, str], None]] = {
+    "policy": lambda v, w: _text(v, w, "policy YAML file"),
+    "spec": lambda v, w: _text(v, w, "report spec (YAML)"),
+    "audit": lambda v, w: _text(v, w, "report's audit file (audit.json)"),
+    "database": _database,
+    "database_file": lambda v, w: _database(v, w, url=False),
+    "ledger": lambda v, w: _ledger(v, w),
+    "count": lambda v, w: _count(v, w),
+    "new_ledger": lambda v, w: _new_file(v, w, LedgerError),
+    "new_file": lambda v, w: _new_file(v, w, PolicyError),
+    "directory": _directory,
+}
+
+
+def _ledger(value: str, where: str) -> None:
+    path = _plain(value, where, LedgerError)
+    if not path.exists():
+        raise LedgerError(f"no ledger at '{value}'. Check the path (a ledger is the file a "
+                          "session was opened with, ledger=...).")
+    _existing(value, where, "ledger file", LedgerError)
+
+
+def _count(value: str, where: str) -> None:
+    if int(value) < 1:
+        raise PolicyError(f"{where} {value}: must be at least 1.")
+
+
+def check_args(args: argparse.Namespace, **kinds: str) -> None:
+    """Check the named arguments that were given, each as its kind (see :data:`KINDS`); the
+    command's ``checks`` (its ``set_defaults``) name them."""
+    for name, kind in kinds.items():
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            where = name if name in _POSITIONAL or kind == "database_file" else \
+                "--" + name.replace("_", "-")
+            KINDS[kind](str(value), where)
