@@ -563,6 +563,11 @@ class SparkEngine:
         (:func:`privplan.engines.spark_probe.stand_in_values`)."""
         return spark_probe.stand_in_values(self, storage_type)
 
+    def stand_in_rows(self, select_sql: str) -> str:
+        """Stand-in rows of the gate as they are: Spark plans the statement that reads them
+        quickly enough (no table is made for them)."""
+        return select_sql
+
     def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
               ) -> pd.DataFrame | None:
         """``sql`` over stand-in rows, for the pre-charge gate

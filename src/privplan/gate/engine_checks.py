@@ -114,7 +114,8 @@ def _expressions(core: CorePlan, measures: list[Measure], types: Mapping[str, st
 def _relation(engine: Any, columns: Mapping[str, str], together: list[frozenset[str]]
               ) -> StandIn:
     values = {c: engine.stand_in_values(t) for c, t in columns.items()}
-    return StandIn(relation_sql(values, together, _quoting(engine.dialect)), dict(columns))
+    return StandIn(relation_sql(values, together, _quoting(engine.dialect),
+                                engine.stand_in_rows), dict(columns))
 
 
 def _quoting(dialect: str) -> Callable[[str], str]:

@@ -38,18 +38,23 @@ def inline_values(literals: Sequence[str]) -> Values:
 
 
 def relation_sql(values: Mapping[str, Values], together: Iterable[frozenset[str]],
-                 quote: Callable[[str], str]) -> str:
+                 quote: Callable[[str], str],
+                 keep: Callable[[str], str] = lambda select: select) -> str:
     """The stand-in relation over the columns of ``values``, with the products of
     ``together`` (sets of columns read by one expression). ``quote``: the engine's identifier
-    quoting."""
+    quoting; ``keep``: how the engine holds the part that depends on the columns' types alone
+    (the singletons and the diagonal, the same for every query over the table) — a SELECT in,
+    a SELECT over the same rows out (DuckDB: a table made once, see
+    :meth:`~privplan.engines.duckdb_engine.DuckDBEngine.stand_in_rows`)."""
     columns = list(values)
-    branches = []
+    singletons = [_product(columns, values, [c], quote) for c in columns]
+    fixed = keep(" UNION ALL ".join([*singletons, _diagonal(columns, values, quote)]))
+    branches = [fixed]
     seen: set[frozenset[str]] = set()
     for group in _groups(columns, values, together):
-        if group not in seen:
+        if len(group) > 1 and group not in seen:
             seen.add(group)
             branches.append(_product(columns, values, sorted(group, key=columns.index), quote))
-    branches.append(_diagonal(columns, values, quote))
     return " UNION ALL ".join(branches)
 
 
