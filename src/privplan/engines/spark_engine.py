@@ -98,7 +98,7 @@ class SparkEngine:
         self._con.execute("SET python_enable_replacements = false")
         # DuckDB's binding of each statement over empty tables shaped like Spark's
         self._shadow = Shadow(self._shadow_columns)
-        self._stand_in_values: dict[str, Values] = {}
+        self._settings_key: str | None = None  # (spark_probe._settings_key)
         self._stand_in_shapes: dict[str, dict[str, str]] = {}  # quoted name -> columns
         (self._time_zone,) = self._con.execute(
             "SELECT current_setting('TimeZone')").fetchall()[0]
@@ -564,9 +564,9 @@ class SparkEngine:
         return spark_probe.stand_in_values(self, storage_type)
 
     def stand_in_rows(self, select_sql: str) -> str:
-        """Stand-in rows of the gate as they are: Spark plans the statement that reads them
-        quickly enough (no table is made for them)."""
-        return select_sql
+        """The gate's stand-in rows of a table's column types, held by Spark once
+        (:func:`privplan.engines.spark_probe.stand_in_rows`)."""
+        return spark_probe.stand_in_rows(self, select_sql)
 
     def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
               ) -> pd.DataFrame | None:

@@ -16,6 +16,49 @@ from privplan.engines.shadow import quote as _quote
 from privplan.engines.spark_types import spark_type
 from privplan.errors import PolicyError
 
+_VALUES: dict[tuple[str, str], Values] = {}
+"""Edge values by (:func:`_settings_key`, storage type), for every engine of the process:
+computing them is a Spark job (~0.5 s) per type, and a new engine is made for every session."""
+_ROWS: set[str] = set()
+"""Names of the stand-in row views made (each holds its key in its name)."""
+
+
+def _settings_key(engine: Any) -> str:
+    """What Spark's conversion of a text depends on, read once per engine: the Spark
+    session (its application and object), its version and every setting, as they are while
+    privplan's are pinned (ANSI mode, the time zone)."""
+    known = getattr(engine, "_settings_key", None)
+    if known is None:
+        import hashlib
+        import json
+
+        with engine._pinned():
+            settings = sorted(engine.spark.conf.getAll.items())
+            text = json.dumps([engine.spark.version, id(engine.spark),
+                               engine.spark.sparkContext.applicationId, settings])
+        known = hashlib.sha256(text.encode()).hexdigest()[:16]
+        engine._settings_key = known
+    return str(known)
+
+
+def stand_in_rows(engine: Any, select_sql: str) -> str:
+    """The gate's stand-in rows that depend on a table's column types alone (see
+    :func:`privplan.gate.stand_ins.relation_sql`) computed once per Spark session and
+    settings, into one partition held by Spark (``localCheckpoint``), and read from a
+    temporary view by every probe of every query over such a table. Inline, they were a
+    union of a dozen branches of literal tables: ~1 s of planning and two dozen tasks in
+    each of a query's three probes. Reads no private table."""
+    import hashlib
+
+    key = hashlib.sha256((_settings_key(engine) + select_sql).encode()).hexdigest()[:16]
+    name = f"__privplan_stand_in_rows_{key}"
+    with engine._pinned(), engine._quiet():
+        if name not in _ROWS or not engine.spark.catalog.tableExists(name):
+            engine.spark.sql(select_sql).coalesce(1).localCheckpoint(eager=True) \
+                .createOrReplaceTempView(name)
+            _ROWS.add(name)
+    return f"SELECT * FROM {_backquote(name)}"
+
 
 def stand_in_values(engine: Any, storage_type: str) -> Values:
     """Spark literals of the column type ``storage_type`` (a DuckDB name, as
@@ -23,7 +66,8 @@ def stand_in_values(engine: Any, storage_type: str) -> Values:
     that Spark's own conversion accepts (``try_cast``, one job for all; a value reached
     twice kept once), NULL first; for strings also ones that are not valid UTF-8 (a
     Parquet file can hold them). Reads no table; kept per type."""
-    known = engine._stand_in_values.get(storage_type)
+    key = (_settings_key(engine), storage_type)
+    known = _VALUES.get(key)
     if known is not None:
         return known
     from privplan.gate.edge_values import CANDIDATES, LONG_STRING, extra_texts
@@ -54,7 +98,7 @@ def stand_in_values(engine: Any, storage_type: str) -> Values:
     if native.lower().startswith("string"):
         kept += [f"CAST(X'{b}' AS {native})" for b in ("FF", "C328", "80")]
     values = inline_values(kept)
-    engine._stand_in_values[storage_type] = values
+    _VALUES[key] = values
     return values
 
 
