@@ -1,6 +1,9 @@
-"""Suite-wide settings: hypothesis without wall-clock deadlines (CI machines are noisy)."""
+"""Suite-wide settings: hypothesis without wall-clock deadlines (CI machines are noisy), and
+the summaries tests record, printed at the end of every run."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 
@@ -14,3 +17,16 @@ settings.register_profile(
 )
 settings.load_profile("privplan")
 from tests.servers.postgres_server import pg_url  # noqa: F401  (a throw-away PostgreSQL server)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print what tests recorded with ``record_property("summary", text)`` (an oracle's count
+    of the combinations it checked): shown under ``-q`` and with xdist too, where a test's
+    own output is not (the workers' reports carry their properties to this process)."""
+    lines = [str(value) for reports in terminalreporter.stats.values() for report in reports
+             if getattr(report, "when", None) == "call"
+             for name, value in getattr(report, "user_properties", ()) if name == "summary"]
+    if lines:
+        terminalreporter.write_sep("-", "summaries recorded by tests")
+        for line in lines:
+            terminalreporter.write_line(line)
