@@ -303,3 +303,32 @@ def test_the_rendered_grid_settles_tiny_values_as_duckdb_rounds_them() -> None:
             want = con.execute(f"SELECT {text} FROM v").fetchone()
             got = con.execute(rendered_back).fetchone()
             assert want == got, (res, lo, hi, x, rendered)
+
+
+# -- found by the gate fuzz: a released column's dtype told whether a dropped group existed ----
+@pytest.mark.slow
+def test_an_empty_release_has_the_same_dtypes_on_neighbours(engine: Any) -> None:
+    """``WHERE age = 37 GROUP BY s`` with a threshold: 0 rows released on both neighbours, but
+    DuckDB's pandas conversion gave the text key ``object`` when the engine's frame was empty
+    and ``str`` when it held the (dropped) group of the row with age 37 — one exact bit. The
+    frame's dtypes now follow the column types alone (:mod:`privplan.engines.frames`)."""
+    sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-5, "
+           "max_rows_contributed=1, min_privacy_units_per_group=2) s, COUNT(*) AS n "
+           "FROM t WHERE age = 37 GROUP BY s")
+    frames = []
+    for rows in (_people(5), [*_people(5), (99, 37, "x", True)]):
+        sess = engine(rows, budget=pp.ApproxDP(100, 0.5))
+        frames.append(sess.sql(sql).df)
+    assert [len(f) for f in frames] == [0, 0]
+    assert frames[0].dtypes.to_dict() == frames[1].dtypes.to_dict(), [f.dtypes for f in frames]
+
+
+def test_duckdb_frames_type_text_columns_by_type_not_rows() -> None:
+    from privplan.engines.frames import duckdb_frame
+
+    con = duckdb.connect()
+    got = [duckdb_frame(con.execute(f"SELECT s FROM (VALUES ('a'), (NULL)) v(s) WHERE {w}"))
+           .dtypes["s"] for w in ("true", "false", "s IS NULL")]
+    assert got[0] == got[1] == got[2], got
+    rel = con.sql("SELECT CAST(NULL AS VARCHAR) AS s")
+    assert duckdb_frame(rel).dtypes["s"] == got[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pandas as pd
 
 from privplan.engines.base import COPY_FAILED, RUN_FAILED, ProbeFailed, StandIn, Values
 from privplan.engines.durable_copies import copy_name, open_copies
+from privplan.engines.frames import duckdb_frame
 from privplan.errors import (
     ExecutionError,
     PolicyError,
@@ -506,13 +506,8 @@ def _first_line(err: BaseException) -> str:
 
 
 def _frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """The result as a DataFrame. DuckDB's conversion of some types (TIMESTAMP WITH TIME ZONE)
-    calls pandas APIs that pandas deprecates; that warning is about DuckDB's code, not the
-    query, so it is not passed on (under warnings-as-errors it would fail a charged answer)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        return result.df()
+    """The result as a DataFrame, dtypes by column type alone (:mod:`privplan.engines.frames`)."""
+    return duckdb_frame(result)
 
 
 def _materialized_name(select_sql: str) -> str:

@@ -144,7 +144,7 @@ class PostProcessor:
             # column of NULL alone would come back as an untyped object column, which DuckDB
             # reads as type NULL, comparable with anything — a stand-in answer no real answer
             # can be (a VARCHAR key compared with an integer binds over it)
-            frame = self.con.execute(" UNION ALL ".join(rows)).df()
+            frame = _frame(self.con.execute(" UNION ALL ".join(rows)))
             self._samples[key] = frame.iloc[:1].reset_index(drop=True)
         return self._samples[key].copy()
 

@@ -26,7 +26,6 @@ not need it (the ``postgres`` extra).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from sqlglot import exp
 
 from privplan.engines import postgres_probe
 from privplan.engines.base import RUN_FAILED, ProbeFailed, StandIn, Values
+from privplan.engines.frames import duckdb_frame
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow, shadow_type
 from privplan.engines.shadow import quote as _quote
@@ -140,12 +140,8 @@ def _from_text(column: str, duckdb_type: str) -> str:
 
 
 def _frame(relation: duckdb.DuckDBPyRelation) -> pd.DataFrame:
-    """As :func:`privplan.engines.duckdb_engine._frame`: DuckDB's pandas conversion of some
-    types calls APIs pandas deprecates; that warning is about DuckDB's code, not the query."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        return relation.df()
+    """As :func:`privplan.engines.duckdb_engine._frame` (:mod:`privplan.engines.frames`)."""
+    return duckdb_frame(relation)
 
 
 class PostgresEngine:

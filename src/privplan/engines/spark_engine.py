@@ -58,6 +58,7 @@ from privplan.engines.base import (
     StandIn,
     Values,
 )
+from privplan.engines.frames import duckdb_frame
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
@@ -474,11 +475,7 @@ class SparkEngine:
         withheld, and so is its class (a NumberFormatException is a bit about the rows)."""
         try:
             with self._pinned(), self._quiet():
-                relation = self._arrow(sql, self._frame(sql))
-                with warnings.catch_warnings():  # (see duckdb_engine._frame)
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    warnings.simplefilter("ignore", FutureWarning)
-                    return relation.df()
+                return duckdb_frame(self._arrow(sql, self._frame(sql)))
         except (EngineUnavailableError,) + self._errors():  # (gone while running: the same)
             raise ExecutionError(RUN_FAILED) from None
 

@@ -4,13 +4,13 @@ of each column type as Spark converts them, and statements run over relations of
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from privplan.engines.base import ProbeFailed, StandIn, Values
+from privplan.engines.frames import duckdb_frame
 from privplan.engines.render import render
 from privplan.engines.shadow import quote as _quote
 from privplan.engines.spark_types import spark_type
@@ -129,11 +129,7 @@ def probe(engine: Any, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only:
         if bind_only:
             return None
         try:
-            relation = engine._arrow(sql, frame)
-            with warnings.catch_warnings():  # (see duckdb_engine._frame)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                warnings.simplefilter("ignore", FutureWarning)
-                return relation.df()
+            return duckdb_frame(engine._arrow(sql, frame))
         except engine._errors() as err:
             raise ProbeFailed("run", _first_line(err)) from None
 
