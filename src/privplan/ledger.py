@@ -33,7 +33,7 @@ import contextlib
 import itertools
 import json
 import logging
-import random
+import secrets
 import sqlite3
 import threading
 import time
@@ -79,6 +79,10 @@ from privplan.ledger_txn import (
     stored_hash,
     text_factory,
 )
+
+_JITTER = secrets.SystemRandom()
+"""The retry backoff's jitter (not privacy noise; drawn from the OS source all the same, so
+no module-level PRNG exists in the package)."""
 
 __all__ = ["FORMAT", "Charging", "LedgerEntry", "MemoryLedger", "SQLiteLedger", "open_ledger",
            "policy_fingerprint"]
@@ -132,7 +136,7 @@ class SQLiteLedger(LedgerHistory):
                     # (SQLite answers "locked" at once, without waiting, in a few moments of a
                     # new file's life: turning it to WAL, recovering the WAL index. Opening only
                     # reads, so it is tried again: many processes opening at once all open.)
-                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * random.random())
+                    time.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * _JITTER.random())
                     continue
                 raise _failure(self.path, err, "opening it") from None
             except LedgerError:

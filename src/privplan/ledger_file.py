@@ -8,6 +8,7 @@ import os
 import secrets
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,24 @@ def _io_cause(path: Path) -> tuple[str, str]:
             return why, "Raise the limit or free space, then try again."
     return ("an I/O error (a failing disk, or the file vanished)",
             "Check the disk and the file, then try again.")
+
+
+@contextlib.contextmanager
+def owner_transaction(con: sqlite3.Connection, path: Path, doing: str) -> Iterator[None]:
+    """An owner's command's write transaction (migrate, seal), begun ``BEGIN IMMEDIATE`` by
+    the caller: committed when the block ends, rolled back on any failure — all of the command
+    or none of it, so a ledger is never left half migrated or sealed — and the connection
+    closed either way. A SQLite failure becomes a :class:`LedgerError` naming ``doing``."""
+    try:
+        yield
+        con.execute("COMMIT")
+    except _DB_ERRORS as err:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+        raise _failure(path, err, doing) from None
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            con.execute("ROLLBACK")
+        raise
+    finally:
+        con.close()

@@ -19,7 +19,6 @@ the format, then lower the totals) would give budget back. So:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import sqlite3
@@ -30,13 +29,12 @@ from privplan.errors import LedgerError
 from privplan.ledger_chain import ChainHead, changed, entry_hash, head_check, root_hash, verify_rows
 from privplan.ledger_checkpoint import binding, bound_checkpoint
 from privplan.ledger_file import (
-    _DB_ERRORS,
     APPLICATION_ID,
     FORMAT,
     FORMAT_1,
     FORMAT_2,
-    _failure,
     new_ledger_id,
+    owner_transaction,
 )
 from privplan.ledger_record import read_record
 from privplan.ledger_seal import head_mac
@@ -80,7 +78,7 @@ def migrate_1(path: Path, policy_json: str, key: bytes | None) -> int:
     """The owner's explicit migration of a format-1 file (see the module docstring); returns
     the number of entries. The entries are trusted as they are: there is nothing to verify."""
     con = sqlite3.connect(str(path), isolation_level=None)
-    try:
+    with owner_transaction(con, path, "migrating it"):
         con.execute("BEGIN IMMEDIATE")
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != FORMAT_1:
@@ -107,18 +105,7 @@ def migrate_1(path: Path, policy_json: str, key: bytes | None) -> int:
         rows = con.execute(f"SELECT {FIELDS} FROM entries ORDER BY seq").fetchall()
         con.execute("DROP TABLE IF EXISTS checkpoint")
         _rechain(con, path, meta["budget"], policy_json, rows, None, key)
-        con.execute("COMMIT")
-        return len(rows)
-    except _DB_ERRORS as err:
-        with contextlib.suppress(sqlite3.Error):
-            con.execute("ROLLBACK")
-        raise _failure(path, err, "migrating it") from None
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            con.execute("ROLLBACK")
-        raise
-    finally:
-        con.close()
+    return len(rows)
 
 
 def _rechain(con: sqlite3.Connection, path: Path, budget: str, policy_json: str,

@@ -25,7 +25,7 @@ from typing import Any
 from privplan.errors import LedgerError
 from privplan.ledger import SQLiteLedger
 from privplan.ledger_chain import changed, verify_rows
-from privplan.ledger_file import _DB_ERRORS, FORMAT, _failure
+from privplan.ledger_file import _DB_ERRORS, FORMAT, _failure, owner_transaction
 from privplan.ledger_migrate import migrate_2
 from privplan.ledger_record import read_record
 from privplan.ledger_seal import head_mac, owner_key, seal_path, write_seal
@@ -84,7 +84,7 @@ def seal_ledger(path: str | Path, key: bytes | str | None = None,
         raise LedgerError(f"no ledger at '{path}'. Check the path.")
     con = sqlite3.connect(str(path), isolation_level=None)
     con.text_factory = text_factory
-    try:
+    with owner_transaction(con, path, "sealing it"):
         (integrity,) = con.execute("PRAGMA quick_check").fetchone()
         if integrity != "ok":
             raise sqlite3.DatabaseError(f"integrity check failed: {integrity}")
@@ -100,16 +100,5 @@ def seal_ledger(path: str | Path, key: bytes | str | None = None,
             raise changed(path, "its entries do not end at the record of its last entry")
         con.execute("INSERT OR REPLACE INTO meta VALUES ('head_mac', ?)",
                     (head_mac(raw, record.ledger_id, record.root, record.head),))
-        con.execute("COMMIT")
-    except _DB_ERRORS as err:
-        with contextlib.suppress(sqlite3.Error):
-            con.execute("ROLLBACK")
-        raise _failure(path, err, "sealing it") from None
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            con.execute("ROLLBACK")
-        raise
-    finally:
-        con.close()
     write_seal(seal_path(path), raw, record.ledger_id, record.head, force=True)
     return record.head.seq
