@@ -1,5 +1,6 @@
 """Every plausible user mistake gets a message that says what, where and how to fix it, and
-spends nothing. The mistakes are data: tests/fixtures/user_mistakes.yaml (see its header)."""
+spends nothing. The mistakes are data: tests/fixtures/user_mistakes/*.yaml (see core.yaml's
+header), graded by how many of what, where, why and fix their message names."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from privplan import dbapi
 from privplan.cli import main
 from privplan.demo.data import demo_policy_path, write_demo_database
 
-MISTAKES = yaml.safe_load((Path(__file__).parent / "fixtures" / "user_mistakes.yaml").read_text())
+MISTAKE_FILES = sorted((Path(__file__).parent / "fixtures" / "user_mistakes").glob("*.yaml"))
+MISTAKES: list[dict[str, Any]] = [
+    {**m, "file": f.stem} for f in MISTAKE_FILES for m in yaml.safe_load(f.read_text())]
+PARTS = ("what", "where", "why", "fix")
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +36,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_there_are_enough_mistakes() -> None:
     assert len(MISTAKES) >= 60
     assert {m["surface"] for m in MISTAKES} == {"py", "dfdp", "dbapi", "cli", "report"}
+
+
+def _grade(m: dict[str, Any]) -> int:
+    """How many of what, where, why and fix the message names (each listed part is asserted)."""
+    return sum(1 for part in PARTS if m.get(part))
+
+
+def test_the_mistakes_are_graded_at_least_3_each_and_3_6_on_average() -> None:
+    grades = [_grade(m) for m in MISTAKES]
+    low = [(m["file"], m.get("code") or m.get("argv") or m.get("spec")) for m in MISTAKES
+           if _grade(m) < 3]
+    assert not low, f"entries naming fewer than 3 of {PARTS}: {low}"
+    assert sum(grades) / len(grades) >= 3.6, f"mean grade {sum(grades) / len(grades):.2f}"
 
 
 def _fill(text: str, world: dict[str, Any]) -> str:
@@ -84,7 +101,8 @@ def _report(m: dict[str, Any], world: dict[str, Any], tmp: Path, capsys: Any) ->
     return "", "", None
 
 
-@pytest.mark.parametrize("m", MISTAKES, ids=[f"{i}-{m['surface']}" for i, m in enumerate(MISTAKES)])
+@pytest.mark.parametrize("m", MISTAKES, ids=[f"{m['file']}-{i}-{m['surface']}"
+                                             for i, m in enumerate(MISTAKES)])
 def test_a_mistake_says_what_where_and_how_to_fix(m: dict[str, Any], world: dict[str, Any],
                                                  tmp_path: Path, capsys: Any) -> None:
     runner = {"py": _python, "dfdp": _python, "dbapi": _python}.get(m["surface"])
@@ -101,6 +119,6 @@ def test_a_mistake_says_what_where_and_how_to_fix(m: dict[str, Any], world: dict
         assert kind == wanted or (wanted == "BudgetExceededError") or wanted == "PrivplanError" \
             and kind.endswith("Error"), (kind, message)
     low = message.lower()
-    for part in ("what", "where", "fix"):
+    for part in (p for p in PARTS if m.get(p)):
         assert m[part].lower() in low, f"the message lacks {part} ({m[part]!r}): {message}"
     assert "Traceback" not in message
