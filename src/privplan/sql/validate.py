@@ -54,6 +54,9 @@ NESTED_WHY = ("the inner aggregate's exact value is private: privplan adds noise
 NESTED_FIX = ("Compute the inner aggregate in its own query, or post-process its DP answer "
               "in FROM: SELECT SUM(n) FROM (SELECT hospital, COUNT(*) AS n FROM t GROUP BY "
               "hospital).")
+"""Why and how a nested aggregate is refused (the plan builder and the quantile reader both
+meet one): the inner aggregate would be an exact function of private rows, so it may only be
+released noised, as a DP query of its own whose answer an outer query post-processes."""
 
 
 def refuse(sql: str, node: exp.Expr | None, what: str, why: str, fix: str) -> NoReturn:
