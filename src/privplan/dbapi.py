@@ -413,7 +413,9 @@ class Cursor:
             kwargs = dict(self.connection._defaults)
         if not kwargs:
             raise ProgrammingError(
-                "no privacy budget for this query: pass epsilon= (with delta= for (ε, δ)-DP), "
+                "no privacy budget for this query, and privplan never picks one for you (every "
+                "answer spends some of the session's budget): pass epsilon= (with delta= for "
+                "(ε, δ)-DP), "
                 "rho=, mu= or budget= to execute(), set a default with "
                 "privplan.dbapi.connect(..., epsilon=...), or use BigQuery's SELECT WITH "
                 "DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) syntax")
@@ -500,6 +502,7 @@ class Cursor:
     def _result_rows(self) -> list[tuple[Any, ...]]:
         self._check_open()
         if self._rows is None:
-            raise ProgrammingError("fetch*(): no result to fetch on this cursor: call "
-                                   "execute() first")
+            raise ProgrammingError("fetch*(): no result to fetch on this cursor, since "
+                                   "a cursor holds only the answer of its last execute(): "
+                                   "call execute() first")
         return self._rows

@@ -76,8 +76,9 @@ def bind_parameters(sql: str, parameters: Sequence[Any] | Mapping[str, Any] | No
     if parameters is None:
         if qmarks:
             raise ProgrammingError(
-                f"the query has {len(qmarks)} ? placeholder(s) but no parameters were given: "
-                "pass them with it, as execute(sql, [value])")
+                f"the query has {len(qmarks)} ? placeholder(s) but no parameters were given; "
+                "a ? left in the query is no value privplan can check or run. Pass them with "
+                "it, as execute(sql, [value])")
         return sql
     slots: list[tuple[Token, Token, Any]] = []  # (first token, last token, value)
     if isinstance(parameters, Mapping):
@@ -88,7 +89,11 @@ def bind_parameters(sql: str, parameters: Sequence[Any] | Mapping[str, Any] | No
             if a.token_type == TokenType.COLON and b.start == a.end + 1 and \
                     _NAME.fullmatch(b.text) and b.token_type != TokenType.IDENTIFIER:
                 if b.text not in parameters:
-                    raise ProgrammingError(f"no value given for the placeholder :{b.text}")
+                    raise ProgrammingError(
+                        f"no value given for the placeholder :{b.text} (the parameters name "
+                        f"{', '.join(map(str, parameters)) or 'nothing'}); a placeholder left "
+                        "in the query is no value privplan can check or run. Pass "
+                        f"execute(sql, {{'{b.text}': value}}), one key per :name")
                 slots.append((a, b, parameters[b.text]))
         if not slots and parameters:
             raise ProgrammingError("parameters were given but the query has no :name placeholder")
@@ -98,8 +103,12 @@ def bind_parameters(sql: str, parameters: Sequence[Any] | Mapping[str, Any] | No
                                    f"mapping (for :name placeholders), got "
                                    f"{type(parameters).__name__}")
         if len(qmarks) != len(parameters):
-            raise ProgrammingError(f"the query has {len(qmarks)} ? placeholder(s) but "
-                                   f"{len(parameters)} parameter(s) were given")
+            raise ProgrammingError(
+                f"the query has {len(qmarks)} ? placeholder(s) but {len(parameters)} "
+                "parameter(s) were given to execute(); each ? takes the value at its position, "
+                "so the counts must match. Pass one value per ?, in order: execute(sql, "
+                f"[{', '.join(f'v{i + 1}' for i in range(min(len(qmarks), 3)))}"
+                f"{', ...' if len(qmarks) > 3 else ''}])")
         slots = [(t, t, v) for t, v in zip(qmarks, parameters)]
     out, pos, expected = [], 0, []
     lit_tokens = {}

@@ -337,7 +337,9 @@ class SQLiteLedger(LedgerHistory):
             raise LedgerError(
                 f"ledger '{self.path}' belongs to a session with budget {old.describe()} "
                 f"({type(old).__name__}), not {budget.describe()} ({type(budget).__name__}). "
-                "Open it with the same budget, or use a new ledger file for a new budget.")
+                "Why: a ledger composes what its entries spent against the one budget it was "
+                "opened with. Fix: open it with the same budget, or use a new ledger file for "
+                "a new budget.")
         if record.policy != want["policy"]:
             raise LedgerError(
                 f"ledger '{self.path}' was charged under a different policy; its entries "

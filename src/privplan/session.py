@@ -270,7 +270,9 @@ class Session(SessionViews, SessionLedger, Generic[B]):
 
     def _require_open(self) -> None:
         if self._closed:
-            raise PolicyError("this session is closed: open a new one with connect(...).")
+            raise PolicyError("this session is closed: close() released its engine and "
+                              "ledger, so it answers no more queries. Open a new one with "
+                              "pp.connect(...).")
 
     def __enter__(self) -> Session[B]:
         return self

@@ -58,7 +58,10 @@ class SessionCatalog:
         if missing:
             raise PolicyError(
                 f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
-                f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
+                f"declared in the policy (it has {', '.join(actual)}). Why: privplan reads the "
+                "table as the policy declares it, and cannot protect or bound a column it "
+                "cannot find. Fix: correct the column's name under "
+                f"tables.{table.name}.columns in the policy, or the data.")
         check_stored_types(table.name, actual, table.columns, self.engine.dialect)
         view = typed_view(table_sql, table.columns, actual)
         if table.name not in self._not_null_checked:

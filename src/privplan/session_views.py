@@ -43,8 +43,9 @@ class SessionViews:
         marginal = after - before
         text = (f"budget exceeded: the session has spent {before.describe()} of "
                 f"{budget.describe()}; this query would add {marginal.describe()} "
-                f"(composed total {after.describe()}). Nothing was spent. Use a smaller budget "
-                "for the query, or a query disjoint from earlier ones.")
+                f"(composed total {after.describe()}). Nothing was spent. Why: the budget bounds "
+                "what all of the session's answers together may reveal about anyone. Fix: use "
+                "a smaller budget for the query, or a query disjoint from earlier ones.")
         if pld is not None:
             text += (f" (PLD accounting of the (ε, δ) budget ({pld.target.epsilon:g}, "
                      f"{pld.target.delta:g}): spent {pld.describe(before)}, with "

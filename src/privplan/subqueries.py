@@ -143,8 +143,9 @@ def sql_nested(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> Result[A
             raise BudgetExceededError(
                 f"budget exceeded: the session has spent {sess.spent().describe()} of "
                 f"{sess.budget.describe()}; this statement's {len(plans)} DP subqueries would "
-                f"bring the composed total to {preview.cost.describe()}. Nothing was spent. "
-                "Use smaller budgets, or fewer subqueries.")
+                f"bring the composed total to {preview.cost.describe()}. Nothing was spent. Why: "
+                "the budget bounds what all of the session's answers together may reveal "
+                "about anyone. Fix: use smaller budgets, or fewer subqueries.")
     answers = [sess.sql(inner, **part) for inner, part in
                zip(nested.inners, inner_budgets(sess, nested, budget))]
     df = post_process(nested.outer, {inner_name(i): a.df for i, a in enumerate(answers)})

@@ -76,7 +76,9 @@ def as_fraction(x: object, name: str = "value") -> Fraction:
 def _nonnegative(x: object, name: str, kind: str) -> Fraction:
     value = as_fraction(x, f"{kind}: {name}")
     if value < 0:
-        raise ValueError(f"{kind}: {name} must be non-negative (a privacy loss), got {x!r}")
+        example = "1e-6" if name == "delta" else "1.0"
+        raise ValueError(f"{kind}: {name} must be non-negative (a privacy loss), got {x!r}: "
+                         f"a privacy loss cannot be negative. Use e.g. {example}")
     return value
 
 
@@ -302,7 +304,7 @@ class ApproxDP(PrivacyValue):
         if dlt >= 1:
             raise ValueError(
                 f"ApproxDP: delta must be < 1 (delta >= 1 allows publishing the data), "
-                f"got {delta!r}"
+                f"got {delta!r}. Use a delta well below 1 / (number of people), e.g. 1e-6"
             )
         object.__setattr__(self, "_params", (eps, dlt))
 

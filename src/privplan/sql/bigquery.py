@@ -410,7 +410,10 @@ def rewrite_dp_aggregates(sql: str) -> tuple[str, list[ContributionBounds]]:
             if len(named) > 1 or k != len(args) - 1 or k == 0 or args[k][0].text.lower() != keyword:
                 example = ", q" if func == "PERCENTILE_CONT" else ""
                 raise UnsupportedQueryError(
-                    f"{func}(...) takes {keyword} => (lower, upper) as its last argument: write "
+                    f"{func}(...) takes {keyword} => (lower, upper) as its last argument, as "
+                    f"in BigQuery, where {func} clamps "
+                    + ("each privacy unit's total per group" if func in _BOUNDED
+                       else "each row") + f": write "
                     f"{func}(column{example}, {keyword} => (lower, upper))."
                     + _where(sql, tok.start))
             lo, hi = _contribution_bounds(sql, args[k])

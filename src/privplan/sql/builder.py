@@ -38,7 +38,7 @@ from privplan.sql.locate import with_location
 from privplan.sql.measures import _NUMERIC, MeasureBuilder
 from privplan.sql.plan import AggregateUse, CorePlan, Measure, MeasureKind, QueryPlan
 from privplan.sql.quantiles import QUANTILE_FUNCTIONS, quantile_call, within_group_as_arguments
-from privplan.sql.validate import refuse, validate_statement
+from privplan.sql.validate import NESTED_FIX, NESTED_WHY, refuse, validate_statement
 
 _AGGREGATES: dict[type[exp.Expression], str] = {
     exp.Count: "count",
@@ -274,7 +274,8 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         refuse(self.sql, node, f"aggregate {name} refused",
                "privplan answers COUNT, SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE, "
                "STDDEV(_POP/_SAMP), and MEDIAN, PERCENTILE_CONT/_DISC, QUANTILE_CONT/_DISC, "
-               "APPROX_QUANTILE, MIN and MAX of a bounded numeric column.",
+               "APPROX_QUANTILE, MIN and MAX of a bounded numeric column; other aggregates "
+               "would release values that no noise is calibrated for.",
                "Use one of the supported aggregates, or bucket the column and COUNT per bucket.")
 
     def _aggregate(self, node: exp.Expression) -> None:
@@ -293,8 +294,7 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
             self._refuse_aggregate(agg)
         for sub in agg.find_all(exp.AggFunc):
             if sub is not agg:
-                refuse(self.sql, sub, "nested aggregate refused", "aggregates cannot nest.",
-                       "Compute the inner aggregate in its own query.")
+                refuse(self.sql, sub, "nested aggregate refused", NESTED_WHY, NESTED_FIX)
         func = _AGGREGATES[type(agg)]
         arg = agg.this
         if arg is None:

@@ -238,8 +238,10 @@ class ColumnsAndKeys:
         if isinstance(node, exp.Column):
             if not in_select and not node.table and node.name.lower() in self.select_aliases:
                 return
-            refuse(self.sql, node, f"column '{node.name}' is neither grouped nor aggregated",
-                   "releasing it would return raw row values.",
+            why = ("releasing it would return raw row values." if in_select else
+                   "HAVING and ORDER BY see only the released keys and noisy aggregates, "
+                   "never raw row values.")
+            refuse(self.sql, node, f"column '{node.name}' is neither grouped nor aggregated", why,
                    f"Add it to GROUP BY, or aggregate it (e.g. AVG({node.name})).")
         for child in node.iter_expressions():
             self._check_raw(child, key_sqls, in_select)

@@ -55,7 +55,8 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
                     "DIFFERENTIAL_PRIVACY query).")
         raise ParseError(
             f"could not parse the SQL{where}: {desc}. Check the syntax near "
-            f"'{first.get('highlight', '')}' (dialect: {dialect}).{hint}"
+            f"'{first.get('highlight', '')}' (dialect: {dialect}); privplan must parse a "
+            f"query to check it before anything runs.{hint}"
         ) from None
     except TokenError as err:
         raise ParseError(f"could not read the SQL: {err} (dialect: {dialect})") from None
@@ -122,7 +123,9 @@ def _one_argument_counts(sql: str, tree: exp.Expr) -> None:
     for node in tree.find_all(exp.Count):
         if node.args.get("expressions"):
             raise UnsupportedQueryError(with_location(
-                "COUNT with several arguments refused: COUNT takes one column, or *. Write "
+                "COUNT with several arguments refused: COUNT takes one column, or *; this is "
+                "no count DuckDB computes, and counting the first column alone would answer "
+                "another question. Write "
                 "COUNT(a) (rows where a is not NULL), COUNT(*), or COUNT(DISTINCT a).",
                 sql, node))
 

@@ -33,7 +33,7 @@ from sqlglot import exp
 from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.mechanisms.exponential import Q_DECIMALS
-from privplan.sql.validate import refuse
+from privplan.sql.validate import NESTED_FIX, NESTED_WHY, refuse
 
 __all__ = ["QUANTILE_CELLS", "QUANTILE_FUNCTIONS", "QuantileCall", "quantile_call",
            "quantile_resolution", "within_group_as_arguments"]
@@ -72,9 +72,8 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any,
     name = agg.sql(dialect="duckdb").split("(", 1)[0].upper()  # as written (or DuckDB's)
     for sub in agg.find_all(exp.AggFunc):
         if sub is not agg:
-            refuse(sql, cast(exp.Expression, sub), "nested aggregate refused",
-                   "aggregates cannot nest.",
-                   "Compute the inner aggregate in its own query.")
+            refuse(sql, cast(exp.Expression, sub), "nested aggregate refused", NESTED_WHY,
+                   NESTED_FIX)
     q = _FIXED.get(name)
     if q is None:
         node = agg.args.get("quantile") or agg.args.get("expression")
@@ -82,7 +81,8 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any,
         if q is None:
             refuse(sql, agg, f"{name} refused",
                    "its quantile must be one number between 0 and 1 written in the query "
-                   "(a list of quantiles or a computed one is not answered).",
+                   "(a list of quantiles or a computed one is not answered): privplan plans "
+                   "and charges one noisy rank search per quantile before reading any row.",
                    f"Write e.g. {name}(x, 0.9) or PERCENTILE_CONT(0.9) WITHIN GROUP "
                    "(ORDER BY x), one quantile per aggregate.")
         assert q is not None and node is not None
@@ -106,8 +106,9 @@ def quantile_call(sql: str, agg: exp.Expression, table: Any,
     col = table.columns.get(column)
     if col is None or col.type not in ("int", "float"):
         refuse(sql, agg, f"{name} over {getattr(col, 'type', 'this')} column refused",
-               "quantiles are answered for int and float columns with declared bounds.",
-               "Aggregate a numeric column.")
+               "MIN, MAX, MEDIAN and quantiles are answered by a noisy search over a grid "
+               "between the column's declared bounds, which only int and float columns have.",
+               "Aggregate a numeric column, or GROUP BY this one and COUNT(*) per value.")
     lower, upper = col.require_bounds(f"{name}({column})", table.name)
     narrower = (clamps or {}).get(column)
     if narrower is not None:

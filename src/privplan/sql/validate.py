@@ -48,6 +48,16 @@ _STATEMENT_HINT = (
     "private table."
 )
 
+NESTED_WHY = ("the inner aggregate's exact value is private: privplan adds noise once, to "
+              "aggregates of rows, so an aggregate of aggregates would be computed from "
+              "un-noised values.")
+NESTED_FIX = ("Compute the inner aggregate in its own query, or post-process its DP answer "
+              "in FROM: SELECT SUM(n) FROM (SELECT hospital, COUNT(*) AS n FROM t GROUP BY "
+              "hospital).")
+"""Why and how a nested aggregate is refused (the plan builder and the quantile reader both
+meet one): the inner aggregate would be an exact function of private rows, so it may only be
+released noised, as a DP query of its own whose answer an outer query post-processes."""
+
 
 def refuse(sql: str, node: exp.Expr | None, what: str, why: str, fix: str) -> NoReturn:
     raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", sql, node))
@@ -77,7 +87,7 @@ def check_depth(sql: str, statement: exp.Expr) -> None:
 
 def validate_statement(sql: str, statement: exp.Expression) -> None:
     """Whole-statement checks; per-SELECT structure is checked by the plan builder."""
-    if not isinstance(statement, (exp.Select, exp.Union)):
+    if not isinstance(statement, (exp.Select, exp.Union, exp.Intersect, exp.Except)):
         kind = type(statement).__name__.upper()
         refuse(sql, statement, f"{kind} statement refused",
                "only read-only aggregate SELECT queries are answered;", _STATEMENT_HINT)
@@ -107,8 +117,12 @@ def _check_node(sql: str, node: exp.Expr) -> None:
         and not isinstance(node.parent, exp.Union)
     ):
         refuse(sql, node, "subquery refused",
-               "subqueries over private tables are not supported yet.",
-               "Write a single aggregate SELECT; compute derived values in its select list.")
+               "a subquery here would feed its exact, un-noised result into the query (privplan "
+               "adds noise to the aggregates it releases, not to values it filters or computes "
+               "with).",
+               "Write a single aggregate SELECT and compute derived values in its select list, "
+               "or post-process a DP answer in FROM: SELECT SUM(n) FROM (SELECT hospital, "
+               "COUNT(*) AS n FROM t GROUP BY hospital).")
     if isinstance(node, exp.TableSample):
         refuse(sql, node, "USING SAMPLE / TABLESAMPLE refused",
                "a random sample drawn by the engine is neither a function of the table (the "
