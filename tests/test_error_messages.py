@@ -34,7 +34,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_there_are_enough_mistakes() -> None:
-    assert len(MISTAKES) >= 60
+    assert len(MISTAKES) >= 115  # (the first-hour issue's bar)
     assert {m["surface"] for m in MISTAKES} == {"py", "dfdp", "dbapi", "cli", "report"}
 
 
