@@ -12,6 +12,7 @@ policy or the query text, not the data, fixes them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -44,6 +45,7 @@ class ColumnsAndKeys:
     joins: Any
     select_aliases: dict[str, exp.Expression]
     listed_keys_first = False  # BigQuery's public groups: listed keys before public values
+    schema_not_null: Callable[[Any], frozenset[str]] | None = None  # the engine's NOT NULLs
 
     # ------------------------------------------------------------------ columns
     def _qualifier_ok(self, col: exp.Column) -> bool:
@@ -182,6 +184,22 @@ class ColumnsAndKeys:
                     return tuple(dict.fromkeys(values))
         return None
 
+    def _may_be_null(self, column: str) -> bool:
+        """Whether ``column`` of the query's table can hold NULL: the policy says nullable
+        (the default) and the engine's schema does not declare it NOT NULL.
+
+        Why only the policy and the schema, never the rows: a bool key's public domain is
+        released whole (every group, noise on each), so its NULL group must be there or not
+        for every neighbouring table alike; a NULL group dropped because the data holds no
+        NULL would tell that. A column that cannot hold NULL by its schema (``BOOLEAN NOT
+        NULL``, a registered DataFrame's numpy ``bool``) cannot have the group, which would
+        only be noise."""
+        if not self.table.columns[column].nullable:
+            return False
+        if self.schema_not_null is None or getattr(self, "private_join", None) is not None:
+            return True
+        return column not in self.schema_not_null(self.table)
+
     def _public_domain(self, key: exp.Expression, column: str | None) -> tuple[Any, ...] | None:
         """A key's values may be released without selection only if they are public:
         declared ``public_values``, a boolean column, or a CASE whose every result is a literal
@@ -195,7 +213,7 @@ class ColumnsAndKeys:
             if col.public_values is not None:
                 return tuple(col.public_values)
             if col.type == "bool":
-                return (False, True, None) if col.nullable else (False, True)
+                return (False, True, None) if self._may_be_null(column) else (False, True)
             return self._keys_from_where(column)
         listed = self._expression_keys_from_where(key)
         if listed is not None:
