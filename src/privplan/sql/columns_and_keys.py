@@ -22,7 +22,7 @@ from privplan.errors import UnsupportedQueryError
 from privplan.sql.joins import conjuncts, join_index, public_columns_of
 from privplan.sql.locate import with_location
 from privplan.sql.plan import GroupKey
-from privplan.sql.validate import refuse
+from privplan.sql.validate import did_you_mean, refuse
 
 __all__ = ["ColumnsAndKeys", "is_aggregate", "strip_qualifiers"]
 
@@ -86,7 +86,9 @@ class ColumnsAndKeys:
             known = ", ".join(self.table.columns)
             raise UnsupportedQueryError(with_location(
                 f"unknown column '{col.name}' in table '{self.table.name}': the policy declares "
-                f"{known}. Fix the name, or declare the column in the policy.", self.sql, col))
+                f"{known}. Why: privplan reads only the columns the policy declares. Fix the "
+                f"name{did_you_mean(name, self.table.columns)}, or declare the column in the "
+                f"policy.", self.sql, col))
 
     # ------------------------------------------------------------------ GROUP BY
     def _group_keys(self) -> list[GroupKey]:
