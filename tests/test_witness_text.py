@@ -70,3 +70,16 @@ def test_the_demo_witness_says_the_demo_queries_bounds(tmp_path: Path) -> None:
     why = next(line for line in out.getvalue().splitlines() if line.startswith("Why: "))
     assert "age < 18" in why and "length_of_stay > 7" in why, why
     assert "age < 17" not in why and "length_of_stay > 8" not in why, why
+
+
+def test_a_group_key_stays_one_group_and_a_range_is_whole(tmp_path: Path) -> None:
+    from privplan.explain import session_witness
+
+    db = write_demo_database(tmp_path / "demo.duckdb", rows=500)
+    policy = pp.Policy.from_yaml(Path(pp.__file__).parent / "demo" / "policy.yaml")
+    with pp.connect(db, policy=policy, budget=pp.PureDP(10)) as sess:
+        sess.sql("SELECT hospital, COUNT(*) FROM visits GROUP BY hospital", epsilon=1)
+        assert session_witness(sess) == "a record with hospital = 'A' affects q1 COUNT(*)"
+        sess.sql("SELECT COUNT(*) FROM visits WHERE age BETWEEN 20 AND 29", epsilon=1)
+        sess.sql("SELECT COUNT(*) FROM visits WHERE age >= 25", epsilon=1)
+        assert "hospital = 'A', 25 <= age <= 29 affects" in session_witness(sess)

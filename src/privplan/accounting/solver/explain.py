@@ -24,13 +24,16 @@ def _witness(inst: _Instance, best: _Best) -> tuple[int, ...]:
 
 def _describe_cell(inst: _Instance, cell: Cell, relevant: Iterable[int]) -> str:
     relevant = list(relevant)
-    cols = inst.mechs.key_columns(relevant)
+    keys = set(inst.mechs.key_columns(relevant))
+    cols = set(keys)
     chosen = np.zeros(len(inst.mechs), dtype=bool)
     chosen[relevant] = True
     rows = chosen[inst.row_mech]
     constrained = (inst.lo[rows] > 0) | (inst.hi[rows] < inst.sizes - 1)
     cols.update(np.flatnonzero(constrained.any(axis=0)).tolist())
-    parts = [inst.axes[c].describe_run(inst.columns[c], *_run(inst, rows, c, cell[c]))
+    # a group key's value is its group (one atom); any other column's is the range it is in
+    parts = [inst.axes[c].describe(inst.columns[c], cell[c]) if c in keys else
+             inst.axes[c].describe_run(inst.columns[c], *_run(inst, rows, c, cell[c]))
              for c in sorted(cols)]
     return "any record" if not parts else "a record with " + ", ".join(parts)
 
