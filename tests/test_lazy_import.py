@@ -41,3 +41,16 @@ def test_public_names_resolve() -> None:
     out = _run("import privplan as pp\n"
                "print(all(getattr(pp, n) is not None for n in pp.__all__), 'connect' in dir(pp))")
     assert out == "True True"
+
+
+def test_dir_shows_the_public_names_only() -> None:
+    out = _run("import privplan as pp, privplan.errors as e, inspect\n"
+               "names = dir(pp)\n"
+               "errors = sorted(n for n, c in vars(e).items() if inspect.isclass(c)\n"
+               "                and issubclass(c, e.PrivplanError))\n"
+               "print(names == sorted([*pp.__all__, '__version__']), len(set(pp.__all__)) == "
+               "len(pp.__all__), set(errors) <= set(pp.__all__),\n"
+               "      [n for n in names if n in ('importlib', 'sys', 'MetaPathFinder', "
+               "'ModuleSpec', 'ModuleType', 'TYPE_CHECKING', 'Any', 'Loader')],\n"
+               "      all(not n.startswith('_') for n in pp.__all__))")
+    assert out == "True True True [] True"

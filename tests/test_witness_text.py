@@ -44,3 +44,42 @@ def test_a_dashboard_session_names_each_query_once(tmp_path: Path) -> None:
         assert all(a != b for a, b in itertools.pairwise(names)), witness
     finally:
         sess.close()
+
+
+def test_bounds_read_in_the_queries_own_terms() -> None:
+    from privplan.explain import in_query_terms
+
+    sqls = ["SELECT COUNT(*) FROM v WHERE age < 18", "SELECT COUNT(*) FROM v WHERE stay > 7",
+            "SELECT SUM(cost) FROM v WHERE cost < 18"]
+    text = "a record with age <= 17, stay >= 8, cost <= 17, age >= 65 affects q1, q2"
+    assert in_query_terms(text, sqls, {"age", "stay"}) == (
+        "a record with age < 18, stay > 7, cost <= 17, age >= 65 affects q1, q2")
+    # a float column's `< 18` is not `<= 17`: left alone, as is a bound no query spells
+    assert in_query_terms("cost <= 17", sqls, set()) == "cost <= 17"
+
+
+def test_the_demo_witness_says_the_demo_queries_bounds(tmp_path: Path) -> None:
+    """The demo's worst case named `age < 17` beside queries saying `age < 18`: a record's
+    value is now the whole range the queries treat alike, in their own spelling."""
+    import io
+
+    from privplan.demo.run import run_demo
+
+    out = io.StringIO()
+    run_demo(tmp_path, rows=2000, out=out).close()
+    why = next(line for line in out.getvalue().splitlines() if line.startswith("Why: "))
+    assert "age < 18" in why and "length_of_stay > 7" in why, why
+    assert "age < 17" not in why and "length_of_stay > 8" not in why, why
+
+
+def test_a_group_key_stays_one_group_and_a_range_is_whole(tmp_path: Path) -> None:
+    from privplan.explain import session_witness
+
+    db = write_demo_database(tmp_path / "demo.duckdb", rows=500)
+    policy = pp.Policy.from_yaml(Path(pp.__file__).parent / "demo" / "policy.yaml")
+    with pp.connect(db, policy=policy, budget=pp.PureDP(10)) as sess:
+        sess.sql("SELECT hospital, COUNT(*) FROM visits GROUP BY hospital", epsilon=1)
+        assert session_witness(sess) == "a record with hospital = 'A' affects q1 COUNT(*)"
+        sess.sql("SELECT COUNT(*) FROM visits WHERE age BETWEEN 20 AND 29", epsilon=1)
+        sess.sql("SELECT COUNT(*) FROM visits WHERE age >= 25", epsilon=1)
+        assert "hospital = 'A', 25 <= age <= 29 affects" in session_witness(sess)

@@ -23,10 +23,13 @@ from typing import TYPE_CHECKING, Any
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.errors import (
     BudgetExceededError,
+    EngineUnavailableError,
+    ExecutionError,
     InternalError,
     LedgerError,
     ParseError,
     PolicyError,
+    PostProcessingError,
     PrivplanError,
     UnsupportedQueryError,
 )
@@ -36,11 +39,14 @@ __all__ = [
     "ZCDP",
     "ApproxDP",
     "BudgetExceededError",
+    "EngineUnavailableError",
+    "ExecutionError",
     "InternalError",
     "LedgerError",
     "ParseError",
     "Policy",
     "PolicyError",
+    "PostProcessingError",
     "PrivplanError",
     "PureDP",
     "Result",
@@ -69,7 +75,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names (what tab completion offers): ``__all__`` and ``__version__``, not the
+    machinery that imports the parts lazily and registers ``df.dp``."""
+    return sorted([*__all__, "__version__"])
 
 
 class _AfterPandas(MetaPathFinder, Loader):

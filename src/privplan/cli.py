@@ -165,13 +165,12 @@ def cmd_budget(args: argparse.Namespace) -> int:
         raise PrivplanError(f"ledger '{args.ledger}' has no budget yet (never used)")
     with connect(args.database or ":memory:", policy=args.policy, budget=budget,
                  ledger=ledger) as sess:
-        from privplan.explain import readable_witness
+        from privplan.explain import session_witness
 
         entries = sess.ledger.entries()  # (every entry verified from the chain's root)
         if args.plot:
             _save_budget_plot(sess, Path(args.plot))
-        total = sess.accountant.total
-        why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
+        why = session_witness(sess)  # (in the words of the queries, e.g. age < 18)
         if args.json:
             print(json.dumps({
                 "budget": budget.describe(), "spent": sess.spent().describe(),

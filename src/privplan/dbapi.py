@@ -143,6 +143,7 @@ from privplan.dbapi_free import (
     _rows,
 )
 from privplan.dbapi_params import bind_parameters
+from privplan.dbapi_tables import refuse_table_read
 
 # ------------------------------------------------------------------------- type objects
 
@@ -405,6 +406,7 @@ class Cursor:
                                  notes=["reads no private row: answered without a charge"])
             self._answer(free.rows, free.columns, zero)
             return self
+        refuse_table_read(session.policy, sql)  # pandas.read_sql_table: says why, spends nothing
         explicit = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
                                       ("mu", mu), ("budget", budget)) if v is not None}
         with _Translating():

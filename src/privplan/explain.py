@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,11 +200,59 @@ _MECHANISM_ID = re.compile(r"\bq\d+\.c\d+_m\d+\b")
 _REPEATED_NAME = re.compile(r"(?<!\w)([^,;()]+?), \1(?=,|$| and|;| \(|\))")
 
 
-def readable_witness(text: str, mechanisms: Sequence[Any]) -> str:
+def readable_witness(text: str, mechanisms: Sequence[Any],
+                     queries: Mapping[str, str] | None = None,
+                     int_columns: Collection[str] = ()) -> str:
     """A composition's worst case with every admitted mechanism named by its query and
-    aggregate (``q3 SUM(cost)``) instead of its internal id."""
-    return _readable_witness(text, {m.id: f"{m.id.split('.', 1)[0]} {m.label}".strip()
-                                    for m in mechanisms})
+    aggregate (``q3 SUM(cost)``) instead of its internal id, and its bounds on integer columns
+    spelled as the ``queries`` (SQL texts) spell them (:func:`in_query_terms`)."""
+    out = _readable_witness(text, {m.id: f"{m.id.split('.', 1)[0]} {m.label}".strip()
+                                   for m in mechanisms})
+    return in_query_terms(out, (queries or {}).values(), int_columns)
+
+
+def session_witness(session: Any) -> str:
+    """The worst case of everything ``session`` released, in the words of its queries."""
+    ints = {name for t in session.policy.private_tables() for name, c in t.columns.items()
+            if c.type == "int"}
+    floats = {name for t in session.policy.private_tables() for name, c in t.columns.items()
+              if c.type != "int"}
+    return readable_witness(session.accountant.total.witness_detail,
+                            session.accountant.mechanisms(),
+                            {e.query_id: e.sql for e in session.ledger.entries()},
+                            ints - floats)
+
+
+_BOUND = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*) (<=|>=|<|>) (-?\d+)\b(?!\.)")
+_SQL_BOUND = re.compile(r"(?i)\b([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*(-?\d+)\b(?![.\w])")
+
+
+def _closed(op: str, value: int) -> tuple[str, int]:
+    """An integer bound as a closed one: ``< 18`` is ``<= 17``, ``> 7`` is ``>= 8``."""
+    return {"<": ("<=", value - 1), ">": (">=", value + 1)}.get(op, (op, value))
+
+
+def in_query_terms(text: str, queries: Iterable[str], int_columns: Collection[str]) -> str:
+    """``text`` with each one-sided bound on an integer column (``age <= 17``) spelled as a
+    query spells the same bound (``age < 18``), so the worst case reads in the queries' own
+    terms; bounds no query spells alike are left as they are. Only integer columns: there
+    ``< 18`` and ``<= 17`` are the same condition (not so for a float)."""
+    if not int_columns:
+        return text
+    spelled: dict[tuple[str, str, int], str] = {}
+    for sql in queries:
+        for col, op, value in _SQL_BOUND.findall(sql):
+            if col.lower() in int_columns:
+                key = (col.lower(), *_closed(op, int(value)))
+                spelled.setdefault(key, f"{col.lower()} {op} {int(value)}")
+
+    def spell(match: re.Match[str]) -> str:
+        col, op, value = match.group(1), match.group(2), int(match.group(3))
+        if col.lower() not in int_columns:
+            return match.group(0)
+        return spelled.get((col.lower(), *_closed(op, value)), match.group(0))
+
+    return _BOUND.sub(spell, text)
 
 
 def _readable_witness(text: str, labels: dict[str, str]) -> str:

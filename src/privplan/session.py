@@ -381,7 +381,8 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         listed = bool(budget.pop("listed_groups", False))
         value = self.query_value(budget)
         plan = build_plan(sql, parse_statement(sql), policy, self.catalog.public_columns(),
-                          clamps=clamps, listed_keys_first=listed)
+                          clamps=clamps, listed_keys_first=listed,
+                          schema_not_null=self.catalog.schema_not_null)
         if min_units is not None:
             require_selection(plan, min_units)
         for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)

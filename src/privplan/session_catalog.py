@@ -15,7 +15,7 @@ from typing import Any
 from privplan.engines.portable import check_stored_types
 from privplan.errors import PolicyError
 from privplan.policy import Policy
-from privplan.typed_view import check_not_null, typed_view
+from privplan.typed_view import check_not_null, read_as_stored, typed_view
 
 __all__ = ["SessionCatalog", "stand_in_name"]
 
@@ -32,6 +32,7 @@ class SessionCatalog:
         self.engine, self.policy = engine, policy
         self.column_types: dict[str, dict[str, str]] = {}
         self._not_null_checked: set[str] = set()
+        self._schema_not_null: dict[str, frozenset[str]] = {}
         self._public_schema: dict[str, set[str]] | None = None
         # per derived (per-unit) table: its view's SELECT over stand-in rows, and theirs
         self._derived: dict[str, tuple[str, dict[str, dict[str, str]]]] = {}
@@ -42,9 +43,11 @@ class SessionCatalog:
         if table is None:
             self.column_types.clear()
             self._not_null_checked.clear()
+            self._schema_not_null.clear()
         else:
             self.column_types.pop(table, None)
             self._not_null_checked.discard(table)
+            self._schema_not_null.pop(table, None)
         self._public_schema = None
 
     def typed_table(self, table: Any) -> tuple[str, dict[str, str]]:
@@ -90,6 +93,31 @@ class SessionCatalog:
         SELECT over the base table's stand-ins (what the gate reads in its place)."""
         self._derived[name] = (select_over_stand_ins, stand_ins)
         self.column_types.pop(name, None)  # (its engine types, read afresh)
+        self._schema_not_null.pop(name, None)
+
+    def schema_not_null(self, table: Any) -> frozenset[str]:
+        """The policy columns of ``table`` that cannot be NULL as privplan reads them: declared
+        ``NOT NULL`` in the engine's schema and read as stored (see
+        :func:`~privplan.typed_view.read_as_stored`). The planner leaves NULL out of such a
+        bool key's public domain. Why this is private-data-free: it is read from the catalog,
+        never from rows, so two neighbouring tables under one schema get the same domain (an
+        engine that reports no schema constraint gives the empty set: NULL stays in)."""
+        found = self._schema_not_null.get(table.name)
+        if found is None:
+            reader = getattr(self.engine, "not_null_columns", None)
+            found = frozenset()
+            if reader is not None:
+                try:
+                    table_sql = self.engine.table_sql(table)
+                    actual = self.column_types.get(table.name) or self.engine.columns(table_sql)
+                    declared = reader(table_sql)
+                except PolicyError:
+                    declared, actual = set(), {}  # (a missing table is reported when read)
+                found = frozenset(c for c, col in table.columns.items()
+                                  if c in declared and c in actual
+                                  and read_as_stored(col.type, actual[c]))
+            self._schema_not_null[table.name] = found
+        return found
 
     def public_columns(self) -> dict[str, set[str]]:
         """Columns of public tables the policy lists without columns (read from the engine)."""

@@ -51,6 +51,9 @@ What SQLAlchemy sees
   released; ``cursor.cost`` tells what it added. Transactions are therefore trivial: the
   isolation level is ``AUTOCOMMIT``, ``commit`` is a no-op and ``rollback`` does nothing (see
   :meth:`PrivplanDialect.do_rollback`).
+* ``pandas.read_sql_table("visits", engine)`` (a SELECT of every column of the table) is
+  refused with the reason and the fix: it would release every row; pass a DP query to
+  ``pandas.read_sql`` instead (:mod:`privplan.dbapi_tables`). Nothing is spent.
 * ``SELECT 1`` and the pool's pre-ping (:meth:`PrivplanDialect.do_ping`) are answered without
   a charge and without reading any table (see :mod:`privplan.dbapi`).
 * The inspector shows the policy's schema: every declared table (in schema ``main`` unless

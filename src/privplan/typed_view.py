@@ -9,7 +9,7 @@ from typing import Any
 from privplan.errors import PolicyError
 from privplan.rewrite.engine_sql import BINARY
 
-__all__ = ["check_not_null", "typed_source", "typed_view"]
+__all__ = ["check_not_null", "read_as_stored", "typed_source", "typed_view"]
 
 _ENGINE_TYPES = {
     "int": ("BIGINT", ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -20,6 +20,14 @@ _ENGINE_TYPES = {
     "date": ("DATE", ("DATE",)),
     "timestamp": ("TIMESTAMP", ("TIMESTAMP",)),
 }
+
+
+def read_as_stored(policy_type: str, stored: str) -> bool:
+    """Whether :func:`typed_view` reads a column of engine type ``stored`` as it is stored (no
+    ``TRY_CAST``, which turns a value that does not convert into NULL): only then does the
+    schema's ``NOT NULL`` hold for the column privplan reads."""
+    upper = stored.upper()
+    return upper in _ENGINE_TYPES[policy_type][1] and upper not in ("UBIGINT", "UHUGEINT")
 
 
 def typed_source(table_sql: str, name: str, columns: Mapping[str, Any],

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from privplan.explain import readable_witness
+from privplan.explain import session_witness
 
 DEMO_QUERIES: tuple[tuple[str, str, float], ...] = (
     (
@@ -84,8 +84,7 @@ def run_demo(directory: Path, *, rows: int = 200_000, out: TextIO) -> Any:
         out.writelines(f"  {entry.query_id}: added {entry.marginal.describe():<10} total "
                        f"{entry.total_after.describe():<10} {' '.join(entry.sql.split())[:70]}\n"
                        for entry in sess.ledger.entries())
-        total = sess.accountant.total
-        why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
+        why = session_witness(sess)  # (in the words of the queries, e.g. age < 18)
         out.write(f"\nSpent {sess.spent().describe()} of ε = {TOTAL_EPSILON} "
                   f"(remaining {sess.remaining().describe()}).\n"
                   f"Why: {why}\n"

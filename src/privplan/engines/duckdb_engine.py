@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from privplan.engines.base import COPY_FAILED, RUN_FAILED, ProbeFailed, StandIn, Values
@@ -225,6 +226,23 @@ class DuckDBEngine:
                 "or call session.register(name, dataframe_or_path)."
             ) from None
         return {r[0].lower(): r[1] for r in rows}
+
+    def not_null_columns(self, table_sql: str) -> set[str]:
+        """The columns whose schema rules out NULL (lower case): declared ``NOT NULL`` in the
+        database, or, in a registered pandas DataFrame, of a numpy dtype that cannot hold NA
+        (bool, integers; DuckDB's scan reports every column nullable). Schema, never rows: what
+        a group key's public domain may rely on (a BOOLEAN NOT NULL key has no NULL group,
+        whatever the data), see ``ColumnsAndKeys._may_be_null``."""
+        try:
+            rows = self.con.execute(f"DESCRIBE SELECT * FROM {table_sql}").fetchall()
+        except duckdb.Error:
+            return set()  # (the missing table is reported by columns())
+        found = {r[0].lower() for r in rows if str(r[2]).upper() == "NO"}
+        data = self._registered.get(table_sql.strip('"').replace('""', '"').lower())
+        if isinstance(data, pd.DataFrame):
+            found |= {str(c).lower() for c, t in data.dtypes.items()
+                      if isinstance(t, np.dtype) and t.kind in "biu"}
+        return found
 
     def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
         """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""

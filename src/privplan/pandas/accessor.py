@@ -25,7 +25,7 @@ from privplan.pandas.configure import (
     _register,
 )
 from privplan.pandas.helper_sql import _answer_frame, _budget_kwargs
-from privplan.pandas.messages import _NOT_CONFIGURED, _derived_message
+from privplan.pandas.messages import _NOT_CONFIGURED, _derived_message, _unknown_method
 from privplan.pandas.state import _by_marker, _lock, _marker, _owner_state, _State
 from privplan.pandas.view import DPView
 from privplan.policy import Policy
@@ -229,6 +229,21 @@ class DPAccessor:
         return DPView(self._state()).mean(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                           mu=mu, budget=budget, explain=explain)
 
+    def var(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
+            epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
+            budget: Any = None, explain: bool = False) -> Any:
+        """Noisy ``VAR_SAMP(column)`` (``ddof=0``: ``VAR_POP``), clamped to its bounds, per
+        group of ``by`` (see DPView.var)."""
+        return DPView(self._state()).var(column, by, ddof=ddof, epsilon=epsilon, delta=delta,
+                                         rho=rho, mu=mu, budget=budget, explain=explain)
+
+    def std(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
+            epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
+            budget: Any = None, explain: bool = False) -> Any:
+        """Noisy ``STDDEV_SAMP(column)`` (``ddof=0``: ``STDDEV_POP``), per group of ``by``."""
+        return DPView(self._state()).std(column, by, ddof=ddof, epsilon=epsilon, delta=delta,
+                                         rho=rho, mu=mu, budget=budget, explain=explain)
+
     def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
                  epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
                  budget: Any = None, explain: bool = False) -> Any:
@@ -242,6 +257,10 @@ class DPAccessor:
         """Noisy median of ``column`` per group of ``by`` (the 0.5-quantile)."""
         return DPView(self._state()).median(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                             mu=mu, budget=budget, explain=explain)
+
+    def __getattr__(self, name: str) -> Any:
+        """An unknown ``df.dp.<name>``: AttributeError naming what exists (did you mean ...?)."""
+        raise AttributeError(_unknown_method(name, type(self), "df.dp"))
 
     # -- budget --------------------------------------------------------------------------------
     def spent(self) -> Any:

@@ -1,5 +1,5 @@
-"""The SQL behind the pandas-shaped helpers (``count``, ``sum``, ``mean``, ``quantile``,
-``median``, ``where``) and the frame their answers come back as.
+"""The SQL behind the pandas-shaped helpers (``count``, ``sum``, ``mean``, ``var``, ``std``,
+``quantile``, ``median``, ``where``) and the frame their answers come back as.
 
 The helpers build ordinary SQL and send it through the same planner and accountant as
 ``df.dp.sql``, so they cost exactly what the SQL costs; a ``where`` predicate is parsed and

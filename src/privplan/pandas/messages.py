@@ -8,6 +8,8 @@ start a second budget for the same people) and how to get the answer instead.
 
 from __future__ import annotations
 
+import difflib
+
 from privplan.pandas.state import ATTRS_KEY, _State
 
 _WHY_DERIVED = (
@@ -52,3 +54,28 @@ _NOT_CONFIGURED = (
     "budget=pp.PureDP(1.0))."
 )
 
+# pandas spellings with a df.dp counterpart under another name or shape
+_PANDAS_NAMES = {"groupby": "pass by= to a helper, e.g. df.dp.count(by='hospital')",
+                 "size": "count", "average": "mean", "avg": "mean", "variance": "var",
+                 "stddev": "std", "stdev": "std", "percentile": "quantile",
+                 "query": "where", "filter": "where", "loc": "where"}
+
+
+def _unknown_method(name: str, cls: type, surface: str) -> str:
+    """The message of an AttributeError for ``<surface>.<name>``: what exists, the closest
+    name. Private and special names get the plain message (Python's protocols probe them)."""
+    if name.startswith("_"):
+        return f"{cls.__name__!r} object has no attribute {name!r}"
+    public = sorted(n for n in dir(cls) if not n.startswith("_"))
+    hint = _PANDAS_NAMES.get(name.lower())
+    close = difflib.get_close_matches(name.lower(), public, n=1, cutoff=0.6)
+    if hint is not None and hint in public:
+        fix = f"did you mean {surface}.{hint}(...)?"
+    elif hint is not None:
+        fix = hint + "."
+    elif close:
+        fix = f"did you mean {surface}.{close[0]}?"
+    else:
+        fix = f"use one of them, or {surface}.sql('SELECT ...') for anything else."
+    return (f"{surface} has no attribute '{name}'. Why: {surface} offers only the DP answers "
+            f"privplan can charge for, and their budget: {', '.join(public)}. Fix: {fix}")

@@ -18,6 +18,7 @@ from privplan.pandas.helper_sql import (
     _helper_sql,
     _parse_predicate,
 )
+from privplan.pandas.messages import _unknown_method
 from privplan.pandas.state import _State
 
 
@@ -96,6 +97,23 @@ class DPView:
         return self._ask("AVG", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    def var(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
+            epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
+            budget: Any = None, explain: bool = False) -> Any:
+        """Noisy variance of ``column`` (clamped to its bounds), per group of ``by``:
+        ``VAR_SAMP`` (``ddof=1``, pandas' default) or ``VAR_POP`` (``ddof=0``); the same
+        answer and cost as that SQL."""
+        return self._ask(_spread("VAR", ddof), column, by,
+                         _budget_kwargs(epsilon, delta, rho, mu, budget), explain)
+
+    def std(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
+            epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
+            budget: Any = None, explain: bool = False) -> Any:
+        """Noisy standard deviation of ``column`` (the square root of :meth:`var`):
+        ``STDDEV_SAMP`` (``ddof=1``) or ``STDDEV_POP`` (``ddof=0``), per group of ``by``."""
+        return self._ask(_spread("STDDEV", ddof), column, by,
+                         _budget_kwargs(epsilon, delta, rho, mu, budget), explain)
+
     def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
                  epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
                  budget: Any = None, explain: bool = False) -> Any:
@@ -116,6 +134,10 @@ class DPView:
         return self._ask("MEDIAN", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    def __getattr__(self, name: str) -> Any:
+        """An unknown ``df.dp.where(...).<name>``: AttributeError naming what exists."""
+        raise AttributeError(_unknown_method(name, type(self), "df.dp.where(...)"))
+
     def spent(self) -> Any:
         """The composed cost of everything released about this frame so far."""
         return self._state.spent()
@@ -124,3 +146,12 @@ class DPView:
         """What is left of the frame's budget."""
         return self._state.remaining()
 
+
+def _spread(func: str, ddof: Any) -> str:
+    """``VAR_SAMP`` / ``VAR_POP`` (or ``STDDEV_...``) for pandas' ``ddof`` of 1 / 0."""
+    if isinstance(ddof, bool) or ddof not in (0, 1):
+        raise UnsupportedQueryError(
+            f"df.dp.{func.lower().replace('stddev', 'std')}: ddof={ddof!r} is not supported. "
+            f"Why: privplan answers the sample (ddof=1, {func}_SAMP) and population (ddof=0, "
+            f"{func}_POP) forms only. Fix: pass ddof=1 or ddof=0.")
+    return f"{func}_{'SAMP' if ddof == 1 else 'POP'}"

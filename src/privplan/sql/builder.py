@@ -8,7 +8,7 @@ refused with the construct, its position, the reason and the fix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, cast
 
@@ -55,7 +55,8 @@ _AGGREGATES: dict[type[exp.Expression], str] = {
 def build_plan(sql: str, statement: exp.Expression, policy: Policy,
                public_columns: dict[str, set[str]] | None = None,
                clamps: Mapping[str, tuple[Any, Any]] | None = None,
-               listed_keys_first: bool = False) -> QueryPlan:
+               listed_keys_first: bool = False,
+               schema_not_null: Callable[[Any], frozenset[str]] | None = None) -> QueryPlan:
     """Validate ``statement`` and turn it into a :class:`QueryPlan` (the statement is copied).
 
     ``public_columns`` lists the columns of public tables whose policy entry declares none (the
@@ -63,7 +64,9 @@ def build_plan(sql: str, statement: exp.Expression, policy: Policy,
     narrower than the policy's for this query's SUM/AVG/VAR of a column (column -> (lo, hi);
     BigQuery's ``CLAMPED BETWEEN``), checked to lie inside the policy's bounds.
     ``listed_keys_first``: keys a WHERE lists are the domain even of a column with public
-    values (BigQuery's public groups release exactly the groups joined in)."""
+    values (BigQuery's public groups release exactly the groups joined in).
+    ``schema_not_null``: a private table's columns the engine's schema declares NOT NULL (the
+    session's catalog; see ``ColumnsAndKeys._public_domain``)."""
     statement = statement.copy()
     validate_statement(sql, statement)
     selects = _union_branches(statement)
@@ -71,6 +74,7 @@ def build_plan(sql: str, statement: exp.Expression, policy: Policy,
     for i, s in enumerate(selects):
         builder = _CoreBuilder(sql, s, policy, f"c{i}", public_columns, clamps)
         builder.listed_keys_first = listed_keys_first
+        builder.schema_not_null = schema_not_null
         cores.append(builder.build())
     return QueryPlan(sql=sql, statement=statement, cores=cores)
 

@@ -12,6 +12,7 @@ policy or the query text, not the data, fixes them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -21,7 +22,7 @@ from privplan.errors import UnsupportedQueryError
 from privplan.sql.joins import conjuncts, join_index, public_columns_of
 from privplan.sql.locate import with_location
 from privplan.sql.plan import GroupKey
-from privplan.sql.validate import refuse
+from privplan.sql.validate import did_you_mean, refuse
 
 __all__ = ["ColumnsAndKeys", "is_aggregate", "strip_qualifiers"]
 
@@ -44,6 +45,7 @@ class ColumnsAndKeys:
     joins: Any
     select_aliases: dict[str, exp.Expression]
     listed_keys_first = False  # BigQuery's public groups: listed keys before public values
+    schema_not_null: Callable[[Any], frozenset[str]] | None = None  # the engine's NOT NULLs
 
     # ------------------------------------------------------------------ columns
     def _qualifier_ok(self, col: exp.Column) -> bool:
@@ -84,7 +86,9 @@ class ColumnsAndKeys:
             known = ", ".join(self.table.columns)
             raise UnsupportedQueryError(with_location(
                 f"unknown column '{col.name}' in table '{self.table.name}': the policy declares "
-                f"{known}. Fix the name, or declare the column in the policy.", self.sql, col))
+                f"{known}. Why: privplan reads only the columns the policy declares. Fix the "
+                f"name{did_you_mean(name, self.table.columns)}, or declare the column in the "
+                f"policy.", self.sql, col))
 
     # ------------------------------------------------------------------ GROUP BY
     def _group_keys(self) -> list[GroupKey]:
@@ -182,6 +186,22 @@ class ColumnsAndKeys:
                     return tuple(dict.fromkeys(values))
         return None
 
+    def _may_be_null(self, column: str) -> bool:
+        """Whether ``column`` of the query's table can hold NULL: the policy says nullable
+        (the default) and the engine's schema does not declare it NOT NULL.
+
+        Why only the policy and the schema, never the rows: a bool key's public domain is
+        released whole (every group, noise on each), so its NULL group must be there or not
+        for every neighbouring table alike; a NULL group dropped because the data holds no
+        NULL would tell that. A column that cannot hold NULL by its schema (``BOOLEAN NOT
+        NULL``, a registered DataFrame's numpy ``bool``) cannot have the group, which would
+        only be noise."""
+        if not self.table.columns[column].nullable:
+            return False
+        if self.schema_not_null is None or getattr(self, "private_join", None) is not None:
+            return True
+        return column not in self.schema_not_null(self.table)
+
     def _public_domain(self, key: exp.Expression, column: str | None) -> tuple[Any, ...] | None:
         """A key's values may be released without selection only if they are public:
         declared ``public_values``, a boolean column, or a CASE whose every result is a literal
@@ -195,7 +215,7 @@ class ColumnsAndKeys:
             if col.public_values is not None:
                 return tuple(col.public_values)
             if col.type == "bool":
-                return (False, True, None) if col.nullable else (False, True)
+                return (False, True, None) if self._may_be_null(column) else (False, True)
             return self._keys_from_where(column)
         listed = self._expression_keys_from_where(key)
         if listed is not None:

@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from privplan.errors import PolicyError
 from privplan.sql.locate import with_location
-from privplan.sql.validate import refuse
+from privplan.sql.validate import did_you_mean, refuse
 
 
 @dataclass
@@ -260,7 +260,7 @@ def _resolve_public(
             if join.known and name not in join.known:
                 refuse(sql, col, f"unknown column '{col.name}' in public table "
                        f"'{join.table.name}'", "it is not declared in the policy.",
-                       "Declare it, or fix the name.")
+                       f"Declare it, or fix the name{did_you_mean(name, join.known)}.")
             join.columns.add(name)
             new = exp.column(public_name(join.index, name))
             if col.parent is select and col in select.expressions:  # keep the output name

@@ -6,6 +6,8 @@ The checks here are structural and run before anything touches data. Each refusa
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import NoReturn
 
 from sqlglot import exp
@@ -61,6 +63,13 @@ released noised, as a DP query of its own whose answer an outer query post-proce
 
 def refuse(sql: str, node: exp.Expr | None, what: str, why: str, fix: str) -> NoReturn:
     raise UnsupportedQueryError(with_location(f"{what}: {why} {fix}", sql, node))
+
+
+def did_you_mean(name: str, declared: Iterable[str]) -> str:
+    """`` (did you mean 'age'?)`` for the declared name closest to ``name``, else ``""``.
+    Only the policy's names are offered (public), never a value."""
+    close = difflib.get_close_matches(name.lower(), sorted(declared), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 MAX_DEPTH = 200

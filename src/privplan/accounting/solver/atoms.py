@@ -214,6 +214,26 @@ class Axis:
         map_hi[-1] = axis.size - 1
         return axis, map_lo, map_hi
 
+    def describe_run(self, column: str, first: int, last: int) -> str:
+        """The atoms ``first..last`` as one condition on ``column`` (``age <= 17``,
+        ``8 <= length_of_stay < 12``); one atom as :meth:`describe` says it."""
+        if first == last or first == 0:
+            return self.describe(column, first)
+        j, point = divmod(first - 1, 2)  # a point is atom 2j + 2, a gap before it 2j + 1
+        low = (self.values[j], ">=") if point else (
+            (self.values[j - 1], ">") if j > 0 else None)
+        k, point = divmod(last - 1, 2)
+        high = (self.values[k], "<=") if point else (
+            (self.values[k], "<") if k < len(self.values) else None)
+        if low is None and high is None:
+            return f"{column} IS NOT NULL"
+        if low is None:
+            return f"{column} {high[1]} {high[0]!r}"  # type: ignore[index]
+        if high is None:
+            return f"{column} {low[1]} {low[0]!r}"
+        flip = {">=": "<=", ">": "<"}
+        return f"{low[0]!r} {flip[low[1]]} {column} {high[1]} {high[0]!r}"
+
     def describe(self, column: str, atom: int) -> str:
         if atom == 0:
             return f"{column} IS NULL"

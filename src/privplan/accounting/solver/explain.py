@@ -24,14 +24,33 @@ def _witness(inst: _Instance, best: _Best) -> tuple[int, ...]:
 
 def _describe_cell(inst: _Instance, cell: Cell, relevant: Iterable[int]) -> str:
     relevant = list(relevant)
-    cols = inst.mechs.key_columns(relevant)
+    keys = set(inst.mechs.key_columns(relevant))
+    cols = set(keys)
     chosen = np.zeros(len(inst.mechs), dtype=bool)
     chosen[relevant] = True
     rows = chosen[inst.row_mech]
     constrained = (inst.lo[rows] > 0) | (inst.hi[rows] < inst.sizes - 1)
     cols.update(np.flatnonzero(constrained.any(axis=0)).tolist())
-    parts = [inst.axes[c].describe(inst.columns[c], cell[c]) for c in sorted(cols)]
+    # a group key's value is its group (one atom); any other column's is the range it is in
+    parts = [inst.axes[c].describe(inst.columns[c], cell[c]) if c in keys else
+             inst.axes[c].describe_run(inst.columns[c], *_run(inst, rows, c, cell[c]))
+             for c in sorted(cols)]
     return "any record" if not parts else "a record with " + ", ".join(parts)
+
+
+def _run(inst: _Instance, rows: np.ndarray, c: int, atom: int) -> tuple[int, int]:
+    """The widest run of atoms around ``atom`` of column ``c`` that every box of ``rows``
+    treats alike (all inside it or all outside): the record's value described as the whole
+    range the queries name (``age <= 17``), not one atom of it (``age < 17``)."""
+    if atom == 0:
+        return 0, 0
+    lo, hi = inst.lo[rows, c], inst.hi[rows, c]
+    inside = (lo <= atom) & (atom <= hi)
+    below, above = hi < atom, lo > atom
+    first = max(1, int(lo[inside].max(initial=1)), int(hi[below].max(initial=0)) + 1)
+    last = min(int(inst.sizes[c]) - 1, int(hi[inside].min(initial=inst.sizes[c] - 1)),
+               int(lo[above].min(initial=inst.sizes[c])) - 1)
+    return first, last
 
 
 def _detail(
