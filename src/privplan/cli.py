@@ -17,7 +17,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from privplan.cli_run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command
+from privplan.cli_output import emit_json, iso_time, tolerant_text
+from privplan.cli_run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command, say_error
+from privplan.cli_usage import new_parser
 from privplan.errors import PolicyError, PrivplanError
 
 __all__ = ["EXIT_BUDGET", "EXIT_FOUND", "EXIT_USAGE", "build_parser", "main"]
@@ -74,51 +76,125 @@ def _query_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+    """The session a ``query`` or ``explain`` runs in: the flags' budget, the ledger's (checked
+    against the flags before anything is opened with it), the database and the policy."""
     from privplan.ledger import SQLiteLedger
     from privplan.session import connect
 
-    kind = type(_budget(args))
+    kind, budget = _session_budget(args)
+    path = _ledger_path(args)
+    if budget is None and (path is None or not path.exists()):
+        why = "--no-ledger keeps none" if path is None else f"there is no ledger at {path}"
+        raise PrivplanError(
+            "--total is required (the session's whole privacy budget), unless the ledger exists "
+            f"already (it remembers its budget): {why}. Nothing was spent. Fix: pass --total E"
+            + (_hint(args, path) if path is not None else "") + ".")
+    if path is not None and not path.exists():
+        _announce_new_ledger(args, path, budget)
+    ledger = SQLiteLedger(path) if path is not None else None
+    if ledger is not None:
+        try:
+            budget = _ledger_budget(ledger, kind, budget)
+        except BaseException:
+            ledger.close()
+            raise
+    pld = getattr(args, "composition", "additive") == "pld"
+    return connect(args.database, policy=args.policy, budget=budget, ledger=ledger,
+                   composition="pld" if pld else "additive")
+
+
+def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
+    """The session's privacy definition (the query's, or (ε, δ) for PLD) and its budget from
+    --total/--total-delta (None without --total: the ledger's own is used)."""
+    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+
+    kind: type = type(_budget(args))
     total = args.total
-    budget = None
     pld = getattr(args, "composition", "additive") == "pld"
     if pld and (total is None or args.total_delta is None):
         raise PolicyError("--composition pld needs the session's (ε, δ): pass --total E and "
                           "--total-delta D (also when the ledger exists). Nothing was spent.")
     if pld:
         kind = ApproxDP  # the session's budget is (ε, δ); each query gives --mu or --epsilon/--delta
-    if total is not None:  # checked before any ledger file is opened or created
-        with _valid_budget("session budget (--total/--total-delta)"):
-            if kind is ApproxDP and args.total_delta is None:
-                raise PolicyError("--total-delta is required with --delta: the session's total "
-                                  "δ (the query's --delta is its share). Nothing was spent.")
-            budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
+    if total is None:
+        return kind, None
+    with _valid_budget("session budget (--total/--total-delta)"):  # (before any file is opened)
+        if kind is ApproxDP and args.total_delta is None:
+            raise PolicyError("--total-delta is required with --delta: the session's total "
+                              "δ (the query's --delta is its share). Nothing was spent.")
+        return kind, {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
                       GDP: lambda: GDP(total),
                       ApproxDP: lambda: ApproxDP(total, args.total_delta)}[kind]()
-    path = _ledger_path(args)
-    if budget is None and (path is None or not path.exists()):
-        raise PrivplanError("--total is required (the session's whole privacy budget), unless "
-                            "the ledger exists already (it remembers its budget). Nothing was "
-                            "spent.")
-    if path is not None and not path.exists() and not args.ledger:
-        print(f"privplan: new budget ledger {path} (the default, beside the database; "
-              "--ledger chooses another).", file=sys.stderr)
-    ledger = SQLiteLedger(path) if path is not None else None
-    if budget is None:
-        assert ledger is not None
-        budget = ledger.stored_budget()
+
+
+_FLAGS = {"PureDP": "--epsilon", "ApproxDP": "--epsilon with --delta", "ZCDP": "--rho",
+          "GDP": "--mu"}
+
+
+def _ledger_budget(ledger: Any, kind: type, budget: Any) -> Any:
+    """The session's budget given the ledger's: a ledger's budget is fixed when it is created,
+    so --total must repeat it (or be left out) and the query's flags must be of its definition;
+    each mismatch is said in flags before the ledger is bound (which would refuse it too)."""
+    stored: Any = ledger.stored_budget()
+    where = f"the ledger {ledger.path}"
+    if stored is None:
         if budget is None:
-            ledger.close()
-            raise PrivplanError(f"the ledger {path} records no budget yet: pass --total. "
-                                "Nothing was spent.")
-    return connect(args.database, policy=args.policy, budget=budget, ledger=ledger,
-                   composition="pld" if pld else "additive")
+            raise PrivplanError(f"{where} records no budget yet (it was never used), so nothing "
+                                "says the session's whole budget. Nothing was spent. Fix: pass "
+                                "--total.")
+        return budget
+    stored_kind: type = type(stored)  # (one definition per ledger: no subclass matches)
+    if stored_kind is not kind:
+        raise PolicyError(
+            f"this query's budget flags are {_FLAGS[kind.__name__]}, but {where} was created "
+            f"with the budget {stored.describe()}: a ledger composes "
+            f"one privacy definition. Nothing was spent. Fix: give the query's budget with "
+            f"{_FLAGS[type(stored).__name__]}, or pass --ledger NEW.ledger.sqlite to start a "
+            "new ledger.")
+    if budget is not None and budget != stored:
+        raise PolicyError(
+            f"--total says {budget.describe()}, but {where} was created with the budget "
+            f"{stored.describe()}, and a ledger's budget is fixed (what it spent counts against "
+            "it). Nothing was spent. Fix: leave out --total (the ledger remembers its budget), "
+            "or pass --ledger NEW.ledger.sqlite to start a new ledger (e.g. for a new release "
+            "period) with the new total.")
+    return stored
+
+
+def _hint(args: argparse.Namespace, path: Path) -> str:
+    """For a --ledger that does not exist: the ledgers beside the database it may have meant."""
+    from privplan.cli_args import ledger_hint
+
+    if not args.ledger:
+        return ""
+    return ledger_hint(path, "--ledger", [Path(args.database)]
+                       if not _is_url(args.database) else [])
+
+
+def _announce_new_ledger(args: argparse.Namespace, path: Path, budget: Any) -> None:
+    """Say on stderr that a new ledger (a new, whole budget) is being created, and offer the
+    existing ledgers a mistyped --ledger may have meant (a typo must not pass unnoticed)."""
+    how = "--ledger" if args.ledger else "the default, beside the database; --ledger chooses another"
+    print(f"privplan: new budget ledger {path} ({how}), budget {budget.describe()}.",
+          file=sys.stderr)
+    hint = _hint(args, path)
+    if hint:
+        print(f"privplan: a new ledger is a new, whole budget{hint}", file=sys.stderr)
+
+
+def _is_url(database: str) -> bool:
+    return database == ":memory:" or "://" in database
 
 
 def _ledger_path(args: argparse.Namespace) -> Path | None:
     """The ledger a command charges (``query``) or reads (``explain``): --ledger, else one
-    beside the database (``<database>.ledger.sqlite``), so that every call shares one budget
-    (each call used to start a new one). --no-ledger keeps it in memory, said on stderr."""
+    beside the database file named after it without its extension (``data.duckdb`` ->
+    ``data.ledger.sqlite``), so that every call shares one budget (each call used to start a
+    new one). --no-ledger keeps it in memory, said on stderr.
+
+    Why that name and not ``data.duckdb.ledger.sqlite``: it is the name privplan has always
+    used. Another default would leave every existing ledger behind and silently start a new,
+    whole budget beside it; a ledger must be found by the name it was created with."""
     if args.no_ledger:
         if args.ledger:
             raise PolicyError("--ledger and --no-ledger contradict each other; give one.")
@@ -127,13 +203,29 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
         return None
     if args.ledger:
         return Path(args.ledger)
-    db = Path(args.database)
-    path = db.with_name(db.stem + ".ledger.sqlite")
+    if _is_url(args.database):
+        if args.command == "explain":
+            print("privplan: --database is not a file, so there is no default ledger beside "
+                  "it: explaining against an empty history (--ledger names one).",
+                  file=sys.stderr)
+            return None
+        raise PolicyError(
+            f"--database {args.database} is not a file, so there is no default ledger beside "
+            "it to record what is spent. Nothing was spent. Fix: pass --ledger FILE (the budget "
+            "ledger to charge), or --no-ledger for a budget kept in memory.")
+    path = default_ledger(args.database)
     if not path.exists() and args.command == "explain":  # spends nothing: creates no file
         print(f"privplan: no ledger at {path} yet: explaining against an empty history.",
               file=sys.stderr)
         return None
     return path
+
+
+def default_ledger(database: str | Path) -> Path:
+    """The default ledger of a database file: ``<name without extension>.ledger.sqlite`` beside
+    it (``data.duckdb`` -> ``data.ledger.sqlite``)."""
+    db = Path(database)
+    return db.with_name(db.stem + ".ledger.sqlite")
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -156,13 +248,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
     from privplan.ledger import SQLiteLedger
     from privplan.session import connect
 
-    if not Path(args.ledger).exists():
-        raise PrivplanError(f"no ledger at '{args.ledger}'. Check the path (a ledger is the "
-                            "file a session was opened with, ledger=...).")
-    ledger = SQLiteLedger(args.ledger)
+    ledger = SQLiteLedger(args.ledger)  # (--ledger exists: checked with the other arguments)
     budget = ledger.stored_budget()
     if budget is None:
-        raise PrivplanError(f"ledger '{args.ledger}' has no budget yet (never used)")
+        ledger.close()
+        raise PrivplanError(f"--ledger {args.ledger} has no budget yet: it was created but "
+                            "never used, so there is nothing to show. Fix: run a query with "
+                            "it first (privplan query ... --ledger FILE --total E).")
     with connect(args.database or ":memory:", policy=args.policy, budget=budget,
                  ledger=ledger) as sess:
         from privplan.explain import readable_witness
@@ -173,13 +265,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
         total = sess.accountant.total
         why = readable_witness(total.witness_detail, sess.accountant.mechanisms())
         if args.json:
-            print(json.dumps({
+            emit_json({
                 "budget": budget.describe(), "spent": sess.spent().describe(),
                 "chain_verified": True,
                 "remaining": sess.remaining().describe(), "why": why,
                 "queries": [{"id": e.query_id, "added": e.marginal.describe(),
                              "total_after": e.total_after.describe(), "sql": e.sql,
-                             "time": e.time} for e in entries]}, indent=2))
+                             "time": iso_time(e.time)} for e in entries]})
             return 0
         print(f"budget {budget.describe()}; spent {sess.spent().describe()}; "
               f"remaining {sess.remaining().describe()}")
@@ -218,9 +310,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             accuracy = {c: {"method": a.method, "std": a.std, "halfwidth_95": a.halfwidth}
                         for c, a in res.accuracy.items()}
             pld = {"spent_approx": sess.pld.as_approx(sess.spent()).describe()} if sess.pld else {}
-            print(json.dumps({"rows": json.loads(answer.to_json(orient="records")),
-                              "accuracy": accuracy, "cost": res.cost.describe(),
-                              "spent": sess.spent().describe(), **pld}, indent=2))
+            # (budget, spent and remaining as `privplan budget --json` says them)
+            emit_json({"rows": json.loads(answer.to_json(orient="records")),
+                       "accuracy": accuracy, "cost": res.cost.describe(),
+                       "budget": sess.budget.describe(), "spent": sess.spent().describe(),
+                       "remaining": sess.remaining().describe(), **pld})
         else:
             print(answer.to_string(index=False))
             print(f"\ncost: {res.cost.describe()}; spent: {sess.spent().describe()}; "
@@ -234,7 +328,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     with _open(args) as sess:
         plan = sess.explain(args.sql, **_query_kwargs(args))
-        print(plan.to_json() if args.json else plan)
+        if args.json:
+            emit_json(json.loads(plan.to_json()))
+        else:
+            print(plan)
     return 0
 
 
@@ -246,7 +343,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = new_parser(
         prog="privplan",
         description="Differentially private SQL, charged with the general composition theorem.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -287,8 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--database", required=True, help="DuckDB file")
         p.add_argument("--policy", required=True, help="policy YAML file")
         p.add_argument("--ledger", default=None,
-                       help="durable SQLite ledger (default: <database>.ledger.sqlite beside "
-                            "the database)")
+                       help="durable SQLite ledger (default: beside the database, named "
+                            "after it without its extension: data.duckdb -> "
+                            "data.ledger.sqlite)")
         p.add_argument("--no-ledger", action="store_true",
                        help="keep the budget in memory only (forgotten when the command ends)")
         p.add_argument("--total", type=float, default=None,
@@ -309,8 +407,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``privplan`` with ``argv``; return the exit status (a mistake in the arguments: 2,
+    said as one line by :func:`privplan.cli_run.say_error`)."""
+    tolerant_text()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except PrivplanError as err:
+        return say_error(err)
     return run_command(args)
 
 
