@@ -70,8 +70,8 @@ class ReportSpec:
 
     def ledger_path(self, out_dir: str | Path | None = None) -> Path:
         """The ledger a run charges: the spec's ``ledger``, else one beside the spec file
-        (``<spec>.ledger.sqlite``), so running the report again, into a new directory, charges
-        the same budget. A spec without a file (built in Python) uses ``OUT/ledger.sqlite``."""
+        (named after it without its extension: ``monthly.yaml`` -> ``monthly.ledger.sqlite``),
+        so running the report again, into a new directory, charges the same budget. A spec without a file (built in Python) uses ``OUT/ledger.sqlite``."""
         if self.ledger:
             return Path(self.ledger)
         if self.source:
