@@ -112,8 +112,11 @@ def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
     total = args.total
     pld = getattr(args, "composition", "additive") == "pld"
     if pld and (total is None or args.total_delta is None):
-        raise PolicyError("--composition pld needs the session's (ε, δ): pass --total E and "
-                          "--total-delta D (also when the ledger exists). Nothing was spent.")
+        raise PolicyError("--composition pld needs the session's (ε, δ) from --total and "
+                          "--total-delta: PLD accounting converts the composed noise into ε at "
+                          "that δ, so it needs them even when the ledger exists. Nothing was "
+                          "spent. Fix: pass --total E and --total-delta D (e.g. --total 1 "
+                          "--total-delta 1e-6).")
     if pld:
         kind = ApproxDP  # the session's budget is (ε, δ); each query gives --mu or --epsilon/--delta
     if total is None:

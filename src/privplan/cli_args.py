@@ -139,7 +139,8 @@ def ledger_hint(missing: Path, where: str, near: Sequence[Path] = ()) -> str:
 
 def _count(value: str, where: str) -> None:
     if int(value) < 1:
-        raise PolicyError(f"{where} {value}: must be at least 1.")
+        raise PolicyError(f"{where} {value}: must be at least 1, since it counts what to "
+                          f"make and none would make nothing. Fix: pass e.g. {where} 1000.")
 
 
 def check_args(args: argparse.Namespace, **kinds: str) -> None:
