@@ -35,10 +35,19 @@ def _plain(value: str, where: str, error: type[PrivplanError]) -> Path:
     return Path(value)
 
 
+_WHY_EXISTING = {  # why a missing file is refused rather than made
+    "DuckDB file": " (privplan never creates a database: a typo would answer from an empty one)",
+    "policy YAML file": " (the policy says which tables are private; privplan never guesses it)",
+    "report spec (YAML)": " (the spec names the report's queries and budget)",
+    "report's audit file (audit.json)": " (`privplan report run` writes it into its --out)",
+}
+
+
 def _existing(value: str, where: str, what: str, error: type[PrivplanError]) -> Path:
     path = _plain(value, where, error)
     if not path.exists():
-        raise error(f"{where} '{value}' does not exist. Pass an existing {what}.")
+        why = _WHY_EXISTING.get(what, "")
+        raise error(f"{where} '{value}' does not exist{why}. Pass an existing {what}.")
     if path.is_dir():
         raise error(f"{where} '{value}' is a directory. Pass the path of a {what}, not its "
                     "folder.")
