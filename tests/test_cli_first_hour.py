@@ -172,6 +172,11 @@ def test_a_mistyped_ledger_is_offered_the_one_beside_the_database(db: Path,
                          "--database", "data.duckdb"], tmp_path)
     assert code == EXIT_USAGE and "did you mean --ledger ./data.ledger.sqlite?" in err, err
     assert "ledger=" not in err
+    # explain spends nothing: a missing --ledger is an empty history, made into no file
+    code, _, err = _run(["explain", Q, *base, "--epsilon", "0.25", "--total", "1", "--ledger",
+                         "dat.ledger.sqlite"], tmp_path)
+    assert code == 0 and "did you mean --ledger ./data.ledger.sqlite?" in err, err
+    assert not (tmp_path / "dat.ledger.sqlite").exists()
     # with --total a new ledger is a new, whole budget: made, and said with the offer
     code, _, err = _run(["query", Q, *base, "--epsilon", "0.25", "--total", "1", "--ledger",
                          "other.sqlite"], tmp_path)

@@ -84,7 +84,8 @@ def _open(args: argparse.Namespace) -> Any:
     kind, budget = _session_budget(args)
     path = _ledger_path(args)
     if budget is None and (path is None or not path.exists()):
-        why = "--no-ledger keeps none" if path is None else f"there is no ledger at {path}"
+        why = (f"there is no ledger at {path}" if path is not None else "--no-ledger keeps "
+               "none" if args.no_ledger else "this command reads no ledger")
         raise PrivplanError(
             "--total is required (the session's whole privacy budget), unless the ledger exists "
             f"already (it remembers its budget): {why}. Nothing was spent. Fix: pass --total E"
@@ -205,7 +206,12 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
               "command ends; the next call starts a new one.", file=sys.stderr)
         return None
     if args.ledger:
-        return Path(args.ledger)
+        given = Path(args.ledger)
+        if not given.exists() and args.command == "explain":  # (spends nothing: makes no file)
+            print(f"privplan: no ledger at {given}: explaining against an empty history"
+                  f"{_hint(args, given)}.", file=sys.stderr)
+            return None
+        return given
     if _is_url(args.database):
         if args.command == "explain":
             print("privplan: --database is not a file, so there is no default ledger beside "
