@@ -51,10 +51,13 @@ def cmd_report_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     run = run_report(spec, args.out, ledger=args.ledger, progress=progress)
     if args.json:
+        # (the ledger's budget: the spec's, or for advanced/pld the summed figure it was made with)
+        ledger_budget = spec.budget if spec.composition == "basic" else run.plan.basic_total.cost
         emit_json({
             "report": spec.name, "out": str(args.out), "audit": str(run.audit_path),
             "ledger": str(run.ledger_path), "total": run.total.describe(),
-            "budget": spec.budget.describe(),
+            "budget": spec.budget.describe(), "spent": run.total.describe(),
+            "remaining": (ledger_budget - run.total).describe(),
             "results": {n: {fmt: str(p) for fmt, p in f.items()} for n, f in run.files.items()},
         })
     else:
