@@ -2,9 +2,12 @@
 ``ledger verify|backup|seal|migrate``, ``report plan``, ``report run``, ``audit verify``.
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
-exits with status 3. Each subcommand declares the kind of each path and count it takes
-(``checks``); they are checked before it runs (:mod:`privplan.cli_args`), so a bad one is one
-line, never a traceback.
+exits with status 3. A mistake in the arguments themselves (a missing or unknown flag, a word
+where a number goes) is such a line too (:mod:`privplan.cli_usage`), and library messages name
+flags, not Python keywords (:func:`privplan.cli_run.flag_words`). Each subcommand declares the
+kind of each path and count it takes (``checks``); they are checked before it runs
+(:mod:`privplan.cli_args`), so a bad one is one line, never a traceback. ``--json`` output is
+UTF-8 with ISO 8601 times (:mod:`privplan.cli_output`).
 """
 
 from __future__ import annotations

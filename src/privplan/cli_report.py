@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privplan.cli_output import emit_json
+from privplan.cli_output import emit_json, tolerant_text
 from privplan.cli_run import run_command, say_error
 from privplan.errors import PrivplanError
 
@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the report/audit commands alone, with the same error handling as ``privplan``."""
+    tolerant_text()
     try:
         args = build_parser().parse_args(argv)
     except PrivplanError as err:

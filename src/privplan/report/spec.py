@@ -152,10 +152,10 @@ class ReportSpec:
                               "`objective: weighted_sum` (the default) or `objective: max`.")
         composition = data.get("composition", "basic")
         if composition not in ("basic", "advanced", "pld"):
-            raise PolicyError(f"report spec: `composition` is {composition!r}: a report's "
-                              "total is composed by basic (summed), advanced or pld composition "
-                              "only. Fix: write `composition: basic` (the default), `advanced` "
-                              "or `pld`.")
+            raise PolicyError(f"report spec: `composition` must be basic, advanced or pld, got "
+                              f"{composition!r}: a report's total is composed by one of these "
+                              "three rules only. Fix: write `composition: basic` (the default), "
+                              "`advanced` or `pld`.")
         budget = parse_budget(data["budget"])
         if composition in ("advanced", "pld") and not isinstance(budget, ApproxDP):
             raise PolicyError(f"report spec: `composition: {composition}` needs an (ε, δ) budget "
