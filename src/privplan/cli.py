@@ -299,7 +299,9 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def _save_budget_plot(sess: Any, path: Path) -> None:
     """Draw the ledger's budget over its queries into ``path`` (PNG, SVG or PDF)."""
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise PrivplanError(f"--plot {path}: the file name must end in .png, .svg or .pdf")
+        raise PrivplanError(f"--plot {path}: the file name must end in .png, .svg or .pdf, "
+                            "since its ending chooses the image format. Fix: e.g. --plot "
+                            "budget.png")
     if not path.parent.is_dir():
         raise PrivplanError(f"--plot {path}: the directory '{path.parent}' does not exist")
     ax = sess.plot_budget()

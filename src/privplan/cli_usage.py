@@ -86,6 +86,8 @@ def _unknown(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
         close = difflib.get_close_matches(name, _flags(parser), n=1, cutoff=0.6)
         fix = (f"did you mean {close[0]}?" if close
                else f"use one of its options ({_help(parser)})")
+        if name == "--version":  # (privplan's own flag, given after a command)
+            fix = "ask privplan itself: `privplan --version`"
         return (f"unknown option {name} for `{parser.prog}`: it takes no such flag, so the "
                 f"command would not do what was asked. Fix: {fix}")
     shown = first if len(first) <= 60 else first[:57] + "..."
