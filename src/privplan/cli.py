@@ -2,9 +2,12 @@
 ``ledger verify|backup|seal|migrate``, ``report plan``, ``report run``, ``audit verify``.
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
-exits with status 3. Each subcommand declares the kind of each path and count it takes
-(``checks``); they are checked before it runs (:mod:`privplan.cli_args`), so a bad one is one
-line, never a traceback.
+exits with status 3. A mistake in the arguments themselves (a missing or unknown flag, a word
+where a number goes) is such a line too (:mod:`privplan.cli_usage`), and library messages name
+flags, not Python keywords (:func:`privplan.cli_run.flag_words`). Each subcommand declares the
+kind of each path and count it takes (``checks``); they are checked before it runs
+(:mod:`privplan.cli_args`), so a bad one is one line, never a traceback. ``--json`` output is
+UTF-8 with ISO 8601 times (:mod:`privplan.cli_output`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from privplan.cli_run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command
+from privplan.cli_output import emit_json, iso_time, tolerant_text
+from privplan.cli_run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command, say_error
+from privplan.cli_usage import new_parser
 from privplan.errors import PolicyError, PrivplanError
 
 __all__ = ["EXIT_BUDGET", "EXIT_FOUND", "EXIT_USAGE", "build_parser", "main"]
@@ -74,51 +79,129 @@ def _query_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+    """The session a ``query`` or ``explain`` runs in: the flags' budget, the ledger's (checked
+    against the flags before anything is opened with it), the database and the policy."""
     from privplan.ledger import SQLiteLedger
     from privplan.session import connect
 
-    kind = type(_budget(args))
-    total = args.total
-    budget = None
-    pld = getattr(args, "composition", "additive") == "pld"
-    if pld and (total is None or args.total_delta is None):
-        raise PolicyError("--composition pld needs the session's (ε, δ): pass --total E and "
-                          "--total-delta D (also when the ledger exists). Nothing was spent.")
-    if pld:
-        kind = ApproxDP  # the session's budget is (ε, δ); each query gives --mu or --epsilon/--delta
-    if total is not None:  # checked before any ledger file is opened or created
-        with _valid_budget("session budget (--total/--total-delta)"):
-            if kind is ApproxDP and args.total_delta is None:
-                raise PolicyError("--total-delta is required with --delta: the session's total "
-                                  "δ (the query's --delta is its share). Nothing was spent.")
-            budget = {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
-                      GDP: lambda: GDP(total),
-                      ApproxDP: lambda: ApproxDP(total, args.total_delta)}[kind]()
+    kind, budget = _session_budget(args)
     path = _ledger_path(args)
     if budget is None and (path is None or not path.exists()):
-        raise PrivplanError("--total is required (the session's whole privacy budget), unless "
-                            "the ledger exists already (it remembers its budget). Nothing was "
-                            "spent.")
-    if path is not None and not path.exists() and not args.ledger:
-        print(f"privplan: new budget ledger {path} (the default, beside the database; "
-              "--ledger chooses another).", file=sys.stderr)
+        why = (f"there is no ledger at {path}" if path is not None else "--no-ledger keeps "
+               "none" if args.no_ledger else "this command reads no ledger")
+        raise PrivplanError(
+            "--total is required (the session's whole privacy budget), unless the ledger exists "
+            f"already (it remembers its budget): {why}. Nothing was spent. Fix: pass --total E"
+            + (_hint(args, path) if path is not None else "") + ".")
+    if path is not None and not path.exists():
+        _announce_new_ledger(args, path, budget)
     ledger = SQLiteLedger(path) if path is not None else None
-    if budget is None:
-        assert ledger is not None
-        budget = ledger.stored_budget()
-        if budget is None:
+    if ledger is not None:
+        try:
+            budget = _ledger_budget(ledger, kind, budget)
+        except BaseException:
             ledger.close()
-            raise PrivplanError(f"the ledger {path} records no budget yet: pass --total. "
-                                "Nothing was spent.")
+            raise
+    pld = getattr(args, "composition", "additive") == "pld"
     return connect(args.database, policy=args.policy, budget=budget, ledger=ledger,
                    composition="pld" if pld else "additive")
 
 
+def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
+    """The session's privacy definition (the query's, or (ε, δ) for PLD) and its budget from
+    --total/--total-delta (None without --total: the ledger's own is used)."""
+    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+
+    kind: type = type(_budget(args))
+    total = args.total
+    pld = getattr(args, "composition", "additive") == "pld"
+    if pld and (total is None or args.total_delta is None):
+        raise PolicyError("--composition pld needs the session's (ε, δ) from --total and "
+                          "--total-delta: PLD accounting converts the composed noise into ε at "
+                          "that δ, so it needs them even when the ledger exists. Nothing was "
+                          "spent. Fix: pass --total E and --total-delta D (e.g. --total 1 "
+                          "--total-delta 1e-6).")
+    if pld:
+        kind = ApproxDP  # the session's budget is (ε, δ); each query gives --mu or --epsilon/--delta
+    if total is None:
+        return kind, None
+    with _valid_budget("session budget (--total/--total-delta)"):  # (before any file is opened)
+        if kind is ApproxDP and args.total_delta is None:
+            raise PolicyError("--total-delta is required with --delta: the session's total "
+                              "δ (the query's --delta is its share). Nothing was spent.")
+        return kind, {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
+                      GDP: lambda: GDP(total),
+                      ApproxDP: lambda: ApproxDP(total, args.total_delta)}[kind]()
+
+
+_FLAGS = {"PureDP": "--epsilon", "ApproxDP": "--epsilon with --delta", "ZCDP": "--rho",
+          "GDP": "--mu"}
+
+
+def _ledger_budget(ledger: Any, kind: type, budget: Any) -> Any:
+    """The session's budget given the ledger's: a ledger's budget is fixed when it is created,
+    so --total must repeat it (or be left out) and the query's flags must be of its definition;
+    each mismatch is said in flags before the ledger is bound (which would refuse it too)."""
+    stored: Any = ledger.stored_budget()
+    where = f"the ledger {ledger.path}"
+    if stored is None:
+        if budget is None:
+            raise PrivplanError(f"{where} records no budget yet (it was never used), so nothing "
+                                "says the session's whole budget. Nothing was spent. Fix: pass "
+                                "--total.")
+        return budget
+    stored_kind: type = type(stored)  # (one definition per ledger: no subclass matches)
+    if stored_kind is not kind:
+        raise PolicyError(
+            f"this query's budget flags are {_FLAGS[kind.__name__]}, but {where} was created "
+            f"with the budget {stored.describe()}: a ledger composes "
+            f"one privacy definition. Nothing was spent. Fix: give the query's budget with "
+            f"{_FLAGS[type(stored).__name__]}, or pass --ledger NEW.ledger.sqlite to start a "
+            "new ledger.")
+    if budget is not None and budget != stored:
+        raise PolicyError(
+            f"--total says {budget.describe()}, but {where} was created with the budget "
+            f"{stored.describe()}, and a ledger's budget is fixed (what it spent counts against "
+            "it). Nothing was spent. Fix: leave out --total (the ledger remembers its budget), "
+            "or pass --ledger NEW.ledger.sqlite to start a new ledger (e.g. for a new release "
+            "period) with the new total.")
+    return stored
+
+
+def _hint(args: argparse.Namespace, path: Path) -> str:
+    """For a --ledger that does not exist: the ledgers beside the database it may have meant."""
+    from privplan.cli_args import ledger_hint
+
+    if not args.ledger:
+        return ""
+    return ledger_hint(path, "--ledger", [Path(args.database)]
+                       if not _is_url(args.database) else [])
+
+
+def _announce_new_ledger(args: argparse.Namespace, path: Path, budget: Any) -> None:
+    """Say on stderr that a new ledger (a new, whole budget) is being created, and offer the
+    existing ledgers a mistyped --ledger may have meant (a typo must not pass unnoticed)."""
+    how = "--ledger" if args.ledger else "the default, beside the database; --ledger chooses another"
+    print(f"privplan: new budget ledger {path} ({how}), budget {budget.describe()}.",
+          file=sys.stderr)
+    hint = _hint(args, path)
+    if hint:
+        print(f"privplan: a new ledger is a new, whole budget{hint}", file=sys.stderr)
+
+
+def _is_url(database: str) -> bool:
+    return database == ":memory:" or "://" in database
+
+
 def _ledger_path(args: argparse.Namespace) -> Path | None:
     """The ledger a command charges (``query``) or reads (``explain``): --ledger, else one
-    beside the database (``<database>.ledger.sqlite``), so that every call shares one budget
-    (each call used to start a new one). --no-ledger keeps it in memory, said on stderr."""
+    beside the database file named after it without its extension (``data.duckdb`` ->
+    ``data.ledger.sqlite``), so that every call shares one budget (each call used to start a
+    new one). --no-ledger keeps it in memory, said on stderr.
+
+    Why that name and not ``data.duckdb.ledger.sqlite``: it is the name privplan has always
+    used. Another default would leave every existing ledger behind and silently start a new,
+    whole budget beside it; a ledger must be found by the name it was created with."""
     if args.no_ledger:
         if args.ledger:
             raise PolicyError("--ledger and --no-ledger contradict each other; give one.")
@@ -126,14 +209,35 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
               "command ends; the next call starts a new one.", file=sys.stderr)
         return None
     if args.ledger:
-        return Path(args.ledger)
-    db = Path(args.database)
-    path = db.with_name(db.stem + ".ledger.sqlite")
+        given = Path(args.ledger)
+        if not given.exists() and args.command == "explain":  # (spends nothing: makes no file)
+            print(f"privplan: no ledger at {given}: explaining against an empty history"
+                  f"{_hint(args, given)}.", file=sys.stderr)
+            return None
+        return given
+    if _is_url(args.database):
+        if args.command == "explain":
+            print("privplan: --database is not a file, so there is no default ledger beside "
+                  "it: explaining against an empty history (--ledger names one).",
+                  file=sys.stderr)
+            return None
+        raise PolicyError(
+            f"--database {args.database} is not a file, so there is no default ledger beside "
+            "it to record what is spent. Nothing was spent. Fix: pass --ledger FILE (the budget "
+            "ledger to charge), or --no-ledger for a budget kept in memory.")
+    path = default_ledger(args.database)
     if not path.exists() and args.command == "explain":  # spends nothing: creates no file
         print(f"privplan: no ledger at {path} yet: explaining against an empty history.",
               file=sys.stderr)
         return None
     return path
+
+
+def default_ledger(database: str | Path) -> Path:
+    """The default ledger of a database file: ``<name without extension>.ledger.sqlite`` beside
+    it (``data.duckdb`` -> ``data.ledger.sqlite``)."""
+    db = Path(database)
+    return db.with_name(db.stem + ".ledger.sqlite")
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -156,13 +260,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
     from privplan.ledger import SQLiteLedger
     from privplan.session import connect
 
-    if not Path(args.ledger).exists():
-        raise PrivplanError(f"no ledger at '{args.ledger}'. Check the path (a ledger is the "
-                            "file a session was opened with, ledger=...).")
-    ledger = SQLiteLedger(args.ledger)
+    ledger = SQLiteLedger(args.ledger)  # (--ledger exists: checked with the other arguments)
     budget = ledger.stored_budget()
     if budget is None:
-        raise PrivplanError(f"ledger '{args.ledger}' has no budget yet (never used)")
+        ledger.close()
+        raise PrivplanError(f"--ledger {args.ledger} has no budget yet: it was created but "
+                            "never used, so there is nothing to show. Fix: run a query with "
+                            "it first (privplan query ... --ledger FILE --total E).")
     with connect(args.database or ":memory:", policy=args.policy, budget=budget,
                  ledger=ledger) as sess:
         from privplan.explain import session_witness
@@ -172,13 +276,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
             _save_budget_plot(sess, Path(args.plot))
         why = session_witness(sess)  # (in the words of the queries, e.g. age < 18)
         if args.json:
-            print(json.dumps({
+            emit_json({
                 "budget": budget.describe(), "spent": sess.spent().describe(),
                 "chain_verified": True,
                 "remaining": sess.remaining().describe(), "why": why,
                 "queries": [{"id": e.query_id, "added": e.marginal.describe(),
                              "total_after": e.total_after.describe(), "sql": e.sql,
-                             "time": e.time} for e in entries]}, indent=2))
+                             "time": iso_time(e.time)} for e in entries]})
             return 0
         print(f"budget {budget.describe()}; spent {sess.spent().describe()}; "
               f"remaining {sess.remaining().describe()}")
@@ -194,7 +298,9 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def _save_budget_plot(sess: Any, path: Path) -> None:
     """Draw the ledger's budget over its queries into ``path`` (PNG, SVG or PDF)."""
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise PrivplanError(f"--plot {path}: the file name must end in .png, .svg or .pdf")
+        raise PrivplanError(f"--plot {path}: the file name must end in .png, .svg or .pdf, "
+                            "since its ending chooses the image format. Fix: e.g. --plot "
+                            "budget.png")
     if not path.parent.is_dir():
         raise PrivplanError(f"--plot {path}: the directory '{path.parent}' does not exist")
     ax = sess.plot_budget()
@@ -217,9 +323,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             accuracy = {c: {"method": a.method, "std": a.std, "halfwidth_95": a.halfwidth}
                         for c, a in res.accuracy.items()}
             pld = {"spent_approx": sess.pld.as_approx(sess.spent()).describe()} if sess.pld else {}
-            print(json.dumps({"rows": json.loads(answer.to_json(orient="records")),
-                              "accuracy": accuracy, "cost": res.cost.describe(),
-                              "spent": sess.spent().describe(), **pld}, indent=2))
+            # (budget, spent and remaining as `privplan budget --json` says them)
+            emit_json({"rows": json.loads(answer.to_json(orient="records")),
+                       "accuracy": accuracy, "cost": res.cost.describe(),
+                       "budget": sess.budget.describe(), "spent": sess.spent().describe(),
+                       "remaining": sess.remaining().describe(), **pld})
         else:
             print(answer.to_string(index=False))
             print(f"\ncost: {res.cost.describe()}; spent: {sess.spent().describe()}; "
@@ -233,7 +341,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     with _open(args) as sess:
         plan = sess.explain(args.sql, **_query_kwargs(args))
-        print(plan.to_json() if args.json else plan)
+        if args.json:
+            emit_json(json.loads(plan.to_json()))
+        else:
+            print(plan)
     return 0
 
 
@@ -245,7 +356,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = new_parser(
         prog="privplan",
         description="Differentially private SQL, charged with the general composition theorem.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -286,8 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--database", required=True, help="DuckDB file")
         p.add_argument("--policy", required=True, help="policy YAML file")
         p.add_argument("--ledger", default=None,
-                       help="durable SQLite ledger (default: <database>.ledger.sqlite beside "
-                            "the database)")
+                       help="durable SQLite ledger (default: beside the database, named "
+                            "after it without its extension: data.duckdb -> "
+                            "data.ledger.sqlite)")
         p.add_argument("--no-ledger", action="store_true",
                        help="keep the budget in memory only (forgotten when the command ends)")
         p.add_argument("--total", type=float, default=None,
@@ -308,8 +420,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``privplan`` with ``argv``; return the exit status (a mistake in the arguments: 2,
+    said as one line by :func:`privplan.cli_run.say_error`)."""
+    tolerant_text()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except PrivplanError as err:
+        return say_error(err)
     return run_command(args)
 
 

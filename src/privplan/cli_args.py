@@ -13,8 +13,9 @@ arguments, so a parser can be built and inspected without the files.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from privplan.errors import LedgerError, PolicyError, PrivplanError
@@ -34,10 +35,19 @@ def _plain(value: str, where: str, error: type[PrivplanError]) -> Path:
     return Path(value)
 
 
+_WHY_EXISTING = {  # why a missing file is refused rather than made
+    "DuckDB file": " (privplan never creates a database: a typo would answer from an empty one)",
+    "policy YAML file": " (the policy says which tables are private; privplan never guesses it)",
+    "report spec (YAML)": " (the spec names the report's queries and budget)",
+    "report's audit file (audit.json)": " (`privplan report run` writes it into its --out)",
+}
+
+
 def _existing(value: str, where: str, what: str, error: type[PrivplanError]) -> Path:
     path = _plain(value, where, error)
     if not path.exists():
-        raise error(f"{where} '{value}' does not exist. Pass an existing {what}.")
+        why = _WHY_EXISTING.get(what, "")
+        raise error(f"{where} '{value}' does not exist{why}. Pass an existing {what}.")
     if path.is_dir():
         raise error(f"{where} '{value}' is a directory. Pass the path of a {what}, not its "
                     "folder.")
@@ -96,17 +106,50 @@ KINDS: dict[str, Callable[[str, str], None]] = {
 }
 
 
-def _ledger(value: str, where: str) -> None:
+def _ledger(value: str, where: str, near: Sequence[Path] = ()) -> None:
     path = _plain(value, where, LedgerError)
     if not path.exists():
-        raise LedgerError(f"no ledger at '{value}'. Check the path (a ledger is the file a "
-                          "session was opened with, ledger=...).")
+        raise LedgerError(f"{where} '{value}': no ledger there, and this command reads an "
+                          "existing one (it records what was spent; it is never made here). "
+                          "Fix: check the path" + ledger_hint(path, where, near) + ".")
     _existing(value, where, "ledger file", LedgerError)
+
+
+def nearby_ledgers(missing: Path, near: Sequence[Path] = ()) -> list[Path]:
+    """Ledger files a mistyped ledger path may have meant: every ``*.ledger.sqlite`` in its own
+    folder and beside each of ``near`` (the database), and any ``*.sqlite`` there whose name is
+    close to the one given, the closest first."""
+    folders = dict.fromkeys([missing.parent, *(p.parent for p in near)])
+    found: dict[Path, None] = {}
+    for folder in folders:
+        try:
+            names = sorted(f.name for f in folder.iterdir() if f.is_file())
+        except OSError:
+            continue
+        sqlite = [n for n in names if n.endswith(".sqlite")]
+        for name in difflib.get_close_matches(missing.name, sqlite, n=3, cutoff=0.6):
+            found[folder / name] = None
+        for name in sqlite:
+            if name.endswith(".ledger.sqlite"):
+                found[folder / name] = None
+    return [p for p in found if p != missing]
+
+
+def ledger_hint(missing: Path, where: str, near: Sequence[Path] = ()) -> str:
+    """'' or ``; did you mean --ledger ./x.ledger.sqlite`` (the flag or argument ``where``)
+    to end a sentence."""
+    found = nearby_ledgers(missing, near)
+    if not found:
+        return ""
+    shown = [f"./{p}" if p.parent == Path() else str(p) for p in found[:3]]
+    flag = f"{where} " if where.startswith("--") else ""
+    return " (did you mean " + " or ".join(f"{flag}{s}" for s in shown) + "?)"
 
 
 def _count(value: str, where: str) -> None:
     if int(value) < 1:
-        raise PolicyError(f"{where} {value}: must be at least 1.")
+        raise PolicyError(f"{where} {value}: must be at least 1, since it counts what to "
+                          f"make and none would make nothing. Fix: pass e.g. {where} 1000.")
 
 
 def check_args(args: argparse.Namespace, **kinds: str) -> None:
@@ -117,4 +160,10 @@ def check_args(args: argparse.Namespace, **kinds: str) -> None:
         if value is not None and value is not False:
             where = name if name in _POSITIONAL or kind == "database_file" else \
                 "--" + name.replace("_", "-")
+            if kind == "ledger":  # (a ledger beside the database is offered for a typo)
+                database = getattr(args, "database", None)
+                near = [Path(database)] if isinstance(database, str) and "\x00" not in database \
+                    else []
+                _ledger(str(value), where, near)
+                continue
             KINDS[kind](str(value), where)

@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
+from privplan.cli_output import emit_json
 from privplan.cli_run import EXIT_FOUND
 
 
@@ -25,7 +27,10 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from privplan.ledger_verify import verification_json, verify_ledger
 
     result = verify_ledger(args.path, policy=args.policy)
-    print(verification_json(result) if args.json else result)
+    if args.json:
+        emit_json(json.loads(verification_json(result)))
+    else:
+        print(result)
     return 0 if result.ok else EXIT_FOUND
 
 

@@ -17,9 +17,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from privplan.cli_run import run_command
+from privplan.cli_output import emit_json, tolerant_text
+from privplan.cli_run import run_command, say_error
+from privplan.errors import PrivplanError
 
 EXIT_OK = 0
 EXIT_AUDIT_FAILED = 1
@@ -30,7 +33,10 @@ def cmd_report_plan(args: argparse.Namespace) -> int:
 
     spec = ReportSpec.load(args.spec, database=args.database, ledger=args.ledger)
     plan = plan_report(spec, ledger=args.ledger)
-    print(plan.to_json() if args.json else plan)
+    if args.json:
+        emit_json(json.loads(plan.to_json()))
+    else:
+        print(plan)
     return EXIT_OK
 
 
@@ -39,14 +45,21 @@ def cmd_report_run(args: argparse.Namespace) -> int:
 
     spec = ReportSpec.load(args.spec, database=args.database, ledger=args.ledger)
     progress = False if args.no_progress else None
+    ledger = Path(args.ledger) if args.ledger else spec.ledger_path(args.out)
+    if not ledger.exists():  # (a new ledger is a new, whole budget: said, never silent)
+        print(f"privplan: new budget ledger {ledger}, budget {spec.budget.describe()}.",
+              file=sys.stderr)
     run = run_report(spec, args.out, ledger=args.ledger, progress=progress)
     if args.json:
-        print(json.dumps({
+        # (the ledger's budget: the spec's, or for advanced/pld the summed figure it was made with)
+        ledger_budget = spec.budget if spec.composition == "basic" else run.plan.basic_total.cost
+        emit_json({
             "report": spec.name, "out": str(args.out), "audit": str(run.audit_path),
             "ledger": str(run.ledger_path), "total": run.total.describe(),
-            "budget": spec.budget.describe(),
+            "budget": spec.budget.describe(), "spent": run.total.describe(),
+            "remaining": (ledger_budget - run.total).describe(),
             "results": {n: {fmt: str(p) for fmt, p in f.items()} for n, f in run.files.items()},
-        }, indent=2))
+        })
     else:
         plan = run.plan
         print(f"Report '{spec.name}': {len(run.results)} queries answered; results in "
@@ -69,7 +82,10 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
     result = verify_audit(args.audit, ledger=args.ledger, check_files=not args.no_files,
                           replan=not args.no_replan)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else result)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        print(result)
     return EXIT_OK if result.ok else EXIT_AUDIT_FAILED
 
 
@@ -83,11 +99,11 @@ def add_report_commands(sub: Any) -> None:
     plan.add_argument("spec", help="report spec (YAML)")
     plan.add_argument("--database", default=None, help="override the spec's database")
     plan.add_argument("--ledger", default=None,
-                      help="plan against this ledger's history (default: the spec's ledger if "
-                           "it exists, else none)")
+                      help="plan against this existing ledger's history (default: the spec's "
+                           "ledger if it exists, else an empty history)")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.set_defaults(func=cmd_report_plan, checks={"spec": "spec", "database": "database",
-                                                    "ledger": "new_ledger"})
+                                                    "ledger": "ledger"})
 
     run = rsub.add_parser("run", help="run a report: charge it, write results (Parquet, CSV) and "
                                       "an audit file")
@@ -95,8 +111,9 @@ def add_report_commands(sub: Any) -> None:
     run.add_argument("--out", required=True, help="output directory (new, or without audit.json)")
     run.add_argument("--database", default=None, help="override the spec's database")
     run.add_argument("--ledger", default=None,
-                     help="ledger file (default: the spec's ledger, else <spec>.ledger.sqlite "
-                          "beside the spec, so a re-run charges the same budget)")
+                     help="ledger file (default: the spec's `ledger:`, else one beside the "
+                          "spec named after it without its extension: report.yaml -> "
+                          "report.ledger.sqlite, so a re-run charges the same budget)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
     run.set_defaults(func=cmd_report_run, checks={"spec": "spec", "out": "directory",
@@ -118,7 +135,9 @@ def add_report_commands(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="privplan", description="privplan reports and audits")
+    from privplan.cli_usage import new_parser
+
+    parser = new_parser(prog="privplan", description="privplan reports and audits")
     sub = parser.add_subparsers(dest="command", required=True)
     add_report_commands(sub)
     return parser
@@ -126,7 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the report/audit commands alone, with the same error handling as ``privplan``."""
-    return run_command(build_parser().parse_args(argv))
+    tolerant_text()
+    try:
+        args = build_parser().parse_args(argv)
+    except PrivplanError as err:
+        return say_error(err)
+    return run_command(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

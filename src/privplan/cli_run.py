@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from privplan.cli_args import check_args
@@ -28,13 +29,7 @@ def run_command(args: argparse.Namespace) -> int:
         check_args(args, **getattr(args, "checks", {}))
         return int(args.func(args))
     except PrivplanError as err:
-        budget = isinstance(err, BudgetExceededError)  # (its message says what it is)
-        first, _, rest = str(err).partition("\n")
-        print(f"privplan: {first}" if budget else f"privplan: {type(err).__name__}: {first}",
-              file=sys.stderr)
-        if rest:
-            print(rest, file=sys.stderr)
-        return EXIT_BUDGET if budget else EXIT_USAGE
+        return say_error(err)
     except OSError as err:  # (a path the argument checks could not foresee: a race, a disk)
         if os.environ.get("PRIVPLAN_DEBUG"):
             raise
@@ -53,3 +48,43 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"privplan: InternalError: unexpected {type(err).__name__}; please report it "
               "(PRIVPLAN_DEBUG=1 shows the traceback)", file=sys.stderr)
         return EXIT_USAGE
+
+
+def say_error(err: PrivplanError) -> int:
+    """Print a privplan error on stderr in the command line's words (its first line, then the
+    detail) and return its exit status."""
+    budget = isinstance(err, BudgetExceededError)  # (its message says what it is)
+    first, _, rest = flag_words(str(err)).partition("\n")
+    print(f"privplan: {first}" if budget else f"privplan: {type(err).__name__}: {first}",
+          file=sys.stderr)
+    if rest:
+        print(rest, file=sys.stderr)
+    return EXIT_BUDGET if budget else EXIT_USAGE
+
+
+_KEYWORD = re.compile(r"(?<![\w.\-])(epsilon|delta|rho|mu|ledger)=(\.\.\.|[-+]?[0-9][0-9.eE+\-]*)?")
+_SQL_OPTIONS = re.compile(r"OPTIONS\s*\([^)]*\)", re.IGNORECASE)
+_PHRASES = (("composition='additive'", "--composition additive"),
+            ("(pp.ApproxDP, additive composition)", "(--epsilon with --delta, additive composition)"),
+            ("as an argument", "as a flag"))
+
+
+def flag_words(message: str) -> str:
+    """``message`` with the Python keywords it names (``epsilon=``, ``delta=1e-6``,
+    ``ledger=...``) said as the command's flags (``--epsilon``, ``--delta 1e-6``, ``--ledger``).
+
+    Why: the library raises its errors far below the command line, in the words of the Python
+    API, and a command-line user cannot type ``epsilon=``. Only the words change (the SQL's own
+    ``OPTIONS(epsilon=...)`` is left as written), so nothing is added to what the message says."""
+    kept: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        kept.append(m.group(0))
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = _SQL_OPTIONS.sub(keep, message)
+    for python, flag in _PHRASES:
+        text = text.replace(python, flag)
+    text = _KEYWORD.sub(lambda m: f"--{m.group(1)}" + (f" {m.group(2)}" if m.group(2) else ""),
+                        text)
+    return re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m.group(1))], text)

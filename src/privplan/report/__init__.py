@@ -12,7 +12,8 @@ A report spec (YAML) names a database, a policy, a total budget, an objective an
     objective: weighted_sum            # or max  (of the queries' relative variances)
     composition: basic                 # (ε, δ) only: `advanced` or `pld` (privplan.accounting.allocation)
     delta_prime: 1e-7                  # advanced only: the δ' of advanced composition
-    ledger: ledger.sqlite              # optional; default: <spec>.ledger.sqlite beside the spec
+    ledger: ledger.sqlite              # optional; default: beside the spec, named after it
+                                       # without its extension (monthly.yaml -> monthly.ledger.sqlite)
     outputs: [parquet, csv]            # result formats (default both)
     intervals: true                    # each noisy column followed by its 95% interval
                                        # (<col>_low, <col>_high); false: values only
@@ -38,9 +39,9 @@ composed total with the ledger's history must be within the budget; budgets are 
 tiny factor if rounding pushed over — never above).
 
 Running (:func:`run_report`) charges every query through a :class:`~privplan.session.Session`
-with the spec's ledger (default ``<spec>.ledger.sqlite`` beside the spec file, so a re-run
-charges the same budget), writes each result as Parquet and CSV
-under ``OUT/results/`` and an audit file ``OUT/audit.json`` (:mod:`privplan.audit`) that
+with the spec's ledger (default: beside the spec file, ``monthly.yaml`` ->
+``monthly.ledger.sqlite``, so a re-run charges the same budget), writes each result as Parquet
+and CSV under ``OUT/results/`` and an audit file ``OUT/audit.json`` (:mod:`privplan.audit`) that
 ``privplan audit verify`` re-checks offline.
 
 The package is cut along those steps: :mod:`~privplan.report.spec` (the spec file),

@@ -108,7 +108,7 @@ class ReportPlan:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=str)
+        return json.dumps(self.to_dict(), indent=2, default=str, ensure_ascii=False)
 
     def __str__(self) -> str:
         a, s = self.allocation, self.allocation.structure

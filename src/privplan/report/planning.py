@@ -30,7 +30,7 @@ from privplan.explain import explain_planned
 from privplan.planner import PlannedQuery
 from privplan.report.expected_errors import _targets, column_errors
 from privplan.report.plan import PlannedReportQuery, ReportPlan
-from privplan.report.spec import ReportQuery, ReportSpec
+from privplan.report.spec import ReportQuery, ReportSpec, budget_dict
 
 _VERIFY_STEPS = 40  # scale-downs tried if the real accountant disagrees with the model
 REPORT_EXACT_LIMIT = 1_000_000
@@ -47,6 +47,11 @@ def open_session(spec: ReportSpec, *, ledger: Any = None, budget: Any = None) ->
 
     policy = spec.load_policy()
     led = open_ledger(ledger)
+    try:
+        _check_ledger_budget(spec, led, budget or spec.budget)
+    except BaseException:
+        led.close()
+        raise
     sess = connect(spec.database, policy=policy, budget=budget or spec.budget, ledger=led,
                    exact_limit=REPORT_EXACT_LIMIT)
     try:
@@ -56,6 +61,33 @@ def open_session(spec: ReportSpec, *, ledger: Any = None, budget: Any = None) ->
         sess.close()
         raise
     return sess
+
+
+LEDGER_FIXED = ("a ledger keeps the budget it was created with (what it spent counts against "
+                "it), so its budget cannot be raised")
+NEW_LEDGER = ("for a new release period, run the report against a new ledger (`ledger:` in the "
+              "spec, or `privplan report run --ledger NEW.ledger.sqlite`)")
+
+
+def _check_ledger_budget(spec: ReportSpec, ledger: Any, budget: Any) -> None:
+    """The spec's budget is the one its existing ledger was created with, said in the spec's
+    words before the session binds the ledger (which refuses it in the Python API's)."""
+    stored = getattr(ledger, "stored_budget", lambda: None)()  # (an in-memory one: None)
+    if stored is None or stored == budget:
+        return
+    from privplan.errors import LedgerError
+
+    raise LedgerError(
+        f"report spec `budget:` {_flow(budget)} differs from {stored.describe()}, the "
+        f"budget the ledger {getattr(ledger, 'path', '')} was created with. Nothing was "
+        f"charged. Why: {LEDGER_FIXED}. Fix: set `budget:` back to {_flow(stored)}, or, "
+        f"{NEW_LEDGER}.")
+
+
+def _flow(budget: Any) -> str:
+    """A budget as the spec writes it: ``{epsilon: 1, delta: 1e-06}``."""
+    return "{" + ", ".join(f"{k}: {float(Fraction(v)):g}"
+                           for k, v in budget_dict(budget).items()) + "}"
 
 
 def _plan_query(sess: Any, q: ReportQuery, budget: Any) -> PlannedQuery:
@@ -91,9 +123,16 @@ def _plan_in(sess: Any, spec: ReportSpec) -> ReportPlan:
     demands, targets_ref = _demands(sess, spec, p)
     # (planning registers the models of virtual tables: private joins, per-unit tables)
     tables = {**tables, **sess.table_models()}
-    alloc = allocate(demands, tables, spec.budget, objective=spec.objective,  # type: ignore[arg-type]
-                     history=history, composition=spec.composition,  # type: ignore[arg-type]
-                     delta_prime=spec.delta_prime)
+    try:
+        alloc = allocate(demands, tables, spec.budget,
+                         objective=spec.objective,  # type: ignore[arg-type]
+                         history=history, composition=spec.composition,  # type: ignore[arg-type]
+                         delta_prime=spec.delta_prime)
+    except BudgetExceededError as err:
+        if not history:
+            raise
+        raise BudgetExceededError(f"report '{spec.name}': {err} Nothing was charged. Note: "
+                                  f"{LEDGER_FIXED}; {NEW_LEDGER}.") from None
 
     # -- plan at the allocated budgets and verify with the session's real accountant ----------
     budgets = list(alloc.budgets)
@@ -210,7 +249,8 @@ def _required_fraction(sess: Any, q: ReportQuery, budget: Any,
         raise BudgetExceededError(
             f"report query `{q.name}`: its target error {worst[1][1]:g} on '{worst[0]}' cannot be "
             f"met even with the whole budget {budget.describe()} (noise std {worst[1][0]:.4g}). "
-            "Loosen the target or raise the budget.")
+            "Loosen its `target_error`, or give the report a larger `budget:` with a new "
+            "ledger (a ledger keeps the budget it was created with).")
     p = noise_exponent(type(budget))
     guess = max(max((s / t) ** (1 / p) for s, t in targets.values()), 1e-12)
     lo, hi = guess / 2, 1.0

@@ -28,6 +28,14 @@ _SPEC_KEYS = ("name", "description", "database", "register", "policy", "policy_f
 _QUERY_KEYS = ("name", "sql", "weight", "target_error")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 _OUTPUTS = ("parquet", "csv")
+_REQUIRED = {  # why each required key is, and an example of it
+    "database": ("it names the data the queries read", "database: hospital.duckdb"),
+    "policy": ("it says which tables are private and how far each value may reach",
+               "policy: policy.yaml"),
+    "budget": ("it is the whole privacy budget the report may spend", "budget: {epsilon: 1}"),
+    "queries": ("they are what the report releases",
+                "queries: [{name: n, sql: SELECT COUNT(*) AS n FROM visits}]"),
+}
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,8 @@ class ReportSpec:
 
     def ledger_path(self, out_dir: str | Path | None = None) -> Path:
         """The ledger a run charges: the spec's ``ledger``, else one beside the spec file
-        (``<spec>.ledger.sqlite``), so running the report again, into a new directory, charges
-        the same budget. A spec without a file (built in Python) uses ``OUT/ledger.sqlite``."""
+        (named after it without its extension: ``monthly.yaml`` -> ``monthly.ledger.sqlite``),
+        so running the report again, into a new directory, charges the same budget. A spec without a file (built in Python) uses ``OUT/ledger.sqlite``."""
         if self.ledger:
             return Path(self.ledger)
         if self.source:
@@ -122,35 +130,47 @@ class ReportSpec:
 
         for key in ("database", "policy", "budget", "queries"):
             if key not in data:
-                raise PolicyError(f"report spec: `{key}` is required")
+                why, example = _REQUIRED[key]
+                raise PolicyError(f"report spec: `{key}` is missing, and it is required: {why}. "
+                                  f"Fix: add e.g. `{example}`.")
         policy = data["policy"]
         if not isinstance(policy, Mapping):
             policy = path(policy, "policy")
         policy_format = data.get("policy_format", "privplan")
         if policy_format not in ("privplan", "smartnoise"):
-            raise PolicyError("report spec: `policy_format` must be privplan or smartnoise")
+            raise PolicyError(f"report spec: `policy_format` is {policy_format!r}: privplan reads "
+                              "its own policy format or SmartNoise SQL metadata, no other. Fix: "
+                              "write `policy_format: privplan` or `policy_format: smartnoise`.")
         register = data.get("register") or {}
         if not isinstance(register, Mapping):
             raise PolicyError("report spec: `register` maps table names to CSV/Parquet paths")
         objective = data.get("objective", "weighted_sum")
         if objective not in ("max", "weighted_sum"):
-            raise PolicyError(f"report spec: `objective` must be max or weighted_sum, got "
-                              f"{objective!r}")
+            raise PolicyError(f"report spec: `objective` is {objective!r}, which the allocation "
+                              "does not know: it minimises the weighted sum (weighted_sum) or the "
+                              "largest (max) of the queries' relative variances. Fix: write "
+                              "`objective: weighted_sum` (the default) or `objective: max`.")
         composition = data.get("composition", "basic")
         if composition not in ("basic", "advanced", "pld"):
             raise PolicyError(f"report spec: `composition` must be basic, advanced or pld, got "
-                              f"{composition!r}")
+                              f"{composition!r}: a report's total is composed by one of these "
+                              "three rules only. Fix: write `composition: basic` (the default), "
+                              "`advanced` or `pld`.")
         budget = parse_budget(data["budget"])
         if composition in ("advanced", "pld") and not isinstance(budget, ApproxDP):
             raise PolicyError(f"report spec: `composition: {composition}` needs an (ε, δ) budget "
-                              "({epsilon: ..., delta: ...})")
+                              "({epsilon: ..., delta: ...}): it spends a little δ to compose ε "
+                              "more tightly, and this `budget` has no δ. Fix: write e.g. "
+                              "`budget: {epsilon: 1, delta: 1e-6}`, or `composition: basic`.")
         dp = data.get("delta_prime")
         delta_prime = _fraction(dp, "delta_prime") if dp is not None else None
         outputs = data.get("outputs", list(_OUTPUTS))
         if isinstance(outputs, str):
             outputs = [outputs]
         if not isinstance(outputs, list) or not outputs or any(o not in _OUTPUTS for o in outputs):
-            raise PolicyError("report spec: `outputs` is a list of parquet and/or csv")
+            raise PolicyError(f"report spec: `outputs` is {outputs!r}: `outputs` is a list of "
+                              "parquet and/or csv, the only formats results are written in. Fix: "
+                              "write `outputs: [parquet, csv]` (the default) or `outputs: [csv]`.")
         intervals = data.get("intervals", True)
         if not isinstance(intervals, bool):
             raise PolicyError(f"report spec: `intervals` is true (each noisy column followed by "
@@ -200,8 +220,10 @@ def _check_keys(data: Mapping[str, Any], allowed: Sequence[str], where: str) -> 
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f" (did you mean `{close[0]}`?)" if close else ""
-            raise PolicyError(f"{where}: unknown key `{key}`{hint}; allowed: {', '.join(allowed)}")
+            fix = f"did you mean `{close[0]}`?" if close else f"use one of {', '.join(allowed)}."
+            raise PolicyError(f"{where}: unknown key `{key}`: only {', '.join(allowed)} are "
+                              "read, and a misspelt key is refused rather than ignored. "
+                              f"Fix: {fix}")
 
 
 def _fraction(value: Any, what: str) -> Fraction:
@@ -217,8 +239,10 @@ def _fraction(value: Any, what: str) -> Fraction:
 def parse_budget(value: Any) -> Any:
     """``{epsilon}``, ``{epsilon, delta}``, ``{rho}`` or ``{mu}`` → a privacy value."""
     if not isinstance(value, Mapping):
-        raise PolicyError("report spec: `budget` is a mapping such as {epsilon: 1.0}, "
-                          "{epsilon: 1.0, delta: 1e-6}, {rho: 0.5} or {mu: 1.0}")
+        raise PolicyError(f"report spec: `budget` is {value!r}, but `budget` is a mapping: a "
+                          "number alone does not say which privacy definition it is in. Fix: "
+                          "write e.g. `budget: {epsilon: 1.0}`, {epsilon: 1.0, delta: 1e-6}, "
+                          "{rho: 0.5} or {mu: 1.0}.")
     _check_keys(value, ("epsilon", "delta", "rho", "mu"), "report spec budget")
     keys = set(value)
     try:
@@ -233,11 +257,15 @@ def parse_budget(value: Any) -> Any:
             out = GDP(_fraction(value["mu"], "mu"))
         else:
             raise PolicyError("report spec: `budget` takes epsilon (with optional delta), rho or "
-                              f"mu — got {', '.join(sorted(keys)) or 'nothing'}")
+                              f"mu — got {', '.join(sorted(keys)) or 'nothing'}: a budget is in "
+                              "one privacy definition, as its ledger is. Fix: keep one, e.g. "
+                              "`budget: {epsilon: 1}` or `budget: {rho: 0.5}`.")
     except ValueError as err:
         raise PolicyError(f"report spec budget: {err}") from None
     if out.is_zero():
-        raise PolicyError("report spec: the budget must be positive")
+        raise PolicyError("report spec: `budget` is zero, and the budget must be positive: a "
+                          "report with no budget could release nothing. Fix: give it a positive "
+                          "one, e.g. `budget: {epsilon: 1}`.")
     return out
 
 
@@ -275,18 +303,25 @@ def _parse_queries(raw: Any) -> tuple[ReportQuery, ...]:
         _check_keys(body, _QUERY_KEYS, where)
         name = body.get("name")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise PolicyError(f"{where}: `name` must be letters, digits, _ or - (it names the "
-                              f"result files), got {name!r}")
+            raise PolicyError(f"{where}: `name` is {name!r}, but it must be letters, digits, _ "
+                              "or -, since it names the result files. Fix: write e.g. "
+                              "`name: visits_by_hospital`.")
         if name.lower() in seen:
-            raise PolicyError(f"report query `{name}` is named twice (names are case-insensitive)")
+            raise PolicyError(f"report query `{name}` is named twice (names are case-insensitive): "
+                              "each name names its result files, so one would overwrite the "
+                              "other. Fix: rename one of them.")
         seen.add(name.lower())
         sql = body.get("sql")
         if not isinstance(sql, str) or not sql.strip():
-            raise PolicyError(f"report query `{name}`: `sql` is required")
+            raise PolicyError(f"report query `{name}`: `sql` is missing, and it is required: it "
+                              "is the query the report answers. Fix: add e.g. "
+                              "`sql: SELECT COUNT(*) AS n FROM visits`.")
         weight = body.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
                 math.isfinite(weight) and weight > 0):
-            raise PolicyError(f"report query `{name}`: `weight` must be a positive number")
+            raise PolicyError(f"report query `{name}`: `weight` is {weight!r}, but it must be a "
+                              "positive number: it scales the query's part of the objective. "
+                              "Fix: write e.g. `weight: 2` (the default is 1).")
         target = body.get("target_error")
         if target is not None:
             if isinstance(target, Mapping):

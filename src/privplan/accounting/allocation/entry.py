@@ -235,7 +235,8 @@ def _check_starved(demands: Sequence[Demand], x: np.ndarray, budget: PrivacyValu
             f"no budget is left for {', '.join(starved[:5])}"
             + (f" and {len(starved) - 5} more" if len(starved) > 5 else "")
             + f": what the ledger already holds uses up the budget {budget.describe()} for every "
-            "record these queries read. Use a new ledger (a new period) or a larger budget.")
+            "record these queries read. Use a new ledger (a new period): a ledger's budget is fixed "
+            "when it is created.")
 
 
 def _evaluator(demands: Sequence[Demand], tables: Mapping[str, TableModel],
