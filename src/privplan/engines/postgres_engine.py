@@ -351,6 +351,20 @@ class PostgresEngine:
             self._encoding = str(found.columns[0][0] or "").upper()
         return self._encoding
 
+    def not_null_columns(self, table_sql: str) -> set[str]:
+        """The columns (lower case) a ``NOT NULL`` constraint of the table ``table_sql`` names
+        rules out NULL for, read from the catalog (``pg_attribute.attnotnull``), never from rows:
+        what a bool group key's public domain may rely on, as on DuckDB (see
+        ``SessionCatalog.schema_not_null``). A view or table expression has none."""
+        literal = "'" + table_sql.replace("'", "''") + "'"
+        sql = ("SELECT a.attname FROM pg_catalog.pg_attribute AS a WHERE a.attrelid = "
+               f"to_regclass({literal}) AND a.attnum > 0 AND a.attnotnull AND NOT a.attisdropped")
+        try:
+            result = self._query_native(sql)
+        except _Failed:
+            return set()  # (no such relation by that name: a table expression, or a view)
+        return {str(n).lower() for n in (result.columns[0] if result.columns else []) if n}
+
     def null_columns(self, table_sql: str, columns: list[str]) -> list[str]:
         """Which of ``columns`` hold a NULL (one scan; see ``Session._check_not_null``)."""
         items = ", ".join(f"bool_or({_quote(c)} IS NULL)" for c in columns)
