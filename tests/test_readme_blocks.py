@@ -57,8 +57,8 @@ class Block:
         return f"README.md line {self.line} ({self.lang})"
 
 
-def readme_blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
+def readme_blocks(readme: Path = README) -> list[Block]:
+    text = readme.read_text(encoding="utf-8")
     found = []
     for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.DOTALL | re.MULTILINE):
         found.append(Block(m.group(1), m.group(2), text.count("\n", 0, m.start(2)) + 1))
@@ -203,7 +203,7 @@ def test_readme_blocks_run_as_written(tmp_path: Path, clinic: int,
     scripts.mkdir()
     _copy_checkout(work)
     shell = Shell(work, _venv(tmp_path), scripts, [])
-    blocks = readme_blocks()
+    blocks = readme_blocks(work / "README.md")  # (the copy's: what the venv runs)
     first = Block("bash", SETUP[0], blocks[0].line)  # (SETUP[1] is this suite: not run here)
     out = shell.run(first, 0, timeout=1200)
     assert "Sequential composition" in out and (work / "privplan-demo/hospital.duckdb").exists()
