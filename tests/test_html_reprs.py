@@ -18,16 +18,19 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
 from PIL import Image
-from playwright.sync_api import Browser, Page, sync_playwright
 
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.html import MAX_ROWS
+from tests.servers import need
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 # as root, without a sandbox, and quiet: the machine has no network for Chromium's own services
@@ -83,7 +86,7 @@ def browser() -> Iterator[Browser]:
         if os.environ.get("CI"):  # CI installs it: never skipped there
             pytest.fail(message)
         pytest.skip(message + " (outside CI only)")
-    with sync_playwright() as playwright:
+    with need("playwright.sync_api").sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()

@@ -59,13 +59,51 @@ def test_several_columns_and_a_result_without_keys(db: Path) -> None:
         res = s.sql("SELECT department, COUNT(*) AS n, AVG(cost) AS mean_cost FROM visits "
                     "GROUP BY department", epsilon=1)
         total = s.sql("SELECT COUNT(*) AS n FROM visits", epsilon=1)
-    ax = res.plot()
-    assert len(ax.patches) == 2 * len(res.df)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["n", "mean_cost"]
+    panels = res.plot()  # one panel per column, each on its own scale
+    assert len(panels) == 2 and panels.figure is panels[0].figure is panels[1].figure
+    for panel, col in zip(panels, ["n", "mean_cost"]):
+        assert [b.get_height() for b in panel.patches] == pytest.approx(
+            res.df[col].astype(float).tolist())
+        assert panel.get_ylabel() == col and panel.get_xlabel() == "department"
+    one = res.plot(ax=plt.subplots()[1])  # a given Axes: grouped bars on it, as asked
+    assert len(one.patches) == 2 * len(res.df)
+    assert [t.get_text() for t in one.get_legend().get_texts()] == ["n", "mean_cost"]
     ax = total.plot()
     assert [b.get_height() for b in ax.patches] == pytest.approx([float(total.df["n"][0])])
     with pytest.raises(PolicyError, match="no column 'cost'.*department, n, mean_cost"):
         res.plot(y="cost")
+
+
+def test_columns_of_different_scales_each_get_a_readable_panel(db: Path,
+                                                                 tmp_path: Path) -> None:
+    """The README's quick start: a count in the thousands next to an average near 80. On one
+    axis the average's bars were invisible; each gets its own panel whose y range holds its
+    values and their intervals, and a saved file keeps every x label."""
+    with _session(db) as s:
+        res = s.sql("SELECT hospital, COUNT(*) AS n, AVG(age) AS avg FROM visits "
+                    "GROUP BY hospital", epsilon=1)
+    panels = res.plot()
+    fig = panels.figure
+    assert len(panels) == 2 and len(fig.axes) == 2
+    shown = res.with_intervals()
+    for panel, col in zip(panels, ["n", "avg"]):
+        bottom, top = panel.get_ylim()
+        values = shown[col].astype(float)
+        assert bottom <= values.min() and values.max() <= top, (col, panel.get_ylim())
+        assert shown[f"{col}_high"].astype(float).max() <= top
+        # the column's values fill a visible share of the panel (not squashed near zero)
+        assert values.max() >= 0.3 * (top - bottom), (col, panel.get_ylim())
+    assert float(shown["n"].max()) > 10 * float(shown["avg"].max())  # (scales do differ)
+    out = tmp_path / "sales.png"
+    fig.savefig(out)
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    for panel in panels:
+        label = panel.xaxis.label.get_window_extent(renderer)
+        assert panel.get_xlabel() == "hospital"
+        assert page.x0 <= label.x0 and label.x1 <= page.x1, (label, page)
+        assert page.y0 <= label.y0 and label.y1 <= page.y1, (label, page)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_budget_history_is_exact_for_disjoint_and_overlapping_queries(db: Path,

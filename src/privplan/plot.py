@@ -50,55 +50,86 @@ def headline(value: Any) -> tuple[str, float]:
 # ============================================================================== results
 
 
+class Panels(tuple[Any, ...]):
+    """The Axes of a result drawn as one panel per column, in column order; ``.figure`` is the
+    figure holding them (so ``res.plot().figure.savefig(...)`` works whatever was drawn)."""
+
+    figure: Any
+
+
 def plot_result(result: Result, y: str | list[str] | None = None, x: str | list[str] | None = None,
                 *, ax: Any = None, title: str | None = None) -> Any:
     """Bars of the noisy column(s) ``y`` over the group key(s) ``x``, each with its 95% interval
     as an error bar (per row where the result has one, else the column's half-width).
 
     ``y`` defaults to every noisy column, ``x`` to the columns that are not noisy (the group
-    keys; a result without keys draws one bar per column). Returns the matplotlib Axes."""
+    keys; a result without keys draws one bar per column). One column is drawn on one Axes,
+    which is returned. Several columns get a panel (Axes) each, side by side with their own y
+    axis — a count of 25,000 and an average of 80 share no useful scale — and a
+    :class:`Panels` tuple of the Axes is returned; ``ax=`` (one Axes) draws them as grouped bars
+    on that Axes instead, and returns it. New figures use constrained layout, so a saved file
+    keeps the axis labels."""
     plt = _pyplot()
     df = result.df
-    noisy = [c for c in df.columns if c in result.accuracy]
-    ys = [y] if isinstance(y, str) else list(y) if y is not None else noisy
-    for c in ys:
-        if c not in df.columns:
-            raise PolicyError(f"plot: no column {c!r} in the result; its columns are "
-                              f"{', '.join(map(str, df.columns))}")
+    ys = _columns(result, y, default=[c for c in df.columns if c in result.accuracy])
     if not ys:
         raise PolicyError("plot: the result has no noisy column to draw; name one with y=")
-    xs = [x] if isinstance(x, str) else list(x) if x is not None else [
-        c for c in df.columns if c not in result.accuracy]
-    for c in xs:
+    xs = _columns(result, x, default=[c for c in df.columns if c not in result.accuracy])
+    labels = ([" / ".join(str(v) for v in row) for row in df[xs].itertuples(index=False)]
+              if xs else [""] * len(df))
+    heading = title if title is not None else "DP answer with 95% intervals"
+    if ax is not None or len(ys) == 1:
+        if ax is None:
+            _, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(df) + 2), 3.5),
+                                 layout="constrained")
+        _bars(ax, result, ys, labels, xs)
+        ax.set_title(heading)
+        return ax
+    width = max(3.0, 0.5 * len(df) + 1.5)
+    fig, axes = plt.subplots(1, len(ys), figsize=(width * len(ys), 3.5), layout="constrained",
+                             squeeze=False)
+    panels = Panels(axes[0])
+    panels.figure = fig
+    for panel, col in zip(panels, ys):
+        _bars(panel, result, [col], labels, xs)
+        panel.set_title(col)
+    fig.suptitle(heading)
+    return panels
+
+
+def _columns(result: Result, given: str | list[str] | None, default: list[str]) -> list[str]:
+    """The columns ``given`` (one name or a list), each checked to be in the result."""
+    df = result.df
+    cols = [given] if isinstance(given, str) else list(given) if given is not None else default
+    for c in cols:
         if c not in df.columns:
             raise PolicyError(f"plot: no column {c!r} in the result; its columns are "
                               f"{', '.join(map(str, df.columns))}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(df) * len(ys) + 2), 3.5))
-    labels = ([" / ".join(str(v) for v in row) for row in df[xs].itertuples(index=False)]
-              if xs else [""] * len(df))
+    return cols
+
+
+def _bars(ax: Any, result: Result, ys: list[str], labels: list[str], xs: list[str]) -> None:
+    """Bars of the columns ``ys`` (grouped when several) with their intervals on ``ax``."""
     width = 0.8 / len(ys)
-    positions = list(range(len(df)))
+    positions = list(range(len(result.df)))
     for i, col in enumerate(ys):
         low, high = _interval(result, col)
-        values = df[col].astype(float).to_numpy()
+        values = result.df[col].astype(float).to_numpy()
         err = None
         if low is not None and high is not None:
             err = [values - low, high - values]
         offsets = [p - 0.4 + width * (i + 0.5) for p in positions]
         ax.bar(offsets, values, width=width, yerr=err, capsize=3, label=col, alpha=0.85)
+    longest = max((len(s) for s in labels), default=0)
     ax.set_xticks(positions)
-    ax.set_xticklabels(labels, rotation=30 if max((len(s) for s in labels), default=0) > 8
-                       else 0, ha="right" if max((len(s) for s in labels), default=0) > 8
-                       else "center")
+    ax.set_xticklabels(labels, rotation=30 if longest > 8 else 0,
+                       ha="right" if longest > 8 else "center")
     if xs:
         ax.set_xlabel(" / ".join(xs))
     if len(ys) > 1:
         ax.legend()
     else:
         ax.set_ylabel(ys[0])
-    ax.set_title(title if title is not None else "DP answer with 95% intervals")
-    return ax
 
 
 def _interval(result: Result, col: str) -> tuple[Any, Any]:
@@ -148,7 +179,8 @@ def plot_budget(session: Session, *, ax: Any = None, title: str | None = None) -
     history = budget_history(session)
     symbol, budget = headline(session.budget)
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(5.0, 0.35 * len(history) + 3), 3.8))
+        _, ax = plt.subplots(figsize=(max(5.0, 0.35 * len(history) + 3), 3.8),
+                             layout="constrained")
     steps = list(range(1, len(history) + 1))
     # (each total holds from its query on; the last one is drawn a little past the last query)
     xs = [0, *steps, len(steps) + 0.6]

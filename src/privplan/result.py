@@ -101,8 +101,9 @@ class Result(Generic[B]):
     def plot(self, y: str | list[str] | None = None, x: str | list[str] | None = None, *,
              ax: Any = None, title: str | None = None) -> Any:
         """Bars of the noisy column(s) over the group keys, each with its 95% interval (needs
-        matplotlib: ``pip install 'privplan[plot]'``). Returns the matplotlib Axes; see
-        :func:`privplan.plot.plot_result`."""
+        matplotlib: ``pip install 'privplan[plot]'``). Returns the matplotlib Axes, or for
+        several columns a tuple of Axes (one panel per column, each on its own scale); either
+        has ``.figure``. See :func:`privplan.plot.plot_result`."""
         from privplan.plot import plot_result
 
         return plot_result(self, y, x, ax=ax, title=title)

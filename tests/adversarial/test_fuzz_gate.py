@@ -44,6 +44,7 @@ from tests.adversarial._gate_fuzz_data import (
 from tests.adversarial._gate_fuzz_engines import PG_EDGES, SPARK_EDGES, pg_maker, spark_maker
 from tests.adversarial._gate_fuzz_grammar import PINNED, Gen
 from tests.adversarial._gate_fuzz_run import Batch, Report, format_report, run_batches
+from tests.servers import need
 from tests.servers.postgres_server import pg_url  # noqa: F401  (fixture)
 
 CLASSES = ("quantile", "nested", "bigquery", "outer")
@@ -170,7 +171,7 @@ def test_gate_fuzz_slow(cls: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", ["quantile", "bigquery"])
 def test_gate_fuzz_postgres(cls: str, pg_url: str) -> None:  # noqa: F811
-    pytest.importorskip("psycopg")
+    need("psycopg")
     batches = make_batches(cls, ENGINE_QUERIES["postgres"], SEEDS[cls] + 7,
                            edges={t: sorted(e) for t, e in PG_EDGES.items()},
                            engine="postgres")

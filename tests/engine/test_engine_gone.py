@@ -31,9 +31,9 @@ import pytest
 import privplan as pp
 from privplan.engines.base import RUN_FAILED
 from privplan.errors import EngineUnavailableError, ExecutionError
-from tests.servers import postgres_server
+from tests.servers import need, postgres_server
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 
 POLICY = {"tables": {
     "t": {"columns": {"id": {"type": "int", "lower": 0, "upper": 1000}}},

@@ -23,6 +23,7 @@ import pytest
 
 import privplan as pp
 from privplan.testing import noise_disabled
+from tests.servers import need
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -112,7 +113,7 @@ def test_spark_reads_invalid_utf8_as_null(spark: Any, bad_file: str,
 # -- PostgreSQL ------------------------------------------------------------------------------
 @pytest.fixture(params=["SQL_ASCII", "LATIN1"])
 def encoded_db(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
+    psycopg = need("psycopg")
     encoding = request.param
     name = f"privplan_{encoding.lower()}"
     base, _, _ = pg_url.rpartition("/")

@@ -24,9 +24,10 @@ import pytest
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 from tests.engine.float32_rows import float32_counts
+from tests.servers import need
 from tests.servers.postgres_server import load_frame
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 
 from privplan.engines.postgres_engine import PostgresEngine
 

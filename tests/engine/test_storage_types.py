@@ -31,8 +31,9 @@ import pytest
 
 import privplan as pp
 from privplan.testing import noise_disabled
+from tests.servers import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 

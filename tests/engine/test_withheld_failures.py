@@ -24,6 +24,7 @@ import privplan as pp
 from privplan.boundary import privplan_errors
 from privplan.engines.base import RUN_FAILED
 from privplan.errors import ExecutionError, InternalError
+from tests.servers import need
 
 ROWS = [(i, str(i)) for i in range(40)] + [(40, "secret-77")]
 POLICY = {"tables": {"v": {"columns": {"id": {"type": "int"},
@@ -44,7 +45,7 @@ def duckdb_view() -> Iterator[Any]:
 
 @pytest.fixture
 def postgres_view(pg_url: str) -> str:
-    psycopg = pytest.importorskip("psycopg")
+    psycopg = need("psycopg")
     with psycopg.connect(pg_url, autocommit=True) as con:
         con.execute("DROP VIEW IF EXISTS v; DROP TABLE IF EXISTS raw; "
                     "CREATE TABLE raw (id bigint, s text)")

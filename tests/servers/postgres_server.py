@@ -34,6 +34,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from tests.servers import missing, need
+
 SUPERUSER = "postgres"
 DATABASE = "privplan_test"
 
@@ -151,13 +153,14 @@ def start_postgres() -> PostgresServer:
 
 
 def start_or_skip() -> PostgresServer:
-    """:func:`start_postgres`, or skip the test (locally) / fail it (CI) without the binaries."""
+    """:func:`start_postgres`, or skip the test (locally) / fail it (CI) without psycopg or the
+    server binaries (:func:`tests.servers.missing`)."""
+    need("psycopg")
     try:
         return start_postgres()
     except FileNotFoundError as err:
-        if os.environ.get("CI"):
-            pytest.fail(f"{err}: the PostgreSQL engine tests must run in CI")
-        pytest.skip(str(err))
+        missing("psycopg", str(err), "apt-get install postgresql (or put initdb on PATH)")
+        raise
 
 
 @pytest.fixture(scope="session")

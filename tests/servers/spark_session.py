@@ -27,25 +27,19 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from tests.servers import missing, need
+
 _ARROW = {"TINYINT": "int8", "SMALLINT": "int16", "INTEGER": "int32", "BIGINT": "int64",
           "FLOAT": "float32", "DOUBLE": "float64", "BOOLEAN": "bool_", "VARCHAR": "string",
           "DATE": "date32"}
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"the Spark engine tests need {reason} on CI")
-    pytest.skip(f"no local Spark: {reason}")
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        _unavailable("pyspark (pip install privplan[spark])")
+    need("pyspark")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        _unavailable("a Java runtime (JDK 17 or later)")
+        missing("pyspark", "no Java runtime on PATH or in JAVA_HOME",
+                "install a JDK 17 or later (apt-get install openjdk-17-jre-headless)")
     session = local_session()
     yield session
     session.stop()
