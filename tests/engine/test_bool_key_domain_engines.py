@@ -14,8 +14,9 @@ import pytest
 
 import privplan as pp
 from privplan.testing import noise_disabled
+from tests.servers import need
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = need("psycopg")
 
 ROWS = {"no NULL stored": "(true, true), (false, false), (true, false)",
         "a NULL stored": "(true, NULL), (false, false), (true, true)"}
