@@ -27,9 +27,10 @@ _EXAMPLE = ("privplan:///data.duckdb?policy=policy.yaml&ledger=ledger.sqlite"
 EXAMPLE = _EXAMPLE
 
 
-def _bad(parameter: str, what: str, fix: str) -> exc.ArgumentError:
+def _bad(parameter: str, what: str, fix: str, why: str = "") -> exc.ArgumentError:
+    because = f" Why: {why}." if why else ""
     return exc.ArgumentError(f"privplan URL parameter {parameter}: {what}. Fix: {fix} "
-                             f"(e.g. {_EXAMPLE}).")
+                             f"(e.g. {_EXAMPLE}).{because}")
 
 
 def _number(parameter: str, text: str) -> Decimal:
@@ -62,7 +63,9 @@ def connect_arguments(url: URL) -> dict[str, Any]:
             close = difflib.get_close_matches(key, _PARAMETERS, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise _bad(key, "is not a parameter privplan knows",
-                       f"{hint}use only {', '.join(_PARAMETERS)}")
+                       f"{hint}use only {', '.join(_PARAMETERS)}",
+                       "an unknown parameter is refused, not ignored, so that a misspelt one "
+                       "cannot leave its setting at the default")
         if not isinstance(given, str):
             raise _bad(key, f"is given {len(given)} times", f"give {key}= once")
         query[key] = given
