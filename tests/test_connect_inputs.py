@@ -197,19 +197,29 @@ def test_data_registered_again_in_another_form_replaces_it(parts: Path) -> None:
         assert s.sql(QUERY, epsilon=1).df.values.tolist() == [["n", 1, 7], ["s", 0, 0]]
         s.register("sales", parts / "sales2.csv")
         assert s.sql(QUERY, epsilon=1).df.values.tolist() == [["n", 1, 30], ["s", 0, 0]]
+        for bad in ([1, 2], parts / "nope*.csv", parts):  # refused: the table stays as it was
+            with pytest.raises(pp.PolicyError):
+                s.register("sales", bad)
+            assert s.sql(QUERY, epsilon=1).df.values.tolist() == [["n", 1, 30], ["s", 0, 0]]
+
+
+def test_a_data_file_that_cannot_be_read_writes_no_ledger(tmp_path: Path) -> None:
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    assert "could not read it as Parquet" in _refused(tmp_path / "bad.parquet", tmp_path,
+                                                      "cannot register")
 
 
 def test_a_csv_without_a_header_row_is_named_without_its_first_row(tmp_path: Path) -> None:
     """The first line of a CSV without a header is a row of private data, which DuckDB reports
     as the column names: the message says so and shows none of it."""
-    (tmp_path / "sales.csv").write_text("17,Zanzibar\n18,Ulaanbaatar\n")
+    (tmp_path / "sales.csv").write_text("4711,Zanzibar\n4712,Ulaanbaatar\n")
     with pp.connect(tmp_path / "sales.csv", policy=POLICY, budget=pp.PureDP(1)) as s, \
             pytest.raises(pp.PolicyError) as caught:
         s.sql("SELECT COUNT(*) FROM sales", epsilon=1)
     message = str(caught.value)
     assert "looks like data, not a header" in message
     assert "add a header line with the policy's column names (e.g. amount,region)" in message
-    assert "17" not in message and "Zanzibar" not in message
+    assert "4711" not in message and "Zanzibar" not in message
     # a header that names other columns: still none of its names shown (it could be data)
     (tmp_path / "other.csv").write_text("Mwangi,Okafor\nx,y\n")
     with pp.connect(tmp_path / "other.csv", policy=POLICY, budget=pp.PureDP(1)) as s, \

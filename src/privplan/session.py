@@ -116,6 +116,8 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         # the engine before the ledger: a database that cannot be opened leaves no ledger file
         self.engine = open_engine(":memory:" if data_file is not None else database)
         try:
+            if data_file is not None:
+                self.engine.register(data_file[0], data_file[1])
             self.ledger = open_ledger(ledger)
             self.ledger.claim()
             self.ledger.bind(budget, self.policy)
@@ -132,8 +134,6 @@ class Session(SessionViews, SessionLedger, Generic[B]):
             self.ledger.on_failure(self._drop_accounting)
         self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
-        if data_file is not None:
-            self.engine.register(data_file[0], data_file[1])
 
     # -- public API ------------------------------------------------------------------------
     @privplan_errors

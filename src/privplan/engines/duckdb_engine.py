@@ -119,7 +119,6 @@ class DuckDBEngine:
         reader or dataset, or a Polars DataFrame (each scanned in place where DuckDB can), a
         DuckDB relation (its rows read once), or a CSV / Parquet file or a glob of them (see
         :meth:`_register_file`). Every form's text is read once here (:meth:`_check_text`)."""
-        self._unregister(name)
         if _arrow_or_polars(data):
             if type(data).__name__ == "LazyFrame":
                 data = data.collect()  # (DuckDB scans a Polars DataFrame through Arrow)
@@ -127,8 +126,10 @@ class DuckDBEngine:
                 # a stream is read once: held as a table, so that every query (and the check
                 # of its text below) reads the same rows
                 data = data.read_all()
+            self._unregister(name)
             self.con.register(name, data)
         elif isinstance(data, pd.DataFrame):
+            self._unregister(name)
             try:
                 self.con.register(name, data)
             except duckdb.Error:
@@ -137,6 +138,7 @@ class DuckDBEngine:
                 self.con.register(name, data.copy(deep=True))
         elif isinstance(data, duckdb.DuckDBPyRelation):
             data = relation_rows(name, data)  # (read once: see there)
+            self._unregister(name)
             self.con.register(name, data)
         elif isinstance(data, (str, Path)):
             self._register_file(name, data)
@@ -152,8 +154,9 @@ class DuckDBEngine:
 
     def _unregister(self, name: str) -> None:
         """Drop what was registered as ``name`` (a file's view, or a scanned object: DuckDB
-        keeps the two kinds apart and refuses one over the other), before it is registered
-        again; the session's plans and copies move on (even if the new data is refused)."""
+        keeps the two kinds apart and refuses one over the other), just before it is registered
+        again (after the new data passed the checks that need no reading of it); the session's
+        plans and copies move on."""
         self._csv.pop(name.lower(), None)
         old = self._registered.pop(name.lower(), None)
         if old is None:
@@ -188,6 +191,7 @@ class DuckDBEngine:
                 "or .parquet files, a glob of them such as 'data/*.parquet', or pass a "
                 "DataFrame)")
         check_same_columns(self.con, action, path, files, suffix)
+        self._unregister(name)  # (only now: a file refused above changes nothing)
         try:
             self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {reader}')
         except duckdb.Error:  # (its message may quote lines of the file: withheld)

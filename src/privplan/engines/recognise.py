@@ -16,6 +16,7 @@ with its password replaced by ``***``: an error message may be logged or shared.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -176,10 +177,10 @@ def check_database(database: Any) -> None:
             _url(database, match[1])
             return
         _word(database)
-    elif not isinstance(database, Path):
+    elif not isinstance(database, os.PathLike):
         _object(database)
         return
-    path = Path(database)
+    path = Path(os.fspath(database))
     if str(database) != ":memory:" and not path.exists():
         raise PolicyError(missing_file(path))
 
