@@ -258,3 +258,13 @@ def test_dbapi_names_what_is_missing_or_wrong(demo_db: Path) -> None:
         dbapi.connect(s)
     with pytest.raises(dbapi.ProgrammingError, match="did you mean postgresql://"):
         dbapi.connect("postgresq://a@b/c", policy=POLICY, budget=pp.PureDP(1))
+
+
+def test_a_policy_source_csv_without_a_header_is_named_the_same_way(tmp_path: Path) -> None:
+    csv = tmp_path / "sales.csv"
+    csv.write_text("4711,Zanzibar\n")
+    policy = {"tables": {"sales": {**POLICY["tables"]["sales"], "source": str(csv)}}}
+    with pp.connect(policy=policy, budget=pp.PureDP(1)) as s, \
+            pytest.raises(pp.PolicyError, match="does not name the policy's column") as caught:
+        s.sql("SELECT COUNT(*) FROM sales", epsilon=1)
+    assert "Zanzibar" not in str(caught.value) and "4711" not in str(caught.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from privplan.engines.data_files import missing_csv_columns
 from privplan.engines.portable import check_stored_types
 from privplan.errors import PolicyError
 from privplan.policy import Policy
@@ -70,6 +71,10 @@ class SessionCatalog:
         its first row of data); another's names are its schema, shown."""
         described = getattr(self.engine, "missing_columns", None)
         message = described(table.name, list(table.columns), set(actual)) if described else None
+        source = str(getattr(table, "source", None) or "")
+        if message is None and source.lower().endswith(".csv"):  # (an engine that cannot say)
+            message = missing_csv_columns(table.name, source, list(table.columns), set(actual),
+                                          None)
         return message or (
             f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
             f"declared in the policy (it has {', '.join(actual)}). Fix the policy or the data.")
