@@ -11,6 +11,7 @@ and name the same URL parameters in their messages.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from privplan.dbapi_errors import InterfaceError, ProgrammingError
@@ -54,7 +55,7 @@ def url_arguments(url: str, given: Mapping[str, Any]) -> dict[str, Any]:
             "privplan.dbapi.connect('data.duckdb', policy='policy.yaml', "
             "budget=pp.PureDP(3), ledger='ledger.sqlite').") from None
     try:
-        return connect_arguments(make_url(url.strip()))
+        arguments = connect_arguments(make_url(url.strip()))
     except exc.ArgumentError as err:
         message = str(err)
         if not message.startswith("privplan URL parameter"):  # (make_url's own)
@@ -62,6 +63,23 @@ def url_arguments(url: str, given: Mapping[str, Any]) -> dict[str, Any]:
                        f"({message}). Why: a privplan URL is privplan:///<database path>?"
                        f"<parameters>. Fix: write e.g. {URL_EXAMPLE}")
         raise ProgrammingError(message) from None
+    _check_path(arguments["database"])
+    return arguments
+
+
+def _check_path(database: str) -> None:
+    """Refuse a URL whose database path does not exist, naming the URL's path (what follows
+    ``privplan:///``) rather than a Python argument."""
+    path = Path(database)
+    if database == ":memory:" or path.exists():
+        return
+    relative = "" if path.is_absolute() else (
+        f", relative to the working directory {Path.cwd()} (an absolute path takes four "
+        "slashes: privplan:////srv/data.duckdb)")
+    raise ProgrammingError(
+        f"the database path of the URL (what follows privplan:///), '{database}', does not "
+        f"exist{relative}. Why: the URL's path is the database file privplan opens. Fix: "
+        "write privplan:///relative/path.duckdb or privplan:////absolute/path.duckdb.")
 
 
 def missing_keywords(missing: list[str]) -> TypeError:
