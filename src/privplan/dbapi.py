@@ -144,6 +144,8 @@ from privplan.dbapi_free import (
 )
 from privplan.dbapi_params import bind_parameters
 from privplan.dbapi_tables import refuse_table_read
+from privplan.dbapi_url import is_url, missing_keywords, session_given, url_arguments
+from privplan.engines.recognise import refuse_engine_keyword
 
 # ------------------------------------------------------------------------- type objects
 
@@ -203,8 +205,8 @@ _BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
 def connect(
     database: Any = ":memory:",
     *,
-    policy: Any,
-    budget: Any,
+    policy: Any = None,
+    budget: Any = None,
     ledger: Any = None,
     epsilon: Any = None,
     delta: Any = None,
@@ -212,6 +214,7 @@ def connect(
     mu: Any = None,
     intervals: bool = False,
     composition: str = "additive",
+    engine: None = None,
 ) -> Connection:
     """Open a DB-API connection over a new :class:`privplan.Session`.
 
@@ -222,13 +225,33 @@ def connect(
     ``<col>_high``), the shape of ``Result.with_intervals()``, the CLI and report files; the
     default is the query's own columns, which SQL tools expect. ``composition="pld"``: PLD
     accounting of an (ε, δ) budget, as in :func:`privplan.connect`.
+
+    Or one ``privplan://`` URL, the form the SQLAlchemy dialect takes
+    (:mod:`privplan.sqlalchemy_dialect`): ``connect("privplan:///data.duckdb?policy=
+    policy.yaml&ledger=ledger.sqlite&budget_epsilon=3&epsilon=0.5")`` (needs SQLAlchemy), with
+    no other keywords (:mod:`privplan.dbapi_url`).
     """
+    refuse_engine_keyword(engine, "privplan.dbapi.connect")
+    session_given(database)
+    keywords: dict[str, Any] = {"policy": policy, "budget": budget, "ledger": ledger,
+                                "epsilon": epsilon, "delta": delta, "rho": rho, "mu": mu}
+    if is_url(database):
+        given = {k: v for k, v in keywords.items() if v is not None}
+        given.update({k: v for k, v, default in (("intervals", intervals, False),
+                                                  ("composition", composition, "additive"))
+                      if v != default})
+        keywords = url_arguments(database, given)
+        database = keywords.pop("database")
+        intervals = keywords.pop("intervals", False)
+        composition = keywords.pop("composition", "additive")
+    elif policy is None or budget is None:
+        raise missing_keywords([k for k in ("policy", "budget") if keywords[k] is None])
     with _Translating():
-        session = Session(database, policy=policy, budget=budget, ledger=ledger,
+        session = Session(database, policy=keywords.pop("policy"),
+                          budget=keywords.pop("budget"), ledger=keywords.pop("ledger", None),
                           composition=composition)
     try:
-        return Connection(session, epsilon=epsilon, delta=delta, rho=rho, mu=mu,
-                          intervals=intervals)
+        return Connection(session, **keywords, intervals=intervals)
     except BaseException:
         session.close()
         raise

@@ -36,6 +36,7 @@ from privplan.engine_semantics import (
 from privplan.engines.judge import judge
 from privplan.engines.open import open_engine
 from privplan.engines.portable import check_portable
+from privplan.engines.recognise import check_database, refuse_engine_keyword
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
@@ -110,10 +111,19 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         self.budget: B = budget
         self.kind: type[B] = type(budget)
         data_file = _data_file(database, self.policy)
-        self.ledger = open_ledger(ledger)
-        self.ledger.claim()
-        self.ledger.bind(budget, self.policy)
+        if data_file is None:
+            check_database(database)  # (what it is, before anything is opened)
+        # the engine before the ledger: a database that cannot be opened leaves no ledger file
         self.engine = open_engine(":memory:" if data_file is not None else database)
+        try:
+            if data_file is not None:
+                self.engine.register(data_file[0], data_file[1])
+            self.ledger = open_ledger(ledger)
+            self.ledger.claim()
+            self.ledger.bind(budget, self.policy)
+        except BaseException:
+            self.engine.close()
+            raise
         # a larger exact_limit lets the solver search longer before it falls back to a proven
         # (looser) upper bound; it can only tighten the charge, never lower it below the truth
         self._exact_limit = exact_limit
@@ -124,8 +134,6 @@ class Session(SessionViews, SessionLedger, Generic[B]):
             self.ledger.on_failure(self._drop_accounting)
         self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
-        if data_file is not None:
-            self.engine.register(data_file[0], data_file[1])
 
     # -- public API ------------------------------------------------------------------------
     @privplan_errors
@@ -479,10 +487,15 @@ def connect(
     exact_limit: int | None = None,
     prepare: bool = False,
     composition: str = "additive",
+    engine: None = None,
 ) -> Session[B]:
     """Open a DP session over ``database``: a DuckDB file path, ':memory:' or a duckdb
-    connection (the embedded engine); a ``postgresql://`` URL or psycopg connection; or a
-    SparkSession (tables of its catalog). See :func:`privplan.engines.open.open_engine`.
+    connection (the embedded engine); a CSV or Parquet file or glob (a policy with one private
+    table); a ``postgresql://`` URL or psycopg connection; or a SparkSession (tables of its
+    catalog). See :func:`privplan.engines.open.open_engine`. The engine follows ``database``:
+    there is no ``engine=`` keyword (it is refused with the call for the engine asked for), and
+    anything else (a mistyped URL, the word "spark", a ``SparkSession.builder``) is refused
+    saying what it is (:mod:`privplan.engines.recognise`).
 
     ``prepare=True`` trades a one-off cost for speed in long sessions: the first query over a
     private table makes a compressed in-memory copy of it with every bounded numeric column
@@ -496,5 +509,6 @@ def connect(
     μ-GDP value and ``session.pld.as_approx(...)`` its (ε, δ) reading (see
     :mod:`privplan.pld_session`).
     """
+    refuse_engine_keyword(engine)
     return Session(database, policy=policy, budget=budget, ledger=ledger,
                    exact_limit=exact_limit, prepare=prepare, composition=composition)

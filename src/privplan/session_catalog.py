@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from privplan.engines.data_files import missing_csv_columns
 from privplan.engines.portable import check_stored_types
 from privplan.errors import PolicyError
 from privplan.policy import Policy
@@ -59,18 +60,30 @@ class SessionCatalog:
         actual = self.column_types[table.name]
         missing = [c for c in table.columns if c not in actual]
         if missing:
-            raise PolicyError(
-                f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
-                f"declared in the policy (it has {', '.join(actual)}). Why: privplan reads the "
-                "table as the policy declares it, and cannot protect or bound a column it "
-                "cannot find. Fix: correct the column's name under "
-                f"tables.{table.name}.columns in the policy, or the data.")
+            raise PolicyError(self._missing(table, actual, missing))
         check_stored_types(table.name, actual, table.columns, self.engine.dialect)
         view = typed_view(table_sql, table.columns, actual)
         if table.name not in self._not_null_checked:
             check_not_null(self.engine, table, view[0])
             self._not_null_checked.add(table.name)
         return view
+
+    def _missing(self, table: Any, actual: dict[str, str], missing: list[str]) -> str:
+        """The message for a table that lacks policy columns. A table read from a CSV file is
+        described by the engine without the file's column names (without a header row they are
+        its first row of data); another's names are its schema, shown."""
+        described = getattr(self.engine, "missing_columns", None)
+        message = described(table.name, list(table.columns), set(actual)) if described else None
+        source = str(getattr(table, "source", None) or "")
+        if message is None and source.lower().endswith(".csv"):  # (an engine that cannot say)
+            message = missing_csv_columns(table.name, source, list(table.columns), set(actual),
+                                          None)
+        return message or (
+            f"table '{table.name}' in the database has no column(s) {', '.join(missing)} "
+            f"declared in the policy (it has {', '.join(actual)}). Why: privplan reads the "
+            "table as the policy declares it, and cannot protect or bound a column it "
+            "cannot find. Fix: correct the column's name under "
+            f"tables.{table.name}.columns in the policy, or the data.")
 
     def stand_in_view(self, table: Any, stand_ins: dict[str, dict[str, str]]) -> str:
         """The table as :meth:`typed_table` reads it, over a named relation of stand-in rows

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from privplan.engines.data_files import resolve_files
 from privplan.errors import PolicyError
 from privplan.policy import Policy
 
@@ -14,15 +15,15 @@ __all__ = ["as_policy", "data_file"]
 
 
 def data_file(database: Any, policy: Policy) -> tuple[str, str] | None:
-    """(table, path) when ``database`` is a CSV or Parquet file: it holds the policy's one
-    private table (read as :meth:`DuckDBEngine.register` reads files), in an in-memory
-    database. Checked before the ledger is touched."""
+    """(table, path) when ``database`` is a CSV or Parquet file, or a glob of them (one table,
+    as DuckDB reads a glob): it holds the policy's one private table (read as
+    :meth:`DuckDBEngine.register` reads files), in an in-memory database. Checked before the
+    ledger is touched."""
     if not isinstance(database, (str, Path)) or Path(database).suffix.lower() not in (
-            ".csv", ".parquet"):
+            ".csv", ".parquet") or "://" in str(database):
         return None
+    resolve_files(database, "cannot connect")  # (it exists, or its glob matches a file)
     path = Path(database)
-    if not path.is_file():
-        raise PolicyError(f"data file '{path}' does not exist. Check the path.")
     private = list(policy.private_tables())
     if len(private) != 1:
         names = ", ".join(t.name for t in private) or "none"

@@ -63,10 +63,7 @@ What SQLAlchemy sees
 
 from __future__ import annotations
 
-import difflib
 import re
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -81,14 +78,10 @@ from sqlalchemy.engine.interfaces import (
     ReflectedTableComment,
 )
 
-__all__ = ["PrivplanDialect"]
+from privplan.sqlalchemy_url import connect_arguments
 
-_TOTALS = ("budget_epsilon", "budget_rho", "budget_mu")
-_DEFAULTS = ("epsilon", "delta", "rho", "mu")
-_PARAMETERS = ("policy", "ledger", *_TOTALS, "budget_delta", *_DEFAULTS, "intervals",
-               "composition")
-_EXAMPLE = ("privplan:///data.duckdb?policy=policy.yaml&ledger=ledger.sqlite"
-            "&budget_epsilon=3&epsilon=0.5")
+__all__ = ["PrivplanDialect", "connect_arguments"]
+
 _AUTOCOMMIT: IsolationLevel = "AUTOCOMMIT"
 
 # DuckDB type names (as privplan.dbapi.describe_schema reports them) -> SQLAlchemy types.
@@ -129,102 +122,6 @@ def _sa_type(name: str) -> sqltypes.TypeEngine[Any]:
     if found:
         return sqltypes.NUMERIC(int(found[1]), int(found[2]))
     return sqltypes.NullType()
-
-
-def _bad(parameter: str, what: str, fix: str) -> exc.ArgumentError:
-    return exc.ArgumentError(f"privplan URL parameter {parameter}: {what}. Fix: {fix} "
-                             f"(e.g. {_EXAMPLE}).")
-
-
-def _number(parameter: str, text: str) -> Decimal:
-    """A URL parameter as an exact, finite, positive decimal."""
-    try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        value = Decimal("NaN")
-    if not value.is_finite() or value <= 0:
-        raise _bad(f"{parameter}={text!r}", "is not a positive finite number",
-                   f"write a number such as {parameter}=0.5")
-    return value
-
-
-def connect_arguments(url: URL) -> dict[str, Any]:
-    """The keyword arguments of :func:`privplan.dbapi.connect` for ``url``, every parameter
-    checked (see the module docstring). Reads the policy file; opens nothing else."""
-    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
-    from privplan.errors import PrivplanError
-    from privplan.pld_session import pld_accounting
-    from privplan.policy import Policy
-    from privplan.query_budget import query_budget
-
-    if url.host or url.port or url.username or url.password:
-        raise _bad(f"host {url.host!r}", "privplan reads a local database file, not a server",
-                   "write privplan:///relative/path.duckdb or privplan:////absolute/path.duckdb")
-    query: dict[str, str] = {}
-    for key, given in url.query.items():
-        if key not in _PARAMETERS:
-            close = difflib.get_close_matches(key, _PARAMETERS, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise _bad(key, "is not a parameter privplan knows",
-                       f"{hint}use only {', '.join(_PARAMETERS)}")
-        if not isinstance(given, str):
-            raise _bad(key, f"is given {len(given)} times", f"give {key}= once")
-        query[key] = given
-    ledger_why = ("the path of a SQLite ledger file, shared by every pooled connection so "
-                  "that they spend one budget")
-    for required, why in (("policy", "the path of the policy YAML file"),
-                          ("ledger", ledger_why)):
-        if not query.get(required):
-            raise _bad(required, "is missing", f"add {required}=<{why}>")
-    try:
-        policy = Policy.from_yaml(Path(query["policy"]))
-    except PrivplanError as err:
-        raise _bad(f"policy={query['policy']!r}", f"the policy cannot be read: {err}",
-                   "pass the path of a valid policy YAML file") from None
-    totals = [k for k in _TOTALS if k in query]
-    if len(totals) != 1:
-        what = "is missing" if not totals else f"is given as {' and '.join(totals)}"
-        raise _bad("budget_epsilon/budget_rho/budget_mu", f"the session's total budget {what}",
-                   "give exactly one: budget_epsilon (with budget_delta for (ε, δ)-DP), "
-                   "budget_rho (zCDP) or budget_mu (Gaussian DP)")
-    total = totals[0]
-    value = _number(total, query[total])
-    if "budget_delta" in query and total != "budget_epsilon":
-        raise _bad("budget_delta", f"goes with budget_epsilon, not {total}",
-                   "drop budget_delta, or give budget_epsilon with it")
-    budget: Any
-    if total == "budget_epsilon" and "budget_delta" in query:
-        budget = ApproxDP(value, _number("budget_delta", query["budget_delta"]))
-    else:
-        budget = {"budget_epsilon": PureDP, "budget_rho": ZCDP, "budget_mu": GDP}[total](value)
-    composition = query.get("composition", "additive")
-    try:
-        pld = pld_accounting(budget, composition)
-    except PrivplanError as err:
-        raise _bad(f"composition={composition}", str(err),
-                   "write composition=pld with budget_epsilon and budget_delta, or leave it "
-                   "out") from None
-    defaults = {k: _number(k, query[k]) for k in _DEFAULTS if k in query}
-    if defaults:
-        try:
-            if pld is not None:
-                pld.query_budget(defaults)
-            else:
-                query_budget(type(budget), **defaults)
-        except PrivplanError as err:
-            given = "&".join(f"{k}={query[k]}" for k in defaults)
-            raise _bad(given, f"not a per-query budget for a {type(budget).__name__} session "
-                              f"({err})", "give the per-query budget in the same privacy "
-                                          "definition as the total") from None
-    intervals = query.get("intervals", "false").lower()
-    if intervals not in ("true", "false"):
-        raise _bad(f"intervals={query['intervals']}", "is not true or false",
-                   "write intervals=true (each noisy column followed by its 95% interval) or "
-                   "leave it out")
-    database = url.database or ":memory:"
-    return {"database": database, "policy": policy, "budget": budget,
-            "ledger": query["ledger"], **defaults, "intervals": intervals == "true",
-            "composition": composition}
 
 
 class PrivplanDialect(DefaultDialect):

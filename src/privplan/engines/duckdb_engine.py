@@ -20,8 +20,17 @@ import numpy as np
 import pandas as pd
 
 from privplan.engines.base import COPY_FAILED, RUN_FAILED, ProbeFailed, StandIn, Values
+from privplan.engines.data_files import (
+    check_same_columns,
+    missing_csv_columns,
+    reader_sql,
+    relation_rows,
+    resolve_files,
+    sniffed_header,
+)
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.engines.frames import duckdb_frame
+from privplan.engines.recognise import KINDS, missing_file
 from privplan.errors import (
     ExecutionError,
     PolicyError,
@@ -35,6 +44,26 @@ def _quote(name: str) -> str:
 
 def _secure(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET python_enable_replacements = false")
+
+
+def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection of privplan's own to the file (read only) or to ':memory:'."""
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as err:
+        if not (isinstance(err, duckdb.ConnectionException)
+                and "different configuration" in str(err)):
+            raise PolicyError(
+                f"'{path}' cannot be opened as a DuckDB database ({_first_line(err)}). Pass a "
+                f"DuckDB file, or another kind of database: {KINDS}.") from None
+        # (DuckDB keeps one database instance per file in a process, with one configuration)
+        raise PolicyError(
+            f"the DuckDB file '{path}' is already open in this process by another DuckDB "
+            "connection with different settings (privplan opens a file read only; "
+            "duckdb.connect(path) opens it read-write). Why: DuckDB opens a file once per "
+            "process, with one configuration for every connection to it. Fix: pass that "
+            "connection as the database: connect(con, policy=..., budget=...), or close it "
+            "first (con.close()).") from None
 
 
 def _arrow_or_polars(data: Any) -> bool:
@@ -64,20 +93,10 @@ class DuckDBEngine:
         else:
             path = str(database)
             if path != ":memory:" and not Path(path).exists():
-                raise PolicyError(
-                    f"database file '{path}' does not exist. Pass an existing DuckDB file, "
-                    "a CSV or Parquet file, ':memory:', or an open duckdb connection."
-                )
+                raise PolicyError(missing_file(Path(path)))
             read_only = path != ":memory:"
             self._catalog_locked = read_only
-            try:
-                self.con = duckdb.connect(path, read_only=read_only)
-            except duckdb.Error as err:
-                first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                raise PolicyError(
-                    f"'{path}' cannot be opened as a DuckDB database ({first}). Pass a DuckDB "
-                    "file, a CSV or Parquet file (for a policy with one private table), "
-                    "':memory:', or an open duckdb connection.") from None
+            self.con = _open(path, read_only)
         _secure(self.con)
         # the database file's durable copies, if made for the file as it is now (see
         # durable_copies): attached before anything else is read
@@ -85,6 +104,7 @@ class DuckDBEngine:
         if self._owned and str(database) != ":memory:":
             self.durable = open_copies(self.con, Path(str(database)))
         self._registered: dict[str, Any] = {}
+        self._csv: dict[str, str | None] = {}  # table -> the CSV file (or glob) it reads
         self._materialized: set[str] = set()
         self._work_db: str | None = None
         # moves with every change to what the engine exposes (a table registered, a view
@@ -97,14 +117,9 @@ class DuckDBEngine:
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
         """Expose data as table ``name``: a pandas DataFrame, an Arrow table, record batch
-        reader or dataset, or a Polars DataFrame (each scanned in place where DuckDB can), or a
-        CSV / Parquet file.
-
-        A CSV file is read with a header row and every column as text: the session's typed view
-        then converts each to its policy type (a value that does not convert is NULL), so what
-        the engine reads is fixed by the policy, not by types sniffed from the data. (It was read
-        with sniffed types, and a value that did not convert to the policy type raised at run
-        time, after the charge: DuckDB moved the TRY_CAST into the reader.)"""
+        reader or dataset, or a Polars DataFrame (each scanned in place where DuckDB can), a
+        DuckDB relation (its rows read once), or a CSV / Parquet file or a glob of them (see
+        :meth:`_register_file`). Every form's text is read once here (:meth:`_check_text`)."""
         if _arrow_or_polars(data):
             if type(data).__name__ == "LazyFrame":
                 data = data.collect()  # (DuckDB scans a Polars DataFrame through Arrow)
@@ -112,43 +127,93 @@ class DuckDBEngine:
                 # a stream is read once: held as a table, so that every query (and the check
                 # of its text below) reads the same rows
                 data = data.read_all()
+            self._unregister(name)
             self.con.register(name, data)
         elif isinstance(data, pd.DataFrame):
+            self._unregister(name)
             try:
                 self.con.register(name, data)
             except duckdb.Error:
                 # DuckDB cannot scan some numpy layouts in place (negative strides, e.g.
                 # df[::-1]): register a contiguous copy of the same rows instead
                 self.con.register(name, data.copy(deep=True))
+        elif isinstance(data, duckdb.DuckDBPyRelation):
+            data = relation_rows(name, data)  # (read once: see there)
+            self._unregister(name)
+            self.con.register(name, data)
         elif isinstance(data, (str, Path)):
-            path = Path(data)
-            if not path.exists():
-                raise PolicyError(f"cannot register '{name}': file '{path}' does not exist")
-            quoted = str(path).replace("'", "''")
-            # (OFFSET 0 keeps DuckDB from pushing the typed view's TRY_CAST into the CSV
-            # reader, where it becomes a strict conversion that fails on a value that does not
-            # convert: an error that depends on the data. tests/engine/test_data_in.py checks it)
-            reader = {".csv": f"read_csv('{quoted}', header = true, all_varchar = true) OFFSET 0",
-                      ".parquet": f"read_parquet('{quoted}')"}.get(path.suffix.lower())
-            if reader is None:
-                raise PolicyError(
-                    f"cannot register '{name}': unsupported file type '{path.suffix}' "
-                    "(use .csv or .parquet, or pass a DataFrame)")
-            try:
-                self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {reader}')
-            except duckdb.Error:  # (its message may quote lines of the file: withheld)
-                raise PolicyError(
-                    f"cannot register '{name}' from '{path}': DuckDB could not read it as "
-                    f"{'a CSV file with a header row' if path.suffix.lower() == '.csv' else 'Parquet'}"
-                    ". Check the file.") from None
+            self._register_file(name, data)
         else:
             raise PolicyError(
                 f"register('{name}', ...) takes a pandas or Polars DataFrame, an Arrow table, "
-                f"or a path to a CSV/Parquet file, got {type(data).__name__}")
+                "a DuckDB relation, or a path to a CSV/Parquet file (or a glob of them such "
+                f"as 'data/*.parquet'), got {type(data).__name__}")
         self._registered[name.lower()] = data
         self.generation += 1
         self._drop_materialized()  # the table changed: bounded copies are stale
         self._check_text(name)
+
+    def _unregister(self, name: str) -> None:
+        """Drop what was registered as ``name`` (a file's view, or a scanned object: DuckDB
+        keeps the two kinds apart and refuses one over the other), just before it is registered
+        again (after the new data passed the checks that need no reading of it); the session's
+        plans and copies move on."""
+        self._csv.pop(name.lower(), None)
+        old = self._registered.pop(name.lower(), None)
+        if old is None:
+            return
+        try:
+            if isinstance(old, (str, Path)):
+                self.con.execute(f"DROP VIEW IF EXISTS {_quote(name)}")
+            else:
+                self.con.unregister(name)
+        except duckdb.Error:
+            pass  # (never registered under that name)
+        self.generation += 1
+        self._drop_materialized()
+
+    def _register_file(self, name: str, data: str | Path) -> None:
+        """A CSV or Parquet file, or every file a glob matches (one table, as DuckDB reads a
+        glob; their columns checked to be the same: see :mod:`privplan.engines.data_files`),
+        as the temporary view ``name``.
+
+        A CSV file is read with a header row and every column as text: the session's typed view
+        then converts each to its policy type (a value that does not convert is NULL), so what
+        the engine reads is fixed by the policy, not by types sniffed from the data. (It was
+        read with sniffed types, and a value that did not convert to the policy type raised at
+        run time, after the charge: DuckDB moved the TRY_CAST into the reader.)"""
+        action = f"cannot register '{name}'"
+        path, files = resolve_files(data, action)
+        suffix = Path(path).suffix.lower()
+        reader = reader_sql(path, suffix)
+        if reader is None:
+            raise PolicyError(
+                f"{action}: unsupported file type '{Path(path).suffix}' of '{path}' (use .csv "
+                "or .parquet files, a glob of them such as 'data/*.parquet', or pass a "
+                "DataFrame)")
+        check_same_columns(self.con, action, path, files, suffix)
+        self._unregister(name)  # (only now: a file refused above changes nothing)
+        try:
+            self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {reader}')
+        except duckdb.Error:  # (its message may quote lines of the file: withheld)
+            raise PolicyError(
+                f"{action} from '{path}': DuckDB could not read it as "
+                f"{'a CSV file with a header row' if suffix == '.csv' else 'Parquet'}"
+                ". Check the file.") from None
+        self._csv[name.lower()] = path if suffix == ".csv" else None
+
+    def csv_file(self, name: str) -> str | None:
+        """The CSV file (or glob) table ``name`` was registered from, if it was."""
+        return self._csv.get(name.lower())
+
+    def missing_columns(self, name: str, columns: list[str], actual: set[str]) -> str | None:
+        """The message for a table registered from a CSV file that lacks some of the policy's
+        ``columns`` (None for other tables): names none of the file's own (see
+        :func:`~privplan.engines.data_files.missing_csv_columns`)."""
+        path = self.csv_file(name)
+        if path is None:
+            return None
+        return missing_csv_columns(name, path, columns, actual, sniffed_header(self.con, path))
 
     def _check_text(self, name: str) -> None:
         """Refuse registered data whose text DuckDB cannot read: a Parquet file (or an Arrow
@@ -174,8 +239,11 @@ class DuckDBEngine:
                 self.con.execute(f"DROP VIEW IF EXISTS {_quote(name)}")
             else:
                 self.con.unregister(name)
+            # (a CSV file's column names may be its first row of data: not shown)
+            shown = ("every column of the CSV file" if self._csv.pop(name.lower(), None)
+                     else ", ".join(texts))
             raise PolicyError(
-                f"cannot register '{name}': its text columns ({', '.join(texts)}) hold values "
+                f"cannot register '{name}': its text columns ({shown}) hold values "
                 "DuckDB cannot read as text (strings that are not valid UTF-8). Why refused: "
                 "DuckDB would fail on them only when a query reads them, after its charge. "
                 "Fix the data (re-encode the strings as UTF-8), or read the file with another "

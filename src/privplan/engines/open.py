@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from privplan.engines.base import Engine
+from privplan.engines.recognise import check_database
 
 
 def open_engine(database: Any) -> Engine:
@@ -18,7 +19,11 @@ def open_engine(database: Any) -> Engine:
       engine.
 
     The drivers are imported only here, when asked for, so ``import privplan`` needs neither.
+    Anything else that no engine opens (a mistyped URL, the word "spark", a Spark builder, a
+    path that does not exist) is refused first, saying what it is
+    (:func:`privplan.engines.recognise.check_database`).
     """
+    check_database(database)
     if isinstance(database, str) and database.startswith(("postgresql://", "postgres://")):
         from privplan.engines.postgres_engine import PostgresEngine
 
