@@ -511,7 +511,9 @@ def test_describe_schema_is_the_policy(con: dbapi.Connection, demo_db: Path) -> 
     types = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN",
              "date": "DATE"}
     assert [(c.name, c.type, c.nullable) for c in tables[0].columns] == \
-        [(n, types[c["type"]], True) for n, c in declared["visits"]["columns"].items()]
+        [(n, types[c["type"]], c.get("nullable", True))
+         for n, c in declared["visits"]["columns"].items()]
+    assert [c.name for c in tables[0].columns if not c.nullable] == ["insured"]
     # the public table lists no columns in the policy: the database's (public) columns
     assert [(c.name, c.type) for c in tables[1].columns] == \
         [(r[0], r[1]) for r in plain(demo_db, "DESCRIBE hospitals")]
@@ -528,7 +530,9 @@ def test_information_schema_is_answered_from_the_policy(
     assert cur.cost == pp.PureDP(0)
     cur.execute("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
                 "WHERE table_name = ? ORDER BY ordinal_position", ["visits"])
-    want = [(c.name, c.type, "YES") for c in con.describe_schema()[0].columns]
+    want = [(c.name, c.type, "YES" if c.nullable else "NO")
+            for c in con.describe_schema()[0].columns]
+    assert [w[0] for w in want if w[2] == "NO"] == ["insured"]
     assert cur.fetchall() == want and len(want) == 10
     assert [d[0] for d in cur.description] == ["column_name", "data_type", "is_nullable"]
     assert cur.description[0][1] == dbapi.STRING
