@@ -336,8 +336,6 @@ def write_demo_database(
         con.register("__privplan_demo_visits", visits)
         con.register("__privplan_demo_hospitals", hospitals)
         con.execute("CREATE TABLE visits AS " + _VISITS_SELECT.format(src="__privplan_demo_visits"))
-        # a schema fact, as in the frame (numpy bool): GROUP BY insured has no NULL group
-        con.execute("ALTER TABLE visits ALTER COLUMN insured SET NOT NULL")
         con.execute(
             "CREATE TABLE hospitals AS " + _HOSPITALS_SELECT.format(src="__privplan_demo_hospitals")
         )
