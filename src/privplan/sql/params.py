@@ -108,8 +108,8 @@ def _percent_style(tokens: list[Token]) -> str | None:
         nxt = tokens[i + 1]
         if _adjacent(t, nxt) and nxt.text == "s":
             return "%s"
-        if nxt.token_type == TokenType.L_PAREN and _adjacent(t, nxt) and i + 3 < len(tokens) \
-                and tokens[i + 3].text == "s" and tokens[i + 2].token_type == TokenType.VAR:
+        if nxt.token_type == TokenType.L_PAREN and _adjacent(t, nxt) and i + 4 < len(tokens) \
+                and tokens[i + 3].token_type == TokenType.R_PAREN and tokens[i + 4].text == "s":
             return f"%({tokens[i + 2].text})s"
     return None
 
@@ -129,6 +129,13 @@ def _mismatch(sql: str, tokens: list[Token], style: Style, n_q: int, named: int,
               given: str) -> ParameterError:
     """The parameters do not fit the placeholders: say which, and the paramstyle to use."""
     percent = _percent_style(tokens)
+    if percent is not None and n_q == 0 and named == 0 and percent.startswith("%("):
+        name = percent[2:-2]
+        return ParameterError(
+            f"the query uses {percent} placeholders (the pyformat paramstyle), which privplan "
+            f"does not read: its paramstyle is 'qmark' (? with a sequence; {style.named}name "
+            f"with a mapping). Write {style.named}{name} where the query has {percent}, with "
+            f"{style.call.format(repr({name: 30}))}.")
     if percent is not None and n_q == 0 and named == 0:
         names = "?" if style.named == ":" else "? (or $name)"
         return ParameterError(
