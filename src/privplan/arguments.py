@@ -78,6 +78,8 @@ class _Call:
     def __init__(self, fn: Callable[..., Any], sig: inspect.Signature, args: tuple[Any, ...]):
         owner, _, name = fn.__qualname__.rpartition(".")
         self.method = bool(owner)
+        if owner and args and name != "__init__":  # (a base class's method: the user's class)
+            owner = type(args[0]).__name__
         if name == "__init__":  # a class called directly: pp.Session(...)
             self.prefix = f"{_MODULES.get(fn.__module__, fn.__module__)}.{owner}"
         elif owner:
@@ -116,7 +118,8 @@ def _explain(fn: Callable[..., Any], sig: inspect.Signature, args: tuple[Any, ..
     unknown = [k for k in kwargs if k not in sig.parameters]
     if unknown:
         return _unknown(fn, sig, args, unknown[0])
-    missing = [n for n in call.required[len(given):] if n not in kwargs]
+    missing = [n for n in [*call.required[len(given):], *call.required_keywords]
+               if n not in kwargs]
     if "missing" in python and missing:
         return (f"{call.title} is missing its argument {missing[0]!r}: it is required (it has "
                 f"no default). Pass it, e.g. {call.example()}.")
