@@ -24,7 +24,8 @@ __all__ = ["accepts", "check_arguments", "checked_arguments"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_RECEIVERS = {"Session": "sess", "DPAccessor": "df.dp", "Connection": "con", "Cursor": "cur"}
+_RECEIVERS = {"Session": "sess", "DPAccessor": "df.dp", "DPView": "view", "Connection": "con",
+              "Cursor": "cur"}
 _MODULES = {"privplan.session": "pp", "privplan.dbapi": "privplan.dbapi"}
 _BUDGETS = {"PureDP": "epsilon=0.5", "ApproxDP": "epsilon=0.5, delta=1e-6", "ZCDP": "rho=0.1",
             "GDP": "mu=0.5"}
@@ -86,7 +87,8 @@ class _Call:
             self.prefix = f"{_RECEIVERS.get(owner, owner.lower())}.{name}"
         else:
             self.prefix = f"{_MODULES.get(fn.__module__, fn.__module__)}.{name}"
-        self.title = (f"{owner}.{name}()" if owner and name != "__init__" else f"{self.prefix}()")
+        plain = owner and name != "__init__" and owner != "DPAccessor"  # (df.dp.sql() is seen)
+        self.title = f"{owner}.{name}()" if plain else f"{self.prefix}()"
         params = list(sig.parameters.values())[1 if owner else 0:]
         self.positional = [p.name for p in params
                            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -115,7 +117,7 @@ def _explain(fn: Callable[..., Any], sig: inspect.Signature, args: tuple[Any, ..
     given = list(args[1:] if call.method else args)
     if "positional argument" in python and len(given) > len(call.positional):
         return _too_many(call, given[len(call.positional)])
-    unknown = [k for k in kwargs if k not in sig.parameters]
+    unknown = [k for k in kwargs if k not in sig.parameters and k not in call.keywords]
     if unknown:
         return _unknown(fn, sig, args, unknown[0])
     missing = [n for n in [*call.required[len(given):], *call.required_keywords]
@@ -143,12 +145,18 @@ def _too_many(call: _Call, value: Any) -> str:
                 f"{call.example(call.budget)}")
     if type(value).__name__ in _BUDGETS and "budget" in call.keywords:
         return (f"{call.title} takes a privacy value as the keyword budget=, not as a positional "
-                f"argument: {call.example('budget=' + repr(value))}")
+                f"argument (after the query every argument is a keyword): "
+                f"{call.example('budget=' + repr(value))}")
     if isinstance(value, (list, tuple, Mapping)) and "params" in call.keywords:
         example = "{'age': 30}" if isinstance(value, Mapping) else "[30]"
         return (f"{takes}; query parameters go in params=, not as a positional "
-                f"{type(value).__name__}: "
+                f"{type(value).__name__} (after the query every argument is a keyword, so "
+                f"that a value is never taken for another): "
                 f"{call.example('params=' + example)}")
+    if isinstance(value, (list, tuple, Mapping)) and "sql" in call.positional:
+        return (f"{takes}; it takes no query parameters (the {type(value).__name__} given "
+                f"after the query): write the values into the query text, e.g. "
+                f"{call.example()} with 'WHERE age > 30'.")
     if not call.keywords:
         return (f"{takes}, but one more (of type {type(value).__name__}) was given: it takes "
                 f"nothing else. Drop it: {call.example()}.")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from privplan.arguments import checked_arguments
 from privplan.errors import PolicyError
 from privplan.explain import Explanation
 from privplan.pandas.configure import (
@@ -109,6 +110,7 @@ class DPAccessor:
                 f"spent={state.spent()!r}{role})")
 
     # -- configuration -------------------------------------------------------------------------
+    @checked_arguments
     def configure(
         self,
         *,
@@ -163,12 +165,14 @@ class DPAccessor:
                 max_rows_per_group_per_unit=max_rows_per_group_per_unit)
             _register(frame, pol, name, budget, ledger)
 
+    @checked_arguments
     def close(self) -> None:
         """Close the frame's DP session (and its ledger file). Spent budget stays spent: the
         frame can be neither queried nor configured again; ``spent()`` still reports."""
         self._state("closed from a derived frame").close()
 
     # -- answers -------------------------------------------------------------------------------
+    @checked_arguments
     def sql(self, sql: str, *, epsilon: Any = None, delta: Any = None, rho: Any = None,
             mu: Any = None, budget: Any = None) -> pd.DataFrame:
         """Answer ``sql`` (``... FROM df ...``) with DP; the cost is charged before release.
@@ -197,16 +201,19 @@ class DPAccessor:
         res = self._state().sql(sql, _budget_kwargs(epsilon, delta, rho, mu, budget))
         return _answer_frame(res, sql)
 
+    @checked_arguments
     def explain(self, sql: str, *, epsilon: Any = None, delta: Any = None, rho: Any = None,
                 mu: Any = None, budget: Any = None) -> Explanation:
         """What ``sql`` would cost against this frame's ledger and how accurate it would be.
         Spends nothing. ``print()`` it, or use ``.marginal``, ``.mechanisms``, ``.to_dict()``."""
         return self._state().explain(sql, _budget_kwargs(epsilon, delta, rho, mu, budget))
 
+    @checked_arguments
     def where(self, predicate: str) -> DPView:
         """A view of the frame filtered by the SQL condition ``predicate`` (see :class:`DPView`)."""
         return DPView(self._state()).where(predicate)
 
+    @checked_arguments
     def count(self, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
               delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
               explain: bool = False) -> Any:
@@ -215,6 +222,7 @@ class DPAccessor:
         return DPView(self._state()).count(by, epsilon=epsilon, delta=delta, rho=rho, mu=mu,
                                            budget=budget, explain=explain)
 
+    @checked_arguments
     def sum(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
             delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
             explain: bool = False) -> Any:
@@ -222,6 +230,7 @@ class DPAccessor:
         return DPView(self._state()).sum(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                          mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def mean(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
              delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
              explain: bool = False) -> Any:
@@ -229,6 +238,7 @@ class DPAccessor:
         return DPView(self._state()).mean(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                           mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
                  epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
                  budget: Any = None, explain: bool = False) -> Any:
@@ -236,6 +246,7 @@ class DPAccessor:
         return DPView(self._state()).quantile(column, q, by, epsilon=epsilon, delta=delta,
                                               rho=rho, mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def median(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
                delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
                explain: bool = False) -> Any:
@@ -244,11 +255,13 @@ class DPAccessor:
                                             mu=mu, budget=budget, explain=explain)
 
     # -- budget --------------------------------------------------------------------------------
+    @checked_arguments
     def spent(self) -> Any:
         """The composed cost of everything released about this data (general composition
         theorem). A frame derived from a configured frame reports the shared total."""
         return self._shared_state().spent()
 
+    @checked_arguments
     def remaining(self) -> Any:
         """The data's budget minus :meth:`spent`."""
         return self._shared_state().remaining()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from privplan.arguments import checked_arguments
 from privplan.errors import UnsupportedQueryError
 from privplan.pandas.helper_sql import (
     _answer_frame,
@@ -52,6 +53,7 @@ class DPView:
     def __repr__(self) -> str:
         return f"DPView(table={self._state.table!r}, where={self.predicate!r})"
 
+    @checked_arguments
     def where(self, predicate: str) -> DPView:
         """This view with the extra filter ``predicate`` (a SQL condition on the frame's columns).
 
@@ -72,6 +74,7 @@ class DPView:
             return self._state.explain(sql, budget)
         return _answer_frame(self._state.sql(sql, budget), sql)
 
+    @checked_arguments
     def count(self, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
               delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
               explain: bool = False) -> Any:
@@ -80,6 +83,7 @@ class DPView:
         return self._ask("COUNT", None, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def sum(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
             delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
             explain: bool = False) -> Any:
@@ -88,6 +92,7 @@ class DPView:
         return self._ask("SUM", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def mean(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
              delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
              explain: bool = False) -> Any:
@@ -96,6 +101,7 @@ class DPView:
         return self._ask("AVG", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
                  epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
                  budget: Any = None, explain: bool = False) -> Any:
@@ -109,6 +115,7 @@ class DPView:
                          _budget_kwargs(epsilon, delta, rho, mu, budget), explain,
                          extra=f", {float(q)!r}")
 
+    @checked_arguments
     def median(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
                delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
                explain: bool = False) -> Any:
@@ -116,10 +123,12 @@ class DPView:
         return self._ask("MEDIAN", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def spent(self) -> Any:
         """The composed cost of everything released about this frame so far."""
         return self._state.spent()
 
+    @checked_arguments
     def remaining(self) -> Any:
         """What is left of the frame's budget."""
         return self._state.remaining()

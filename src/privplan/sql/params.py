@@ -146,8 +146,9 @@ def _mismatch(sql: str, tokens: list[Token], style: Style, n_q: int, named: int,
                                        if named else "")
     if not n_q and not named:
         has = f"no placeholder (no ?, no {style.named}name)"
-    return ParameterError(f"the query has {has} but {given}: pass one value per ? in order, "
-                          f"e.g. {style.call.format('[30]')}, or one per {style.named}name in a "
+    return ParameterError(f"the query has {has} but {given}: each placeholder takes exactly "
+                          f"one value. Pass one value per ? in order, e.g. "
+                          f"{style.call.format('[30]')}, or one per {style.named}name in a "
                           f"mapping, e.g. {style.call.format(repr({'name': 30}))}.")
 
 
@@ -188,8 +189,9 @@ def _by_name(tokens: list[Token], style: Style, values: Mapping[str, Any], sql: 
     for a, b, name in named:
         if name not in values:
             raise ParameterError(
-                f"no value given for the placeholder {style.named}{name}: the mapping has "
-                f"{sorted(map(str, values)) or 'no keys'}. Add {name!r} to it.")
+                f"no value given for the placeholder {style.named}{name}: every placeholder "
+                f"needs a value, and the mapping has {sorted(map(str, values)) or 'no keys'}. "
+                f"Add {name!r} to it.")
         slots.append((a, b, values[name]))
     if not slots and values:
         raise _mismatch(sql, tokens, style, 0, 0, f"parameters {sorted(map(str, values))} "
@@ -198,7 +200,8 @@ def _by_name(tokens: list[Token], style: Style, values: Mapping[str, Any], sql: 
     if unused and style.named == "$":  # (the DB-API, as sqlite3, ignores unused keys)
         raise ParameterError(
             f"the parameter(s) {unused} match no placeholder of the query (it has "
-            f"{sorted({style.named + n for _, _, n in named})}): fix the name, or drop them.")
+            f"{sorted({style.named + n for _, _, n in named})}); an unused value is most "
+            "likely a misspelt name. Fix the name, or drop them.")
     return slots
 
 
@@ -225,7 +228,8 @@ def bind_params(sql: str, params: Sequence[Any] | Mapping[str, Any] | None, styl
     elif isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
         raise ParameterError(
             f"parameters must be a sequence (for ? placeholders) or a mapping (for "
-            f"{style.named}name placeholders), got {type(params).__name__}: pass e.g. "
+            f"{style.named}name placeholders), got {type(params).__name__} (a "
+            f"{type(params).__name__} is not read as a list of values): pass e.g. "
             f"{style.call.format('[30]')}.")
     else:
         slots = _positional(sql, tokens, style, params)
