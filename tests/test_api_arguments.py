@@ -133,3 +133,14 @@ def test_the_explanations_repr_is_a_short_summary(sess: pp.Session) -> None:
 def test_the_repr_of_a_refused_plan_says_so(sess: pp.Session) -> None:
     text = repr(sess.explain(Q, epsilon=5))
     assert "EXCEEDS THE BUDGET" in text and len(text) < 400
+
+
+@pytest.mark.parametrize("query", [123, None, b"SELECT COUNT(*) FROM visits"])
+def test_a_query_that_is_not_text_is_a_typeerror(sess: pp.Session, query: object) -> None:
+    """Found inside the method (not by binding), and still let through the error boundary."""
+    for call in (sess.sql, sess.explain):
+        with pytest.raises(TypeError, match=r"takes the query as a str, got \w+") as err:
+            call(query, epsilon=1)  # type: ignore[call-overload]
+        assert not isinstance(err.value, pp.PrivplanError)
+        assert f"sess.{call.__name__}('SELECT COUNT(*) FROM t', epsilon=0.5)" in str(err.value)
+    assert sess.spent() == pp.PureDP(0)

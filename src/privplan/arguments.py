@@ -20,7 +20,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, TypeVar
 
-__all__ = ["accepts", "check_arguments", "checked_arguments"]
+__all__ = ["ArgumentError", "accepts", "check_arguments", "checked_arguments"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +40,11 @@ def accepts(*names: str) -> Callable[[F], F]:
         return fn
 
     return mark
+
+
+class ArgumentError(TypeError):
+    """An argument mistake found inside a public entry point (a query that is not a str, say):
+    a TypeError the error boundary lets through, as it does one found by binding the call."""
 
 
 @functools.cache

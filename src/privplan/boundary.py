@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from privplan.arguments import check_arguments
+from privplan.arguments import ArgumentError, check_arguments
 from privplan.errors import InternalError, PolicyError, PrivplanError, UnsupportedQueryError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +47,8 @@ def privplan_errors(fn: F) -> F:
             log.info("%s refused (%s): %s", fn.__name__, type(err).__name__,
                      str(err).splitlines()[0] if str(err) else "")
             raise
+        except ArgumentError:
+            raise  # (the caller's own argument, explained where it was found)
         except RecursionError:
             raise UnsupportedQueryError(
                 "the input is nested too deeply to analyse: flatten its expressions (fewer "

@@ -63,7 +63,7 @@ from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
 from privplan.sql.nesting import split_outer
-from privplan.sql.params import Style, bind_params
+from privplan.sql.params import Style, bind_query
 from privplan.sql.parse import parse_statement, with_list_fallback
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
@@ -172,7 +172,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         queries are admissible. For an outer query over a DP subquery it explains the
         subquery (the outer query is post-processing: it costs nothing). ``params=``: as
         for :meth:`sql`."""
-        sql = bind_params(sql, params, _EXPLAIN_PARAMS)
+        sql = bind_query(sql, params, _EXPLAIN_PARAMS)
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             return explain_nested(self, nested, budget, sql)
@@ -225,7 +225,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         DuckDB takes them (a sequence for ``?`` or ``$1``, a mapping for ``$name``); they are
         public values, bound as SQL literals before anything is planned or charged
         (:mod:`privplan.sql.params`), so the query costs what it costs with the literals."""
-        sql = bind_params(sql, params, _PARAMS)
+        sql = bind_query(sql, params, _PARAMS)
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             return sql_nested(self, nested, budget)

@@ -29,9 +29,10 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
+from privplan.arguments import ArgumentError
 from privplan.errors import InternalError, PrivplanError
 
-__all__ = ["ParameterError", "Style", "bind_params"]
+__all__ = ["ParameterError", "Style", "bind_params", "bind_query"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TYPES = "None, bool, int, float, Decimal, str, datetime.date, datetime.time or datetime.datetime"
@@ -203,6 +204,17 @@ def _by_name(tokens: list[Token], style: Style, values: Mapping[str, Any], sql: 
             f"{sorted({style.named + n for _, _, n in named})}); an unused value is most "
             "likely a misspelt name. Fix the name, or drop them.")
     return slots
+
+
+def bind_query(sql: str, params: Sequence[Any] | Mapping[str, Any] | None, style: Style) -> str:
+    """:func:`bind_params` for the Python API, where a query that is not a str is an argument
+    mistake (Python's TypeError, raised before the error boundary would withhold it)."""
+    if not isinstance(sql, str):
+        method = style.call.split("(")[0]
+        raise ArgumentError(f"{method}() takes the query as a str, got {type(sql).__name__}: the "
+                        f"SQL text is what privplan plans. Pass it as text, e.g. "
+                        f"{method}('SELECT COUNT(*) FROM t', epsilon=0.5).")
+    return bind_params(sql, params, style)
 
 
 def bind_params(sql: str, params: Sequence[Any] | Mapping[str, Any] | None, style: Style) -> str:
