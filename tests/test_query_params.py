@@ -120,6 +120,8 @@ def test_an_injection_attempt_is_a_value(sess: pp.Session, demo_db: Path, evil: 
     ("SELECT COUNT(*) FROM visits WHERE age > $2", [1], ["$2 has no value", "$1 to $1"]),
     ("SELECT COUNT(*) FROM visits WHERE age > ?", {"a": 1}, ["uses ? placeholders"]),
     ("SELECT COUNT(*) FROM visits WHERE age > %s", [1], ["%s", "'qmark'", "Write ?"]),
+    ("SELECT COUNT(*) FROM visits WHERE age > $a", None, ["placeholder $a", "params={'a': 30}"]),
+    ("SELECT COUNT(*) FROM visits WHERE age > $1 AND age < ?", [1, 2], ["mixes ? and $1"]),
     ("SELECT COUNT(*) FROM visits WHERE age > ?", [math.nan], ["not a finite number"]),
     ("SELECT COUNT(*) FROM visits WHERE age > ?", [math.inf], ["not a finite number"]),
     ("SELECT COUNT(*) FROM visits WHERE age > ?", [Decimal("NaN")], ["not a finite number"]),
@@ -155,3 +157,10 @@ def test_the_ledger_records_the_bound_query(sess: pp.Session) -> None:
     with noise_disabled():
         sess.sql("SELECT COUNT(*) AS n FROM visits WHERE age > ?", params=[61], epsilon=0.5)
     assert "age > 61" in sess.budget_history().iloc[0].to_string()
+
+
+def test_a_named_or_numbered_placeholder_may_repeat() -> None:
+    assert bind_params("SELECT 1 WHERE a > $1 AND b < $1", [5], STYLE) == \
+        "SELECT 1 WHERE a > 5 AND b < 5"
+    assert bind_params("SELECT 1 WHERE a = $h OR b = $h", {"h": "x'y"}, STYLE) == \
+        "SELECT 1 WHERE a = 'x''y' OR b = 'x''y'"

@@ -168,6 +168,11 @@ def _positional(sql: str, tokens: list[Token], style: Style, values: Sequence[An
                     f"{style.call.format('[30]')} for $1.")
             slots.append((a, b, values[int(name) - 1]))
         return slots
+    if named and qmarks:
+        raise ParameterError(
+            f"the query mixes ? and ${named[0][2]} placeholders, which cannot be matched to "
+            f"values reliably: write ? everywhere (with a sequence, e.g. "
+            f"{style.call.format('[30]')}), or $name everywhere (with a mapping).")
     if named:
         raise ParameterError(
             f"the parameters are a sequence but the query uses ${named[0][2]}: pass a mapping "
@@ -221,7 +226,7 @@ def bind_params(sql: str, params: Sequence[Any] | Mapping[str, Any] | None, styl
     """``sql`` with its placeholders replaced by the SQL literals of ``params``."""
     if not isinstance(sql, str):
         raise ParameterError(f"the query must be a SQL string, got {type(sql).__name__}")
-    if params is None and "?" not in sql:
+    if params is None and "?" not in sql and (style.named != "$" or "$" not in sql):
         return sql
     tokens = _tokens(sql)
     if style.named == ":" and params is not None and any(
@@ -231,9 +236,13 @@ def bind_params(sql: str, params: Sequence[Any] | Mapping[str, Any] | None, styl
                              f"a mapping, e.g. {style.call.format('[30]')}.")
     if params is None:
         n = sum(t.token_type == TokenType.PLACEHOLDER for t in tokens)
-        if n:
-            raise ParameterError(f"the query has {n} ? placeholder(s) but no parameters were "
-                                 f"given: pass them with it, as {style.call.format('[value]')}")
+        named = _named_slots(tokens, style) if style.named == "$" else []
+        if n or named:
+            shown = f"{n} ? placeholder(s)" if n else f"the placeholder ${named[0][2]}"
+            example = "[value]" if n or named[0][2].isdigit() else repr({named[0][2]: 30})
+            raise ParameterError(f"the query has {shown} but no parameters were given: each "
+                                 f"placeholder needs a value. Pass them with it, as "
+                                 f"{style.call.format(example)}")
         return sql
     if isinstance(params, Mapping):
         slots = _by_name(tokens, style, params, sql)
