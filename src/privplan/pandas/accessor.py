@@ -31,6 +31,7 @@ from privplan.pandas.state import _by_marker, _lock, _marker, _owner_state, _Sta
 from privplan.pandas.view import DPView
 from privplan.policy import Policy
 from privplan.session import Session
+from privplan.sql.params import Style, bind_params
 
 
 class DPAccessor:
@@ -198,6 +199,7 @@ class DPAccessor:
         >>> out.attrs["privplan_cost"], out.attrs["privplan_accuracy"]["total"].halfwidth
         (PureDP(epsilon=0.5), 599.0)
         """
+        _no_placeholders(sql)
         res = self._state().sql(sql, _budget_kwargs(epsilon, delta, rho, mu, budget))
         return _answer_frame(res, sql)
 
@@ -206,6 +208,7 @@ class DPAccessor:
                 mu: Any = None, budget: Any = None) -> Explanation:
         """What ``sql`` would cost against this frame's ledger and how accurate it would be.
         Spends nothing. ``print()`` it, or use ``.marginal``, ``.mechanisms``, ``.to_dict()``."""
+        _no_placeholders(sql)
         return self._state().explain(sql, _budget_kwargs(epsilon, delta, rho, mu, budget))
 
     @checked_arguments
@@ -265,6 +268,17 @@ class DPAccessor:
     def remaining(self) -> Any:
         """The data's budget minus :meth:`spent`."""
         return self._shared_state().remaining()
+
+
+_NO_PARAMS = Style(call="", named="$", none=(
+    "df.dp.sql() takes no query parameters: write each value into the SQL in place of its "
+    "placeholder, e.g. WHERE age > 30"))
+
+
+def _no_placeholders(sql: Any) -> None:
+    """A placeholder in the SQL: refused with df.dp's fix (the session would name params=)."""
+    if isinstance(sql, str):
+        bind_params(sql, None, _NO_PARAMS)
 
 
 def _unregister_at_exit() -> None:

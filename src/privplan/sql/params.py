@@ -55,10 +55,12 @@ class Style:
     """Which placeholders a surface takes, and how its messages show a call with parameters.
 
     ``call``: the call with ``{}`` where the parameters go (``sess.sql(q, params={})``);
-    ``named``: ``"$"`` (DuckDB's ``$name`` and ``$1``) or ``":"`` (sqlite3's ``:name``)."""
+    ``named``: ``"$"`` (DuckDB's ``$name`` and ``$1``) or ``":"`` (sqlite3's ``:name``);
+    ``none``: for a surface that takes no parameters, what to do instead."""
 
     call: str
     named: str
+    none: str = ""  # the fix where the surface takes no parameters (the CLI, df.dp)
 
 
 def _tokens(sql: str) -> list[Token]:
@@ -240,9 +242,10 @@ def bind_params(sql: str, params: Sequence[Any] | Mapping[str, Any] | None, styl
         if n or named:
             shown = f"{n} ? placeholder(s)" if n else f"the placeholder ${named[0][2]}"
             example = "[value]" if n or named[0][2].isdigit() else repr({named[0][2]: 30})
+            fix = style.none or (f"Pass them with it, as {style.call.format(example)}, or "
+                                 "write each value in place of its placeholder")
             raise ParameterError(f"the query has {shown} but no parameters were given: each "
-                                 f"placeholder needs a value. Pass them with it, as "
-                                 f"{style.call.format(example)}")
+                                 f"placeholder needs a value. {fix}.")
         return sql
     if isinstance(params, Mapping):
         slots = _by_name(tokens, style, params, sql)
