@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 import privplan as pp
+from privplan import dbapi
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.sql.params import ParameterError, Style, bind_params
 from privplan.testing import noise_disabled
@@ -164,3 +165,27 @@ def test_a_named_or_numbered_placeholder_may_repeat() -> None:
         "SELECT 1 WHERE a > 5 AND b < 5"
     assert bind_params("SELECT 1 WHERE a = $h OR b = $h", {"h": "x'y"}, STYLE) == \
         "SELECT 1 WHERE a = 'x''y' OR b = 'x''y'"
+
+
+@pytest.mark.parametrize("sql,params,words", [
+    ("SELECT COUNT(*) FROM t WHERE age > %s", [30], ["%s placeholders", "paramstyle is 'qmark'",
+                                                     "Write ? where the query has %s"]),
+    ("SELECT COUNT(*) FROM t WHERE age > %(age)s", {"age": 30},
+     ["%(age)s placeholders", "pyformat", "Write :age where the query has %(age)s",
+      "cursor.execute(sql, {'age': 30})"]),
+    ("SELECT COUNT(*) FROM t WHERE age > $1", [30], ["$ parameter", "paramstyle qmark"]),
+])
+def test_the_dbapi_names_its_paramstyle(sql: str, params: object, words: list[str]) -> None:
+    assert dbapi.paramstyle == "qmark"
+    with pytest.raises(dbapi.ProgrammingError) as err:
+        dbapi.bind_parameters(sql, params)  # type: ignore[arg-type]
+    for w in words:
+        assert w in str(err.value), (w, str(err.value))
+    assert isinstance(err.value.privplan_error, ParameterError)
+
+
+def test_a_modulo_is_not_taken_for_a_placeholder() -> None:
+    """``age % 7`` or ``x %s`` without parameters is SQL, left alone."""
+    for sql in ["SELECT COUNT(*) FROM t WHERE age % 7 = 0", "SELECT COUNT(*) FROM t WHERE a %s"]:
+        assert bind_params(sql, None, STYLE) == sql
+        assert dbapi.bind_parameters(sql, None) == sql
