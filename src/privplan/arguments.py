@@ -84,8 +84,8 @@ class _Call:
     def __init__(self, fn: Callable[..., Any], sig: inspect.Signature, args: tuple[Any, ...]):
         owner, _, name = fn.__qualname__.rpartition(".")
         self.method = bool(owner)
-        if owner and args and name != "__init__":  # (a base class's method: the user's class)
-            owner = type(args[0]).__name__
+        if owner and args and name != "__init__" and hasattr(type(args[0]), name):
+            owner = type(args[0]).__name__  # (a base class's method: the user's class)
         if name == "__init__":  # a class called directly: pp.Session(...)
             self.prefix = f"{_MODULES.get(fn.__module__, fn.__module__)}.{owner}"
         elif owner:
