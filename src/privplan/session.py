@@ -2,7 +2,8 @@
 
 The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-3):
 
-1. parse, validate and plan from the query text and the policy only (data-independent);
+1. parse, validate and plan from the query text and the policy only (data-independent; query
+   parameters are public values, bound into the text as literals first: ``privplan.sql.params``);
 2. split the query's budget over its mechanisms and compose them with the ledger's history;
    refuse with :class:`BudgetExceededError` if the total would exceed the budget — before any
    data is read;
