@@ -35,6 +35,9 @@ a.sql("SELECT SUM(x) FROM t", epsilon=0.5, clamps={"x": 10})  # MISTAKE dict-ite
 g = pp.connect("d.duckdb", policy="p.yaml", budget=pp.GDP(1))
 mu: float = g.sql("SELECT COUNT(*) FROM t", mu=0.5).query_cost.mu
 bq = s.sql("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1) COUNT(*) FROM t")
+p1 = s.sql("SELECT COUNT(*) FROM t WHERE age > ?", params=[30], epsilon=0.5).cost.epsilon
+p2 = z.explain("SELECT COUNT(*) FROM t WHERE age > $a", params={"a": 30}, rho=0.1)
+s.sql("SELECT COUNT(*) FROM t WHERE age > ?", params=30, epsilon=0.5)  # MISTAKE arg-type
 '''
 
 

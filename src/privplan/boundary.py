@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from privplan.arguments import ArgumentError, check_arguments
 from privplan.errors import InternalError, PolicyError, PrivplanError, UnsupportedQueryError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,10 +33,13 @@ log = logging.getLogger("privplan")
 
 
 def privplan_errors(fn: F) -> F:
-    """Decorate a public entry point so that it raises only :class:`PrivplanError`s."""
+    """Decorate a public entry point so that it raises only :class:`PrivplanError`s — or,
+    for a call that does not fit its signature, Python's own ``TypeError`` in privplan's words
+    (bound first, outside the boundary: see :mod:`privplan.arguments`)."""
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
+        check_arguments(fn, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except PrivplanError as err:
@@ -43,6 +47,8 @@ def privplan_errors(fn: F) -> F:
             log.info("%s refused (%s): %s", fn.__name__, type(err).__name__,
                      str(err).splitlines()[0] if str(err) else "")
             raise
+        except ArgumentError:
+            raise  # (the caller's own argument, explained where it was found)
         except RecursionError:
             raise UnsupportedQueryError(
                 "the input is nested too deeply to analyse: flatten its expressions (fewer "

@@ -315,7 +315,19 @@ def _save_budget_plot(sess: Any, path: Path) -> None:
     print(f"privplan: budget plot written to {path}", file=sys.stderr)
 
 
+_NO_PARAMS = ("The command line takes no query parameters: write each value into the SQL "
+              "argument in place of its placeholder, e.g. WHERE age > 30")
+
+
+def _no_placeholders(sql: str) -> None:
+    """A placeholder in the SQL argument: refused with the CLI's fix (before anything opens)."""
+    from privplan.sql.params import Style, bind_params
+
+    bind_params(sql, None, Style(call="", named="$", none=_NO_PARAMS))
+
+
 def cmd_query(args: argparse.Namespace) -> int:
+    _no_placeholders(args.sql)
     with _open(args) as sess:
         res = sess.sql(args.sql, **_query_kwargs(args))
         answer = res.with_intervals()  # each noisy column, then its 95% interval
@@ -339,6 +351,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    _no_placeholders(args.sql)
     with _open(args) as sess:
         plan = sess.explain(args.sql, **_query_kwargs(args))
         if args.json:

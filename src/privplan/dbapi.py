@@ -73,6 +73,7 @@ from typing import Any, Self
 
 import pandas as pd
 
+from privplan.arguments import checked_arguments
 from privplan.result import Result
 from privplan.session import Session
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
@@ -202,6 +203,7 @@ def Binary(value: bytes | bytearray | memoryview) -> bytes:
 _BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
 
 
+@checked_arguments
 def connect(
     database: Any = ":memory:",
     *,
@@ -404,6 +406,7 @@ class Cursor:
         type codes compare equal to STRING/NUMBER/DATETIME/BOOLEAN. None before a query."""
         return self._description
 
+    @checked_arguments
     def execute(
         self,
         operation: str,

@@ -151,12 +151,35 @@ class Explanation:
         lines += [f"Note: {n}" for n in self.notes]
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        """A few lines (under ~400 characters): the query, its cost, and each released
+        column's noise. ``str()`` / ``print()`` show the whole plan, the notebook the HTML one;
+        a debugger or a REPL echo should not print a page of dataclass fields."""
+        sql = " ".join(self.sql.split())
+        flag = "" if self.within_budget else "  ** EXCEEDS THE BUDGET **"
+        cost = (f"  cost {self.query_cost.describe()} (marginal {self.marginal.describe()}); "
+                f"total {self.projected_total.describe()} of {self.budget.describe()}{flag}")
+        lines = [f"<Explanation: {_cut(sql, 70)}", cost]
+        for m in self.mechanisms[:3]:
+            if m.rank_error_95 is not None:
+                error = f"95% within {m.rank_error_95:.3g} rows of rank"
+            else:
+                error = f"95% ±{m.halfwidth_95:.3g}"
+            lines.append(f"  {_cut(m.label, 28)}: {m.noise.partition(',')[0]}, {error}")
+        if len(self.mechanisms) > 3:
+            lines.append(f"  ... and {len(self.mechanisms) - 3} more mechanism(s)")
+        return "\n".join(lines) + "\n  (print() it for the full plan)>"
+
     def _repr_html_(self) -> str:
         """The notebook view of what :meth:`__str__` says (see
         :func:`privplan.html.explanation_html`)."""
         from privplan.html import explanation_html
 
         return explanation_html(self)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 MAX_HISTORY = 200  # earlier queries compared one by one (the solver itself sees all of them)

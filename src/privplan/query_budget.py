@@ -38,6 +38,8 @@ def query_budget(
     """The query's total budget as a value of the session's kind (clear errors otherwise)."""
     given = [n for n, v in (("epsilon", epsilon), ("rho", rho), ("mu", mu), ("budget", budget))
              if v is not None]
+    if not given and delta is not None:
+        raise PolicyError(_delta_alone(session_kind))
     if not given:
         raise PolicyError(
             "say how much privacy budget this query may use: pass epsilon= (with delta= for "
@@ -54,7 +56,9 @@ def query_budget(
                 f"{name}={v!r} is not a number: pass a number, e.g. {name}=0.5 (a string or a "
                 "boolean is refused rather than guessed at).")
     if delta is not None and epsilon is None:
-        raise PolicyError("delta= goes with epsilon=: pass epsilon= and delta= for (ε, δ)-DP")
+        raise PolicyError(f"delta= goes with epsilon=, not with {given[0]}= (δ is the second "
+                          f"parameter of (ε, δ)-DP). Drop delta=, or pass "
+                          f"{param_hint(session_kind)} for this session.")
     try:
         value: PrivacyValue
         if budget is not None:
@@ -71,11 +75,7 @@ def query_budget(
     except (TypeError, ValueError) as err:
         raise PolicyError(f"invalid query budget: {err}") from None
     if type(value) is not session_kind:
-        raise PolicyError(
-            f"this query's budget is {type(value).__name__} but the session's budget is "
-            f"{session_kind.__name__}; privplan composes one privacy definition per session. "
-            f"Pass the matching parameter ({param_hint(session_kind)})."
-        )
+        raise PolicyError(_other_kind(type(value), session_kind, given[0]))
     if value.is_zero():
         shown = ", ".join(f"{n}={v!r}" for n, v in (("epsilon", epsilon), ("rho", rho),
                                                      ("mu", mu), ("budget", budget))
@@ -90,3 +90,38 @@ def param_hint(kind: type) -> str:
             GDP: "mu="}[kind]
 
 
+
+
+_EXAMPLES = {PureDP: "epsilon=0.5", ApproxDP: "epsilon=0.5, delta=1e-6", ZCDP: "rho=0.1",
+             GDP: "mu=0.5"}
+_SESSIONS = {PureDP: "pp.PureDP(eps)", ApproxDP: "pp.ApproxDP(eps, delta)", ZCDP: "pp.ZCDP(rho)",
+             GDP: "pp.GDP(mu)"}
+
+
+def _other_kind(query_kind: type, session_kind: type, keyword: str) -> str:
+    """A query budget of another privacy definition than the session's: what to pass instead.
+
+    Why refused rather than converted: the session composes one definition, and a conversion
+    (ε from ρ, say) is lossy in a direction the analyst did not choose."""
+    head = (f"this query's budget is {query_kind.__name__} but the session's budget is "
+            f"{session_kind.__name__}; privplan composes one privacy definition per session. ")
+    if query_kind is ApproxDP and session_kind is PureDP and keyword == "epsilon":
+        return head + ("A pure ε-DP session spends no δ: drop delta= and pass epsilon= alone "
+                       "(e.g. epsilon=0.5), or open an (ε, δ) session "
+                       "(budget=pp.ApproxDP(eps, delta)) to spend δ.")
+    if keyword == "budget":
+        return head + (f"Pass budget={_SESSIONS[session_kind]} (a value of the session's "
+                       f"definition), or {_EXAMPLES[session_kind]}.")
+    return head + (f"Pass the matching parameter ({param_hint(session_kind)}) instead of "
+                   f"{keyword}=, e.g. {_EXAMPLES[session_kind]}, or open a session with "
+                   f"budget={_SESSIONS[query_kind]} to spend {keyword}.")
+
+
+def _delta_alone(session_kind: type) -> str:
+    """``delta=`` without ``epsilon=``: not a budget on its own."""
+    if session_kind is ApproxDP:
+        return ("delta= alone is not a query budget: δ goes with ε in (ε, δ)-DP. Pass "
+                "epsilon= with it, e.g. epsilon=0.5, delta=1e-6.")
+    return (f"delta= alone is not a query budget, and this session's budget is "
+            f"{session_kind.__name__}, which has no δ: drop delta= and pass "
+            f"{param_hint(session_kind)}, e.g. {_EXAMPLES[session_kind]}.")

@@ -2,7 +2,8 @@
 
 The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-3):
 
-1. parse, validate and plan from the query text and the policy only (data-independent);
+1. parse, validate and plan from the query text and the policy only (data-independent; query
+   parameters are public values, bound into the text as literals first: ``privplan.sql.params``);
 2. split the query's budget over its mechanisms and compose them with the ledger's history;
    refuse with :class:`BudgetExceededError` if the total would exceed the budget — before any
    data is read;
@@ -13,7 +14,7 @@ The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
@@ -25,6 +26,7 @@ import duckdb
 from privplan.accounting.accountant import Accountant
 from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import TableModel
+from privplan.arguments import accepts, checked_arguments
 from privplan.assemble import NoisyColumns, assemble, noisy_columns
 from privplan.boundary import log, privplan_errors
 from privplan.engine_semantics import (
@@ -59,10 +61,11 @@ from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
 from privplan.session_ledger import SessionLedger
 from privplan.session_views import SessionViews
-from privplan.sql.bigquery import apply_dp_clause
+from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
 from privplan.sql.nesting import split_outer
+from privplan.sql.params import Style, bind_query
 from privplan.sql.parse import parse_statement, with_list_fallback
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
@@ -76,6 +79,11 @@ B = TypeVar("B", PureDP, ApproxDP, ZCDP, GDP)
 Num = float | Fraction | Decimal
 """A budget parameter (an int is a float to a type checker)."""
 Clamps = Mapping[str, tuple[float, float]]
+Params = Sequence[Any] | Mapping[str, Any]
+"""Query parameters: a sequence for ``?`` / ``$1`` placeholders, a mapping for ``$name``."""
+QUERY_KEYWORDS = ("epsilon", "delta", "rho", "mu", "budget", *QUERY_OPTIONS)
+_PARAMS = Style(call="sess.sql(q, params={})", named="$")
+_EXPLAIN_PARAMS = Style(call="sess.explain(q, params={})", named="$")
 
 
 class Session(SessionViews, SessionLedger, Generic[B]):
@@ -144,29 +152,36 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         self.catalog.forget(table.name)
 
     @overload
-    def explain(self: Session[PureDP], sql: str, *, epsilon: Num | None = ...,
+    def explain(self: Session[PureDP], sql: str, *, params: Params | None = ...,
+                epsilon: Num | None = ...,
                 budget: PureDP | None = ..., max_groups_contributed: int | None = ...,
                 clamps: Clamps | None = ...) -> Explanation: ...
     @overload
-    def explain(self: Session[ApproxDP], sql: str, *, epsilon: Num | None = ...,
+    def explain(self: Session[ApproxDP], sql: str, *, params: Params | None = ...,
+                epsilon: Num | None = ...,
                 delta: Num | None = ..., budget: ApproxDP | None = ...,
                 max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
                 ) -> Explanation: ...
     @overload
-    def explain(self: Session[ZCDP], sql: str, *, rho: Num | None = ...,
+    def explain(self: Session[ZCDP], sql: str, *, params: Params | None = ...,
+                rho: Num | None = ...,
                 budget: ZCDP | None = ..., max_groups_contributed: int | None = ...,
                 clamps: Clamps | None = ...) -> Explanation: ...
     @overload
-    def explain(self: Session[GDP], sql: str, *, mu: Num | None = ..., budget: GDP | None = ...,
+    def explain(self: Session[GDP], sql: str, *, params: Params | None = ...,
+                mu: Num | None = ..., budget: GDP | None = ...,
                 max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
                 ) -> Explanation: ...
     @privplan_errors
-    def explain(self, sql: str, **budget: Any) -> Explanation:
+    @accepts(*QUERY_KEYWORDS)
+    def explain(self, sql: str, *, params: Params | None = None, **budget: Any) -> Explanation:
         """Plan ``sql`` and show what it would cost and how accurate it would be. Spends nothing.
 
         It runs every check :meth:`sql` runs before its charge, so the two agree on which
         queries are admissible. For an outer query over a DP subquery it explains the
-        subquery (the outer query is post-processing: it costs nothing)."""
+        subquery (the outer query is post-processing: it costs nothing). ``params=``: as
+        for :meth:`sql`."""
+        sql = bind_query(sql, params, _EXPLAIN_PARAMS)
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             return explain_nested(self, nested, budget, sql)
@@ -186,31 +201,40 @@ class Session(SessionViews, SessionLedger, Generic[B]):
     # (one signature per privacy definition: the budget keywords of the session's kind only;
     # none at all is right for a BigQuery-syntax query, which carries its own)
     @overload
-    def sql(self: Session[PureDP], sql: str, *, epsilon: Num | None = ...,
+    def sql(self: Session[PureDP], sql: str, *, params: Params | None = ...,
+            epsilon: Num | None = ...,
             budget: PureDP | None = ..., max_groups_contributed: int | None = ...,
             clamps: Clamps | None = ...) -> Result[PureDP]: ...
     @overload
-    def sql(self: Session[ApproxDP], sql: str, *, epsilon: Num | None = ...,
+    def sql(self: Session[ApproxDP], sql: str, *, params: Params | None = ...,
+            epsilon: Num | None = ...,
             delta: Num | None = ..., budget: ApproxDP | None = ...,
             max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
             ) -> Result[ApproxDP]: ...
     @overload
-    def sql(self: Session[ZCDP], sql: str, *, rho: Num | None = ..., budget: ZCDP | None = ...,
+    def sql(self: Session[ZCDP], sql: str, *, params: Params | None = ...,
+            rho: Num | None = ..., budget: ZCDP | None = ...,
             max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
             ) -> Result[ZCDP]: ...
     @overload
-    def sql(self: Session[GDP], sql: str, *, mu: Num | None = ..., budget: GDP | None = ...,
+    def sql(self: Session[GDP], sql: str, *, params: Params | None = ...,
+            mu: Num | None = ..., budget: GDP | None = ...,
             max_groups_contributed: int | None = ..., clamps: Clamps | None = ...
             ) -> Result[GDP]: ...
     @privplan_errors
-    def sql(self, sql: str, **budget: Any) -> Result[Any]:
+    @accepts(*QUERY_KEYWORDS)
+    def sql(self, sql: str, *, params: Params | None = None, **budget: Any) -> Result[Any]:
         """Answer ``sql`` with DP, charging the composed cost before anything is released.
 
         ``budget``: ``epsilon=`` (and ``delta=``), ``rho=``, ``mu=`` or ``budget=``; and
         optionally ``max_groups_contributed=m``, a per-query bound on the groups one unit adds
         to (enforced by the rewrite; it can only tighten the policy's), and ``clamps={column:
         (lo, hi)}``, bounds inside the policy's for this query's SUM/AVG/VAR of a column
-        (BigQuery's ``CLAMPED BETWEEN``)."""
+        (BigQuery's ``CLAMPED BETWEEN``). ``params=``: values for the query's placeholders, as
+        DuckDB takes them (a sequence for ``?`` or ``$1``, a mapping for ``$name``); they are
+        public values, bound as SQL literals before anything is planned or charged
+        (:mod:`privplan.sql.params`), so the query costs what it costs with the literals."""
+        sql = bind_query(sql, params, _PARAMS)
         nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
         if nested is not None:
             return sql_nested(self, nested, budget)
@@ -478,6 +502,7 @@ def _bounded_select(core: CorePlan) -> str:
     return bounded_source(core).removeprefix("(").removesuffix(")")
 
 
+@checked_arguments
 def connect(
     database: str | Path | duckdb.DuckDBPyConnection = ":memory:",
     *,

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from privplan.arguments import checked_arguments
 from privplan.errors import PolicyError
 from privplan.explain import Explanation
 from privplan.pandas.configure import (
@@ -30,6 +31,7 @@ from privplan.pandas.state import _by_marker, _lock, _marker, _owner_state, _Sta
 from privplan.pandas.view import DPView
 from privplan.policy import Policy
 from privplan.session import Session
+from privplan.sql.params import Style, bind_params
 
 
 class DPAccessor:
@@ -109,6 +111,7 @@ class DPAccessor:
                 f"spent={state.spent()!r}{role})")
 
     # -- configuration -------------------------------------------------------------------------
+    @checked_arguments
     def configure(
         self,
         *,
@@ -163,12 +166,14 @@ class DPAccessor:
                 max_rows_per_group_per_unit=max_rows_per_group_per_unit)
             _register(frame, pol, name, budget, ledger)
 
+    @checked_arguments
     def close(self) -> None:
         """Close the frame's DP session (and its ledger file). Spent budget stays spent: the
         frame can be neither queried nor configured again; ``spent()`` still reports."""
         self._state("closed from a derived frame").close()
 
     # -- answers -------------------------------------------------------------------------------
+    @checked_arguments
     def sql(self, sql: str, *, epsilon: Any = None, delta: Any = None, rho: Any = None,
             mu: Any = None, budget: Any = None) -> pd.DataFrame:
         """Answer ``sql`` (``... FROM df ...``) with DP; the cost is charged before release.
@@ -194,19 +199,24 @@ class DPAccessor:
         >>> out.attrs["privplan_cost"], out.attrs["privplan_accuracy"]["total"].halfwidth
         (PureDP(epsilon=0.5), 599.0)
         """
+        _no_placeholders(sql)
         res = self._state().sql(sql, _budget_kwargs(epsilon, delta, rho, mu, budget))
         return _answer_frame(res, sql)
 
+    @checked_arguments
     def explain(self, sql: str, *, epsilon: Any = None, delta: Any = None, rho: Any = None,
                 mu: Any = None, budget: Any = None) -> Explanation:
         """What ``sql`` would cost against this frame's ledger and how accurate it would be.
         Spends nothing. ``print()`` it, or use ``.marginal``, ``.mechanisms``, ``.to_dict()``."""
+        _no_placeholders(sql)
         return self._state().explain(sql, _budget_kwargs(epsilon, delta, rho, mu, budget))
 
+    @checked_arguments
     def where(self, predicate: str) -> DPView:
         """A view of the frame filtered by the SQL condition ``predicate`` (see :class:`DPView`)."""
         return DPView(self._state()).where(predicate)
 
+    @checked_arguments
     def count(self, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
               delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
               explain: bool = False) -> Any:
@@ -215,6 +225,7 @@ class DPAccessor:
         return DPView(self._state()).count(by, epsilon=epsilon, delta=delta, rho=rho, mu=mu,
                                            budget=budget, explain=explain)
 
+    @checked_arguments
     def sum(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
             delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
             explain: bool = False) -> Any:
@@ -222,6 +233,7 @@ class DPAccessor:
         return DPView(self._state()).sum(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                          mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def mean(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
              delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
              explain: bool = False) -> Any:
@@ -229,6 +241,7 @@ class DPAccessor:
         return DPView(self._state()).mean(column, by, epsilon=epsilon, delta=delta, rho=rho,
                                           mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def var(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
             epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
             budget: Any = None, explain: bool = False) -> Any:
@@ -237,6 +250,7 @@ class DPAccessor:
         return DPView(self._state()).var(column, by, ddof=ddof, epsilon=epsilon, delta=delta,
                                          rho=rho, mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def std(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
             epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
             budget: Any = None, explain: bool = False) -> Any:
@@ -244,6 +258,7 @@ class DPAccessor:
         return DPView(self._state()).std(column, by, ddof=ddof, epsilon=epsilon, delta=delta,
                                          rho=rho, mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
                  epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
                  budget: Any = None, explain: bool = False) -> Any:
@@ -251,6 +266,7 @@ class DPAccessor:
         return DPView(self._state()).quantile(column, q, by, epsilon=epsilon, delta=delta,
                                               rho=rho, mu=mu, budget=budget, explain=explain)
 
+    @checked_arguments
     def median(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
                delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
                explain: bool = False) -> Any:
@@ -263,14 +279,27 @@ class DPAccessor:
         raise AttributeError(_unknown_method(name, type(self), "df.dp"))
 
     # -- budget --------------------------------------------------------------------------------
+    @checked_arguments
     def spent(self) -> Any:
         """The composed cost of everything released about this data (general composition
         theorem). A frame derived from a configured frame reports the shared total."""
         return self._shared_state().spent()
 
+    @checked_arguments
     def remaining(self) -> Any:
         """The data's budget minus :meth:`spent`."""
         return self._shared_state().remaining()
+
+
+_NO_PARAMS = Style(call="", named="$", none=(
+    "df.dp.sql() takes no query parameters: write each value into the SQL in place of its "
+    "placeholder, e.g. WHERE age > 30"))
+
+
+def _no_placeholders(sql: Any) -> None:
+    """A placeholder in the SQL: refused with df.dp's fix (the session would name params=)."""
+    if isinstance(sql, str):
+        bind_params(sql, None, _NO_PARAMS)
 
 
 def _unregister_at_exit() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from privplan.arguments import checked_arguments
 from privplan.errors import UnsupportedQueryError
 from privplan.pandas.helper_sql import (
     _answer_frame,
@@ -53,6 +54,7 @@ class DPView:
     def __repr__(self) -> str:
         return f"DPView(table={self._state.table!r}, where={self.predicate!r})"
 
+    @checked_arguments
     def where(self, predicate: str) -> DPView:
         """This view with the extra filter ``predicate`` (a SQL condition on the frame's columns).
 
@@ -73,6 +75,7 @@ class DPView:
             return self._state.explain(sql, budget)
         return _answer_frame(self._state.sql(sql, budget), sql)
 
+    @checked_arguments
     def count(self, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
               delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
               explain: bool = False) -> Any:
@@ -81,6 +84,7 @@ class DPView:
         return self._ask("COUNT", None, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def sum(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
             delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
             explain: bool = False) -> Any:
@@ -89,6 +93,7 @@ class DPView:
         return self._ask("SUM", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def mean(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
              delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
              explain: bool = False) -> Any:
@@ -97,6 +102,7 @@ class DPView:
         return self._ask("AVG", column, by, _budget_kwargs(epsilon, delta, rho, mu, budget),
                          explain)
 
+    @checked_arguments
     def var(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
             epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
             budget: Any = None, explain: bool = False) -> Any:
@@ -106,6 +112,7 @@ class DPView:
         return self._ask(_spread("VAR", ddof), column, by,
                          _budget_kwargs(epsilon, delta, rho, mu, budget), explain)
 
+    @checked_arguments
     def std(self, column: str, by: str | Sequence[str] | None = None, *, ddof: int = 1,
             epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
             budget: Any = None, explain: bool = False) -> Any:
@@ -114,6 +121,7 @@ class DPView:
         return self._ask(_spread("STDDEV", ddof), column, by,
                          _budget_kwargs(epsilon, delta, rho, mu, budget), explain)
 
+    @checked_arguments
     def quantile(self, column: str, q: float, by: str | Sequence[str] | None = None, *,
                  epsilon: Any = None, delta: Any = None, rho: Any = None, mu: Any = None,
                  budget: Any = None, explain: bool = False) -> Any:
@@ -127,6 +135,7 @@ class DPView:
                          _budget_kwargs(epsilon, delta, rho, mu, budget), explain,
                          extra=f", {float(q)!r}")
 
+    @checked_arguments
     def median(self, column: str, by: str | Sequence[str] | None = None, *, epsilon: Any = None,
                delta: Any = None, rho: Any = None, mu: Any = None, budget: Any = None,
                explain: bool = False) -> Any:
@@ -138,10 +147,12 @@ class DPView:
         """An unknown ``df.dp.where(...).<name>``: AttributeError naming what exists."""
         raise AttributeError(_unknown_method(name, type(self), "df.dp.where(...)"))
 
+    @checked_arguments
     def spent(self) -> Any:
         """The composed cost of everything released about this frame so far."""
         return self._state.spent()
 
+    @checked_arguments
     def remaining(self) -> Any:
         """What is left of the frame's budget."""
         return self._state.remaining()
