@@ -38,7 +38,8 @@ def _budget(args: argparse.Namespace) -> Any:
     if not given:
         raise PolicyError(
             "say how much privacy budget this query may use: --epsilon E (with --delta D for "
-            "(ε, δ)-DP), --rho R (zCDP) or --mu M (Gaussian DP). Nothing was spent.")
+            "(ε, δ)-DP), --rho R (zCDP) or --mu M (Gaussian DP). Why: every answer spends "
+            "budget, and privplan never picks the amount for you. Nothing was spent.")
     if len(given) > 1:
         raise PolicyError(
             f"--{given[0]} and --{given[1]} are two privacy definitions; give one (the "
@@ -64,7 +65,9 @@ def _valid_budget(what: str) -> Iterator[None]:
     try:
         yield
     except (TypeError, ValueError) as err:
-        raise PolicyError(f"invalid {what}: {err}") from None
+        raise PolicyError(f"invalid {what}: {err}. Why: a budget that is not a finite positive "
+                          "number (δ below 1) bounds nothing. Fix: pass a positive number, e.g. "
+                          "--epsilon 0.5.") from None
 
 
 def _add_budget_args(p: argparse.ArgumentParser, eps_help: str) -> None:
@@ -204,7 +207,9 @@ def _ledger_path(args: argparse.Namespace) -> Path | None:
     whole budget beside it; a ledger must be found by the name it was created with."""
     if args.no_ledger:
         if args.ledger:
-            raise PolicyError("--ledger and --no-ledger contradict each other; give one.")
+            raise PolicyError("--ledger and --no-ledger contradict each other. Why: one keeps the "
+                          "budget in a file, the other forgets it when the command ends. "
+                          "Fix: give one.")
         print("privplan: --no-ledger: this budget lives in memory and is forgotten when the "
               "command ends; the next call starts a new one.", file=sys.stderr)
         return None

@@ -74,7 +74,9 @@ class PLDAccounting:
         try:
             return approx_to_gdp(value.exact_epsilon, value.exact_delta)
         except ValueError as err:
-            raise PolicyError(f"invalid query budget: {err}") from None
+            raise PolicyError(f"invalid query budget: {err}. Why: a budget that is not a "
+                              "finite positive number bounds nothing. Fix: pass a positive "
+                              "number, e.g. epsilon=0.5.") from None
 
     def describe(self, total: GDP) -> str:
         """A composed μ with its (ε, δ) reading, e.g. for error messages."""

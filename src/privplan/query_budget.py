@@ -43,7 +43,8 @@ def query_budget(
     if not given:
         raise PolicyError(
             "say how much privacy budget this query may use: pass epsilon= (with delta= for "
-            "(ε, δ)-DP), rho= (zCDP), mu= (Gaussian DP) or budget=<a privacy value>."
+            "(ε, δ)-DP), rho= (zCDP), mu= (Gaussian DP) or budget=<a privacy value>. Why: every "
+            "answer spends budget, and privplan never picks the amount for you."
         )
     if len(given) > 1:
         raise PolicyError(
@@ -73,7 +74,9 @@ def query_budget(
         else:
             value = GDP(mu)
     except (TypeError, ValueError) as err:
-        raise PolicyError(f"invalid query budget: {err}") from None
+        raise PolicyError(f"invalid query budget: {err}. Why: a budget that is not a finite "
+                          "positive number bounds nothing. Fix: pass a positive number, e.g. "
+                          "epsilon=0.5.") from None
     if type(value) is not session_kind:
         raise PolicyError(_other_kind(type(value), session_kind, given[0]))
     if value.is_zero():

@@ -110,7 +110,8 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         if type(budget) not in _KINDS:
             raise PolicyError(
                 "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
-                f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
+                f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}. Why: a bare number does not say "
+                "which privacy definition the session composes under.")
         # composition="pld": an (ε, δ) budget held as the μ-GDP budget that implies it, so
         # releases compose by their exact (Gaussian) privacy-loss distributions
         self.pld = pld_accounting(budget, composition)

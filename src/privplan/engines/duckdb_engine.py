@@ -54,8 +54,8 @@ def _open(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
         if not (isinstance(err, duckdb.ConnectionException)
                 and "different configuration" in str(err)):
             raise PolicyError(
-                f"'{path}' cannot be opened as a DuckDB database ({_first_line(err)}). Pass a "
-                f"DuckDB file, or another kind of database: {KINDS}.") from None
+                f"'{path}' cannot be opened as a DuckDB database ({_first_line(err)}). Why: a path that is not a URL is read as a DuckDB database "
+                f"file. Fix: Pass a DuckDB file, or another kind of database: {KINDS}.") from None
         # (DuckDB keeps one database instance per file in a process, with one configuration)
         raise PolicyError(
             f"the DuckDB file '{path}' is already open in this process by another DuckDB "
@@ -147,7 +147,9 @@ class DuckDBEngine:
             raise PolicyError(
                 f"register('{name}', ...) takes a pandas or Polars DataFrame, an Arrow table, "
                 "a DuckDB relation, or a path to a CSV/Parquet file (or a glob of them such "
-                f"as 'data/*.parquet'), got {type(data).__name__}")
+                f"as 'data/*.parquet'), got {type(data).__name__}. Why: privplan reads the rows "
+                "through DuckDB, which scans only these kinds. Fix: pass one of them, e.g. "
+                "pd.DataFrame(data).")
         self._registered[name.lower()] = data
         self.generation += 1
         self._drop_materialized()  # the table changed: bounded copies are stale

@@ -294,7 +294,8 @@ def _parse_queries(raw: Any) -> tuple[ReportQuery, ...]:
     else:
         raise PolicyError("report spec: `queries` is a list of {name, sql, ...} or a mapping")
     if not items:
-        raise PolicyError("report spec: `queries` is empty. List at least one query, e.g. "
+        raise PolicyError("report spec: `queries` is empty. Why: a report is its queries; an empty "
+                          "one would have nothing to answer. Fix: list at least one query, e.g. "
                           "`queries: [{name: n, sql: SELECT COUNT(*) AS n FROM t}]`.")
     out: list[ReportQuery] = []
     seen: set[str] = set()
