@@ -317,6 +317,7 @@ def _parse_queries(raw: Any) -> tuple[ReportQuery, ...]:
             raise PolicyError(f"report query `{name}`: `sql` is missing, and it is required: it "
                               "is the query the report answers. Fix: add e.g. "
                               "`sql: SELECT COUNT(*) AS n FROM visits`.")
+        _no_placeholders(sql, name)
         weight = body.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
                 math.isfinite(weight) and weight > 0):
@@ -335,6 +336,19 @@ def _parse_queries(raw: Any) -> tuple[ReportQuery, ...]:
         out.append(ReportQuery(name=name, sql=sql.strip(), weight=float(weight),
                                target_error=target))
     return tuple(out)
+
+
+def _no_placeholders(sql: str, name: str) -> None:
+    """A ``?``/``$1``/``$name`` placeholder in a spec's query: refused with the spec's fix (a
+    report has no parameters), before any ledger or engine is opened."""
+    from privplan.sql.params import ParameterError, Style, bind_params
+
+    try:
+        bind_params(sql, None, Style(call="", named="$", none=(
+            "A report spec takes no query parameters: write each value into the query's `sql:` "
+            "in place of its placeholder, e.g. WHERE age > 30")))
+    except ParameterError as err:
+        raise PolicyError(f"report query `{name}`: {err}") from None
 
 
 def _positive(v: Any, what: str) -> float:
