@@ -69,7 +69,7 @@ def readme_blocks(readme: Path = README) -> list[Block]:
 # fragment of its code
 EXPECT: dict[str, tuple[list[str], list[str]]] = {
     "sales.csv": (["n_low", "avg_high", "ε=0.5"], ["sales.png"]),
-    "Policy.from_yaml": (["Mechanisms:", "PureDP(epsilon=1.0) PureDP(epsilon=2.0)"], []),
+    "Policy.from_yaml": (["Mechanisms:", "PureDP(epsilon=1.5) PureDP(epsilon=1.5)"], []),
     "COPY demo.visits": ([], ["visits.parquet"]),
     "visits.dp.configure": (["PureDP(epsilon=3.5) PureDP(epsilon=0.5)"],
                             ["visits-budget.sqlite"]),
