@@ -66,9 +66,9 @@ from privplan.accounting.model import MechanismSpec, Partition
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.demo.data import demo_policy_path, write_demo_database
-from privplan.ledger_chain import ChainHead, entry_hash, head_check
-from privplan.ledger_checkpoint import CHECKPOINT_EVERY
-from privplan.ledger_codec import encode_cost, encode_mechanism
+from privplan.ledger.chain import ChainHead, entry_hash, head_check
+from privplan.ledger.checkpoint import CHECKPOINT_EVERY
+from privplan.ledger.codec import encode_cost, encode_mechanism
 
 DATA = Path(__file__).parent / ".data"
 HOSPITALS = "ABCD"
@@ -313,7 +313,7 @@ def race(processes: int, ledgers: int, db: Path) -> dict[str, Any]:
     import tempfile
     from collections import Counter
 
-    from privplan.ledger_verify import verify_ledger
+    from privplan.ledger.verify import verify_ledger
 
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["privplan", "privplan.session", "duckdb", "pandas", "sqlglot"])

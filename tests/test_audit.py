@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from privplan.audit import FORMAT, canonical_hash, verify_audit
-from privplan.cli_report import EXIT_AUDIT_FAILED, main
+from privplan.cli.report import EXIT_AUDIT_FAILED, main
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.report import ReportSpec, run_report
 

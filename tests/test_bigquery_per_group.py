@@ -188,7 +188,7 @@ def test_cost_and_noise_follow_the_group_bound() -> None:
 
 
 def test_ledger_replays_the_per_group_table(tmp_path: Path) -> None:
-    from privplan.ledger_verify import verify_ledger
+    from privplan.ledger.verify import verify_ledger
 
     ledger = tmp_path / "l.sqlite"
     with _professors(groups=2, ledger=ledger) as sess:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from privplan.cli import EXIT_BUDGET, EXIT_USAGE, build_parser, default_ledger, main
-from privplan.cli_run import flag_words
+from privplan.cli.commands import EXIT_BUDGET, EXIT_USAGE, build_parser, default_ledger, main
+from privplan.cli.run import flag_words
 from privplan.demo.data import demo_policy_path, write_demo_database
 
 POLICY = str(demo_policy_path())

@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 
 import privplan as pp
-from privplan import dbapi, dbapi_errors, dbapi_free
+from privplan import dbapi
+from privplan.dbapi import errors as dbapi_errors
+from privplan.dbapi import free as dbapi_free
 from privplan.demo.data import DEPARTMENTS, demo_policy_path, write_demo_database
 from privplan.testing import noise_disabled
 

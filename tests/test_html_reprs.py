@@ -26,7 +26,7 @@ from PIL import Image
 
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
-from privplan.html import MAX_ROWS
+from privplan.views.html import MAX_ROWS
 from tests.servers import need
 
 if TYPE_CHECKING:

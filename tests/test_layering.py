@@ -110,9 +110,9 @@ def test_the_contracts_see_imports() -> None:
     """The reader finds real imports (a contract that reads nothing would always pass)."""
     assert "privplan.accounting.solver" in _imports("privplan.accounting.accountant")
     assert "duckdb" in _imports("privplan.engines.duckdb_engine")
-    assert "privplan.result" in _imports("privplan.plot")  # (its TYPE_CHECKING import)
-    assert "privplan.result" not in _imports("privplan.plot", type_only=False)
-    assert "privplan.cli_run" in _imports("privplan.cli_report")
+    assert "privplan.result" in _imports("privplan.views.plot")  # (its TYPE_CHECKING import)
+    assert "privplan.result" not in _imports("privplan.views.plot", type_only=False)
+    assert "privplan.cli.run" in _imports("privplan.cli.report")
 
 
 def test_every_docstring_example_runs() -> None:

@@ -25,8 +25,8 @@ from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger import MemoryLedger, SQLiteLedger
-from privplan.ledger_checkpoint import decode_states, encode_states
-from privplan.ledger_verify import verify_ledger
+from privplan.ledger.checkpoint import decode_states, encode_states
+from privplan.ledger.verify import verify_ledger
 
 POLICY = pp.Policy.from_yaml(demo_policy_path())
 
@@ -363,7 +363,7 @@ def test_explain_reads_what_sql_reads_not_the_whole_history(db: Path, tmp_path: 
     after it, and the last entries it compares one by one (here 3), never the entries the
     checkpoint covers (it used to decode every entry: 17 s at 100,000), and later calls only
     what was added since."""
-    import privplan.ledger_history as history
+    import privplan.ledger.history as history
     import privplan.session_ledger as session_ledger
 
     path = tmp_path / "l.sqlite"

@@ -19,7 +19,7 @@ from ledger_workers import SESSION, context, race
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger import SQLiteLedger
-from privplan.ledger_verify import verify_ledger
+from privplan.ledger.verify import verify_ledger
 
 POLICY = pp.Policy.from_yaml(demo_policy_path())
 
@@ -151,7 +151,7 @@ def test_a_refusal_caused_by_another_process_counts_its_charges_once(db: Path,
 KILLED_MID_CHARGE = """
     import os, sys, time
     import privplan as pp
-    import privplan.ledger_txn as txn
+    import privplan.ledger.txn as txn
     from privplan.demo.data import demo_policy_path
     db, ledger = sys.argv[1], sys.argv[2]
     sess = pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()), budget=pp.PureDP(1),
@@ -194,7 +194,7 @@ def test_a_process_killed_between_begin_and_commit_leaves_no_trace(db: Path,
 KILLED_BEFORE_SEAL = """
     import sys, time
     import privplan as pp
-    import privplan.ledger as ledger_module
+    import privplan.ledger.store as ledger_module
     from privplan.demo.data import demo_policy_path
     db, ledger = sys.argv[1], sys.argv[2]
     sess = pp.connect(db, policy=pp.Policy.from_yaml(demo_policy_path()), budget=pp.PureDP(1),

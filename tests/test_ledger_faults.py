@@ -22,7 +22,7 @@ from ledger_files import edit_ledger
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger import FORMAT, SQLiteLedger
-from privplan.ledger_verify import verify_ledger
+from privplan.ledger.verify import verify_ledger
 
 POLICY = pp.Policy.from_yaml(demo_policy_path())
 
@@ -321,7 +321,7 @@ def test_a_ledger_of_format_1_is_migrated_only_when_the_owner_asks(db: Path,
     """Entries written before the chain existed cannot be verified: a session refuses the file
     (it used to chain whatever the entries said on open), and the owner's explicit migration
     chains them as they are; spending is unchanged."""
-    from privplan.ledger_migrate import migrate_1, policy_json_of
+    from privplan.ledger.migrate import migrate_1, policy_json_of
 
     path = tmp_path / "old.sqlite"
     with _session(db, path, pp.PureDP(5)) as s:
@@ -354,7 +354,7 @@ def test_a_ledger_relabelled_format_1_is_refused_even_by_the_migration(db: Path,
     """The reviewers' edit: set the format to the previous name and lower a total. A file that
     claims format 1 but carries a chain was edited: no session opens it, and the owner's
     migration refuses it too (it would have chained the lowered total)."""
-    from privplan.ledger_migrate import migrate_1, policy_json_of
+    from privplan.ledger.migrate import migrate_1, policy_json_of
 
     path = tmp_path / "l.sqlite"
     _base_ledger(db, path)
@@ -384,7 +384,7 @@ def test_verify_recomputes_the_total_and_finds_understated_totals(db: Path,
     ledger = SQLiteLedger(path)
     entries = ledger.entries()
     ledger.close()
-    from privplan.ledger_chain import entry_hash
+    from privplan.ledger.chain import entry_hash
 
     con = sqlite3.connect(path)
     meta = dict(con.execute("SELECT key, value FROM meta"))
@@ -398,7 +398,7 @@ def test_verify_recomputes_the_total_and_finds_understated_totals(db: Path,
         h = entry_hash(h, fields)
         con.execute("UPDATE entries SET marginal = ?, total_after = ?, hash = ? WHERE seq = ?",
                     (fields[4], fields[5], h, seq))
-    from privplan.ledger_chain import ChainHead, head_check
+    from privplan.ledger.chain import ChainHead, head_check
 
     con.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (h,))
     con.execute("UPDATE meta SET value = ? WHERE key = 'head_check'",

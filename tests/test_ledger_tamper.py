@@ -18,8 +18,8 @@ from ledger_files import edit_ledger
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger import FORMAT, SQLiteLedger
-from privplan.ledger_tools import backup_ledger, seal_ledger
-from privplan.ledger_verify import verify_ledger
+from privplan.ledger.tools import backup_ledger, seal_ledger
+from privplan.ledger.verify import verify_ledger
 
 POLICY = pp.Policy.from_yaml(demo_policy_path())
 KEY = "an owner key of thirty-two bytes"
@@ -227,7 +227,7 @@ def test_with_the_owner_key_rollback_is_refused(db: Path, tmp_path: Path, what: 
         shutil.copy(other, ledger)
         match = "not the ledger its seal .* names"
     else:  # the chain recomputed from the root: whoever does so has no key for the MAC
-        from privplan.ledger_chain import ChainHead, head_check
+        from privplan.ledger.chain import ChainHead, head_check
 
         con = sqlite3.connect(ledger)
         meta = dict(con.execute("SELECT key, value FROM meta"))

@@ -181,7 +181,7 @@ def test_replace_neighbours_are_refused() -> None:
 
 
 def test_ledger_verify_recomputes_a_total_with_derived_tables(tmp_path: Path) -> None:
-    from privplan.ledger_verify import verify_ledger
+    from privplan.ledger.verify import verify_ledger
 
     ledger = tmp_path / "l.sqlite"
     with _session(_data(), ledger) as sess:
@@ -228,7 +228,7 @@ def test_per_group_sensitivity_is_one_row_per_group_and_m_groups() -> None:
 
 
 def test_per_group_tables_replay_from_the_ledger(tmp_path: Path) -> None:
-    from privplan.ledger_verify import verify_ledger
+    from privplan.ledger.verify import verify_ledger
 
     frame = _data()
     ledger = tmp_path / "l.sqlite"

@@ -1,4 +1,4 @@
-"""Pictures (privplan.plot): a result's bars are its released values with their 95% intervals;
+"""Pictures (privplan.views.plot): a result's bars are its released values with their 95% intervals;
 the budget plot draws the ledger's composed and sequential totals, disjoint queries as free."""
 
 from __future__ import annotations

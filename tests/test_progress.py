@@ -1,4 +1,4 @@
-"""Progress bars (privplan.progress): drawn on a terminal only, quiet elsewhere, and never a row
+"""Progress bars (privplan.views.progress): drawn on a terminal only, quiet elsewhere, and never a row
 count: the engine's bar shows DuckDB's percentage and the elapsed time."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import privplan as pp
-from privplan import progress
-from privplan.progress import Progress, enabled_for, execute_with_progress
+from privplan.views import progress
+from privplan.views.progress import Progress, enabled_for, execute_with_progress
 
 
 class Tty(io.StringIO):

@@ -1,4 +1,4 @@
-"""Batch reports (privplan.report, privplan.cli_report): spec, plan, run, outputs, CLI."""
+"""Batch reports (privplan.report, privplan.cli.report): spec, plan, run, outputs, CLI."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from privplan.accounting.definitions import ZCDP, ApproxDP, PureDP
 from privplan.accounting.solver import compose
 from privplan.audit import verify_audit
 from privplan.cli import EXIT_BUDGET, EXIT_USAGE
-from privplan.cli_report import EXIT_AUDIT_FAILED, add_report_commands, main
+from privplan.cli.report import EXIT_AUDIT_FAILED, add_report_commands, main
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.report import (

@@ -172,8 +172,8 @@ class Explanation:
 
     def _repr_html_(self) -> str:
         """The notebook view of what :meth:`__str__` says (see
-        :func:`privplan.html.explanation_html`)."""
-        from privplan.html import explanation_html
+        :func:`privplan.views.html.explanation_html`)."""
+        from privplan.views.html import explanation_html
 
         return explanation_html(self)
 

@@ -103,8 +103,8 @@ class Result(Generic[B]):
         """Bars of the noisy column(s) over the group keys, each with its 95% interval (needs
         matplotlib: ``pip install 'privplan[plot]'``). Returns the matplotlib Axes, or for
         several columns a tuple of Axes (one panel per column, each on its own scale); either
-        has ``.figure``. See :func:`privplan.plot.plot_result`."""
-        from privplan.plot import plot_result
+        has ``.figure``. See :func:`privplan.views.plot.plot_result`."""
+        from privplan.views.plot import plot_result
 
         return plot_result(self, y, x, ax=ax, title=title)
 
@@ -113,7 +113,7 @@ class Result(Generic[B]):
 
     def _repr_html_(self) -> str:
         """The notebook view: the answer with its 95% intervals, the cost and the noise
-        (see :func:`privplan.html.result_html`)."""
-        from privplan.html import result_html
+        (see :func:`privplan.views.html.result_html`)."""
+        from privplan.views.html import result_html
 
         return result_html(self)

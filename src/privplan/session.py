@@ -42,7 +42,7 @@ from privplan.engines.recognise import check_database, refuse_engine_keyword
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
-from privplan.ledger import LedgerEntry, open_ledger
+from privplan.ledger.store import LedgerEntry, open_ledger
 from privplan.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
 from privplan.pld_session import pld_accounting
@@ -60,7 +60,6 @@ from privplan.session_catalog import SessionCatalog
 from privplan.session_inputs import as_policy as _as_policy
 from privplan.session_inputs import data_file as _data_file
 from privplan.session_ledger import SessionLedger
-from privplan.session_views import SessionViews
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
@@ -71,6 +70,7 @@ from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
 from privplan.subqueries import explain_nested, sql_nested
+from privplan.views.session import SessionViews
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 

@@ -21,7 +21,7 @@ from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.analysis.regions import conform_region
 from privplan.errors import PolicyError
 from privplan.explain import MAX_HISTORY, queries_of
-from privplan.ledger_checkpoint import decode_states, encode_states
+from privplan.ledger.checkpoint import decode_states, encode_states
 from privplan.sql.per_unit import MARK
 
 
@@ -49,7 +49,7 @@ class SessionLedger:
 
     def _restored(self) -> Accountant | None:
         """The accounting of the ledger's first entries from its checkpoint (see
-        :mod:`privplan.ledger_checkpoint`), or None when there is none or it does not fit
+        :mod:`privplan.ledger.checkpoint`), or None when there is none or it does not fit
         this session (then the whole ledger is admitted instead: same total, slower)."""
         found = getattr(self.ledger, "checkpoint", lambda: None)()
         if found is None:

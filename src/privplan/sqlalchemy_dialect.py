@@ -1,4 +1,4 @@
-"""A SQLAlchemy 2 dialect over :mod:`privplan.dbapi`: DP answers through engines and pandas.
+"""A SQLAlchemy 2 dialect over :mod:`privplan.dbapi.connection`: DP answers through engines and pandas.
 
 >>> import sqlalchemy, pandas                                            # doctest: +SKIP
 >>> engine = sqlalchemy.create_engine(
@@ -53,9 +53,9 @@ What SQLAlchemy sees
   :meth:`PrivplanDialect.do_rollback`).
 * ``pandas.read_sql_table("visits", engine)`` (a SELECT of every column of the table) is
   refused with the reason and the fix: it would release every row; pass a DP query to
-  ``pandas.read_sql`` instead (:mod:`privplan.dbapi_tables`). Nothing is spent.
+  ``pandas.read_sql`` instead (:mod:`privplan.dbapi.tables`). Nothing is spent.
 * ``SELECT 1`` and the pool's pre-ping (:meth:`PrivplanDialect.do_ping`) are answered without
-  a charge and without reading any table (see :mod:`privplan.dbapi`).
+  a charge and without reading any table (see :mod:`privplan.dbapi.connection`).
 * The inspector shows the policy's schema: every declared table (in schema ``main`` unless
   the policy names one) with its columns, types and nullability; no views, keys or indexes.
   This is public metadata, never data, and costs nothing.
@@ -157,7 +157,7 @@ class PrivplanDialect(DefaultDialect):
 
     # -- connection health and transactions ------------------------------------------------
     def do_ping(self, dbapi_connection: Any) -> bool:
-        """``SELECT 1`` through a cursor: privplan.dbapi answers a constant select itself,
+        """``SELECT 1`` through a cursor: privplan.dbapi.connection answers a constant select itself,
         without a charge and without reading any table. A closed connection raises, which
         :meth:`is_disconnect` reports so that the pool replaces it."""
         cursor = dbapi_connection.cursor()
@@ -175,7 +175,7 @@ class PrivplanDialect(DefaultDialect):
     def do_rollback(self, dbapi_connection: Any) -> None:
         """Nothing to roll back. The pool calls this whenever it takes a connection back,
         but nothing is ever pending: every answer is charged durably, in the ledger, before
-        it is released (privplan.dbapi's ``commit`` is a no-op for that reason). Its
+        it is released (privplan.dbapi.connection's ``commit`` is a no-op for that reason). Its
         ``rollback`` raises NotSupportedError because a released answer cannot be un-spent;
         passing that on here would make every return to the pool an error."""
 

@@ -2,8 +2,8 @@
 the URL form SQLAlchemy's ``create_engine`` takes (:mod:`privplan.sqlalchemy_dialect`, whose
 docstring describes every parameter) and ``privplan.dbapi.connect`` takes too.
 
-Apart from the dialect so that ``privplan.dbapi`` can read a URL without importing the dialect
-(which imports ``privplan.dbapi``); it needs SQLAlchemy (its URL type and ArgumentError).
+Apart from the dialect so that ``privplan.dbapi.connection`` can read a URL without importing the dialect
+(which imports ``privplan.dbapi.connection``); it needs SQLAlchemy (its URL type and ArgumentError).
 """
 
 from __future__ import annotations

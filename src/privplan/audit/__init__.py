@@ -1,7 +1,7 @@
 """The audit file of a report run, and its offline verification.
 
 ``audit.json`` records, for every released query, its SQL and budget, and for every mechanism
-its region (readable SQL *and* the exact serialised region of :mod:`privplan.ledger_codec`), its
+its region (readable SQL *and* the exact serialised region of :mod:`privplan.ledger.codec`), its
 partition, sensitivity, noise (exact parameters) and cost; the mechanisms the ledger held before
 the report; the composed total with the rule used; and the SHA-256 of every result file.
 

@@ -22,7 +22,7 @@ from privplan.accounting.allocation.pld import pld_total
 from privplan.accounting.model import TableModel
 from privplan.accounting.solver import compose
 from privplan.analysis.region_sql import region_to_sql
-from privplan.ledger_codec import encode_cost, encode_mechanism
+from privplan.ledger.codec import encode_cost, encode_mechanism
 from privplan.mechanisms.exponential import ExponentialMechanism
 from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, RoundedGaussian
 

@@ -25,7 +25,7 @@ from privplan.accounting.model import TableModel, UnitModel
 from privplan.accounting.solver import compose
 from privplan.analysis.region_sql import region_to_sql
 from privplan.audit.record import FORMAT, _file_hash, _noise, _recompose, canonical_hash
-from privplan.ledger_codec import decode_cost, decode_mechanism, encode_mechanism
+from privplan.ledger.codec import decode_cost, decode_mechanism, encode_mechanism
 from privplan.mechanisms.exponential import ExponentialMechanism
 from privplan.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, RoundedGaussian
 
@@ -380,7 +380,7 @@ def _check_total(doc: Mapping[str, Any], comp: Mapping[str, Any], history: list[
 
 
 def _check_ledger(lpath: Path, doc: Mapping[str, Any], add: Any) -> None:
-    from privplan.ledger import SQLiteLedger
+    from privplan.ledger.store import SQLiteLedger
 
     try:
         led = SQLiteLedger(lpath)

@@ -298,11 +298,9 @@ class DuckDBEngine:
         return {r[0].lower(): r[1] for r in rows}
 
     def not_null_columns(self, table_sql: str) -> set[str]:
-        """The columns whose schema rules out NULL (lower case): declared ``NOT NULL`` in the
-        database, or, in a registered pandas DataFrame, of a numpy dtype that cannot hold NA
-        (bool, integers; DuckDB's scan reports every column nullable). Schema, never rows: what
-        a group key's public domain may rely on (a BOOLEAN NOT NULL key has no NULL group,
-        whatever the data), see ``ColumnsAndKeys._may_be_null``."""
+        """The columns (lower case) declared ``NOT NULL``, or in a registered DataFrame of a
+        numpy dtype that cannot hold NA (bool, integers; DuckDB's scan says nullable). Schema,
+        never rows: what a group key's public domain may rely on (``_may_be_null``)."""
         try:
             rows = self.con.execute(f"DESCRIBE SELECT * FROM {table_sql}").fetchall()
         except duckdb.Error:
@@ -406,7 +404,7 @@ class DuckDBEngine:
         strings, compressed numbers): queries over it run about as fast as over the source file
         and it takes ~10x less memory than a plain TEMP table, for a one-off cost when it is made.
         """
-        from privplan.progress import execute_with_progress
+        from privplan.views.progress import execute_with_progress
 
         durable = None if _materialized_name(select_sql) in self._materialized else (
             self._durable_copy(select_sql))

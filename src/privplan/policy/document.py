@@ -136,7 +136,7 @@ class Policy:
         return text if len(text) <= 160 else text[:156] + " …)"
 
     def _repr_html_(self) -> str:
-        """The notebook view: every table and column (see :func:`privplan.html.policy_html`)."""
-        from privplan.html import policy_html
+        """The notebook view: every table and column (see :func:`privplan.views.html.policy_html`)."""
+        from privplan.views.html import policy_html
 
         return policy_html(self)

@@ -42,7 +42,7 @@ _SHRINK = Fraction(1, 10**8)
 
 def open_session(spec: ReportSpec, *, ledger: Any = None, budget: Any = None) -> Any:
     """A session on the spec's database and policy (tables registered) with ``ledger``."""
-    from privplan.ledger import open_ledger
+    from privplan.ledger.store import open_ledger
     from privplan.session import connect
 
     policy = spec.load_policy()

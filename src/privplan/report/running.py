@@ -38,7 +38,7 @@ def run_report(spec: ReportSpec, out: str | Path, *, ledger: str | Path | None =
     :meth:`ReportSpec.ledger_path`); write results and ``OUT/audit.json``. Output formats and
     the directory are checked before anything is charged."""
     from privplan.audit import build_audit, write_audit
-    from privplan.progress import Progress
+    from privplan.views.progress import Progress
 
     out_dir = Path(out)
     audit_path = out_dir / "audit.json"

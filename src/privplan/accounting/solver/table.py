@@ -203,7 +203,7 @@ def model_key(model: TableModel) -> tuple[str, int, tuple[str, ...]]:
 class SolverState:
     """A :class:`TableSolver` as plain values and arrays, without its mechanisms' specs.
 
-    What a durable checkpoint stores (:mod:`privplan.ledger_checkpoint`) so that a new session
+    What a durable checkpoint stores (:mod:`privplan.ledger.checkpoint`) so that a new session
     resumes the composition where the ledger's entries left it instead of re-solving them all.
     ``arrays`` holds ``lo``, ``hi``, ``row_mech`` (per atom-box row), ``part``, ``full``, ``wf``,
     ``wx_idx``, ``keys_idx``, ``max_groups``, ``growth``, ``row_cap`` (per mechanism) and

@@ -1,12 +1,12 @@
 """The owner key and the seal: what catches a ledger rewritten on purpose, or put back.
 
-Why: the hash chain (:mod:`privplan.ledger_chain`) has no secret. Whoever can write the ledger
+Why: the hash chain (:mod:`privplan.ledger.chain`) has no secret. Whoever can write the ledger
 file and compute SHA-256 can drop its last entries and recompute the head, and a copy of the
 file taken earlier (or another ledger with the same budget and policy) is a valid chain too:
 putting it back gives spent budget back. Two things close that, when the data owner sets a key
 that the analyst cannot read (``PRIVPLAN_LEDGER_KEY_FILE``: a file of at least 16 bytes readable
 by the process that runs privplan only, or ``PRIVPLAN_LEDGER_KEY``; or ``key=`` to
-:class:`~privplan.ledger.SQLiteLedger`):
+:class:`~privplan.ledger.store.SQLiteLedger`):
 
 * **the head MAC**: ``HMAC(key, ledger id, root, last entry)`` in the ledger's meta row, written
   in the same transaction as each entry. An edit of the file that changes what it records, even
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead
+from privplan.ledger.chain import ChainHead
 
 KEY_ENV = "PRIVPLAN_LEDGER_KEY"
 KEY_FILE_ENV = "PRIVPLAN_LEDGER_KEY_FILE"

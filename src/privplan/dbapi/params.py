@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from privplan import errors as _pe
-from privplan.dbapi_errors import DataError, InternalError, NotSupportedError, ProgrammingError
+from privplan.dbapi.errors import DataError, InternalError, NotSupportedError, ProgrammingError
 from privplan.sql.params import ParameterError, Style, bind_params
 
 __all__ = ["bind_parameters"]

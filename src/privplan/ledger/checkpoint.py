@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from privplan.accounting.solver import SolverState
-from privplan.ledger_chain import ChainHead
-from privplan.ledger_codec import decode_value, encode_value
+from privplan.ledger.chain import ChainHead
+from privplan.ledger.codec import decode_value, encode_value
 
 __all__ = ["CHECKPOINT_EVERY", "binding", "bound_checkpoint", "decode_states", "encode_states"]
 

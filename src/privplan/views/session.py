@@ -24,8 +24,8 @@ class SessionViews:
     def budget_history(self) -> pd.DataFrame:
         """One row per query in the ledger: its cost alone, what it added to the composed
         total, the total after it, and the sequential total (see
-        :func:`privplan.plot.budget_history`)."""
-        from privplan.plot import budget_history
+        :func:`privplan.views.plot.budget_history`)."""
+        from privplan.views.plot import budget_history
 
         return budget_history(cast("Session[Any]", self))
 
@@ -33,7 +33,7 @@ class SessionViews:
     def plot_budget(self, *, ax: Any = None, title: str | None = None) -> Any:
         """The composed total after each query next to the sequential total, the budget as a
         line, free (disjoint) queries marked (needs matplotlib). Returns the matplotlib Axes."""
-        from privplan.plot import plot_budget
+        from privplan.views.plot import plot_budget
 
         return plot_budget(cast("Session[Any]", self), ax=ax, title=title)
 
@@ -67,8 +67,8 @@ class SessionViews:
 
     def _repr_html_(self) -> str:
         """The notebook view: budget, spent and remaining with a bar, queries answered, the
-        ledger (see :func:`privplan.html.session_html`)."""
-        from privplan.html import session_html
+        ledger (see :func:`privplan.views.html.session_html`)."""
+        from privplan.views.html import session_html
 
         return session_html(cast("Session[Any]", self))
 

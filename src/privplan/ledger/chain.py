@@ -14,7 +14,7 @@ the rules of the format it really has, or refused.
 
 The chain has no secret: it detects corruption and every edit that does not recompute SHA-256.
 Someone who rewrites the file on purpose *and computes the hashes* (or puts an older copy back)
-is caught only with the owner key and the seal (:mod:`privplan.ledger_seal`).
+is caught only with the owner key and the seal (:mod:`privplan.ledger.seal`).
 
 H is SHA-256 over the exact stored text, so verifying needs no decoding.
 """

@@ -1,5 +1,5 @@
 """The in-memory ledger, and what every ledger shares: an entry, a charging transaction, a
-policy fingerprint (see :mod:`privplan.ledger` for the rules every ledger keeps)."""
+policy fingerprint (see :mod:`privplan.ledger.store` for the rules every ledger keeps)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from privplan.accounting.model import MechanismSpec
-from privplan.ledger_file import _claim
+from privplan.ledger.file import _claim
 
 
 @dataclass(frozen=True)

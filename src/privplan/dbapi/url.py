@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from privplan.dbapi_errors import InterfaceError, ProgrammingError
+from privplan.dbapi.errors import InterfaceError, ProgrammingError
 
 __all__ = ["CALL", "URL_EXAMPLE", "is_url", "missing_keywords", "session_given", "url_arguments"]
 

@@ -3,11 +3,11 @@
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
 exits with status 3. A mistake in the arguments themselves (a missing or unknown flag, a word
-where a number goes) is such a line too (:mod:`privplan.cli_usage`), and library messages name
-flags, not Python keywords (:func:`privplan.cli_run.flag_words`). Each subcommand declares the
+where a number goes) is such a line too (:mod:`privplan.cli.usage`), and library messages name
+flags, not Python keywords (:func:`privplan.cli.run.flag_words`). Each subcommand declares the
 kind of each path and count it takes (``checks``); they are checked before it runs
-(:mod:`privplan.cli_args`), so a bad one is one line, never a traceback. ``--json`` output is
-UTF-8 with ISO 8601 times (:mod:`privplan.cli_output`).
+(:mod:`privplan.cli.args`), so a bad one is one line, never a traceback. ``--json`` output is
+UTF-8 with ISO 8601 times (:mod:`privplan.cli.output`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from privplan.cli_output import emit_json, iso_time, tolerant_text
-from privplan.cli_run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command, say_error
-from privplan.cli_usage import new_parser
+from privplan.cli.output import emit_json, iso_time, tolerant_text
+from privplan.cli.run import EXIT_BUDGET, EXIT_FOUND, EXIT_USAGE, run_command, say_error
+from privplan.cli.usage import new_parser
 from privplan.errors import PolicyError, PrivplanError
 
 __all__ = ["EXIT_BUDGET", "EXIT_FOUND", "EXIT_USAGE", "build_parser", "main"]
@@ -84,7 +84,7 @@ def _query_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def _open(args: argparse.Namespace) -> Any:
     """The session a ``query`` or ``explain`` runs in: the flags' budget, the ledger's (checked
     against the flags before anything is opened with it), the database and the policy."""
-    from privplan.ledger import SQLiteLedger
+    from privplan.ledger.store import SQLiteLedger
     from privplan.session import connect
 
     kind, budget = _session_budget(args)
@@ -173,7 +173,7 @@ def _ledger_budget(ledger: Any, kind: type, budget: Any) -> Any:
 
 def _hint(args: argparse.Namespace, path: Path) -> str:
     """For a --ledger that does not exist: the ledgers beside the database it may have meant."""
-    from privplan.cli_args import ledger_hint
+    from privplan.cli.args import ledger_hint
 
     if not args.ledger:
         return ""
@@ -262,7 +262,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 def cmd_budget(args: argparse.Namespace) -> int:
     """Spent, remaining and the per-query table of a durable ledger."""
-    from privplan.ledger import SQLiteLedger
+    from privplan.ledger.store import SQLiteLedger
     from privplan.session import connect
 
     ledger = SQLiteLedger(args.ledger)  # (--ledger exists: checked with the other arguments)
@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=cmd_prepare, checks={"database": "database_file",
                                                    "policy": "policy"})
 
-    from privplan.cli_ledger import add_ledger_commands
+    from privplan.cli.ledger import add_ledger_commands
 
     add_ledger_commands(sub)
 
@@ -431,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func, checks={"database": "database", "policy": "policy",
                                           "ledger": "new_ledger"})
-    from privplan.cli_report import add_report_commands
+    from privplan.cli.report import add_report_commands
 
     add_report_commands(sub)
     return parser
@@ -439,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``privplan`` with ``argv``; return the exit status (a mistake in the arguments: 2,
-    said as one line by :func:`privplan.cli_run.say_error`)."""
+    said as one line by :func:`privplan.cli.run.say_error`)."""
     tolerant_text()
     parser = build_parser()
     try:

@@ -5,8 +5,8 @@ Three checks, from the file alone (its recorded policy, or one passed in):
 1. the hash chain (format, identity, budget and policy record, every entry, the last entry's
    record and check value; with the owner key its MAC and the seal) is intact — the check a
    session makes on open for the entries after the ledger's checkpoint, and on every read for
-   the ones before it (:mod:`privplan.ledger_chain`, :mod:`privplan.ledger_record`,
-   :mod:`privplan.ledger_seal`, :mod:`privplan.ledger_checkpoint`). A file of the previous
+   the ones before it (:mod:`privplan.ledger.chain`, :mod:`privplan.ledger.record`,
+   :mod:`privplan.ledger.seal`, :mod:`privplan.ledger.checkpoint`). A file of the previous
    format is verified under that format's rules (a session migrates it when it opens it);
 2. the recorded totals never decrease, and each entry's recorded marginal is the difference
    of the totals around it;
@@ -17,7 +17,7 @@ Three checks, from the file alone (its recorded policy, or one passed in):
 
 Nothing is written: a failed check is reported, the file is left as it is. Without the owner
 key, a ledger rewritten with recomputed hashes, or an older copy put back, verifies: see
-:mod:`privplan.ledger_seal` for what the key adds.
+:mod:`privplan.ledger.seal` for what the key adds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 from privplan.accounting.accountant import Accountant
 from privplan.errors import LedgerError, PolicyError
-from privplan.ledger import SQLiteLedger, policy_fingerprint
+from privplan.ledger.store import SQLiteLedger, policy_fingerprint
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A PEP 249 (DB-API 2.0) connection, so reporting pipelines can read DP answers like any SQL.
 
->>> import privplan as pp, privplan.dbapi as dbapi                       # doctest: +SKIP
+>>> import privplan as pp, privplan.dbapi.connection as dbapi                       # doctest: +SKIP
 >>> con = dbapi.connect("data.duckdb", policy="policy.yaml",            # doctest: +SKIP
 ...                     budget=pp.PureDP(3), epsilon=0.5)
 >>> cur = con.cursor()                                                   # doctest: +SKIP
@@ -119,7 +119,7 @@ threadsafety = 1
 paramstyle = "qmark"
 
 
-from privplan.dbapi_errors import (
+from privplan.dbapi.errors import (
     BudgetExceeded,
     DatabaseError,
     DataError,
@@ -133,7 +133,7 @@ from privplan.dbapi_errors import (
     Warning,
     _Translating,
 )
-from privplan.dbapi_free import (
+from privplan.dbapi.free import (
     _POLICY_TYPES,
     DEFAULT_SCHEMA,
     ColumnInfo,
@@ -143,9 +143,9 @@ from privplan.dbapi_free import (
     _public_columns,
     _rows,
 )
-from privplan.dbapi_params import bind_parameters
-from privplan.dbapi_tables import refuse_table_read
-from privplan.dbapi_url import is_url, missing_keywords, session_given, url_arguments
+from privplan.dbapi.params import bind_parameters
+from privplan.dbapi.tables import refuse_table_read
+from privplan.dbapi.url import is_url, missing_keywords, session_given, url_arguments
 from privplan.engines.recognise import refuse_engine_keyword
 
 # ------------------------------------------------------------------------- type objects
@@ -231,7 +231,7 @@ def connect(
     Or one ``privplan://`` URL, the form the SQLAlchemy dialect takes
     (:mod:`privplan.sqlalchemy_dialect`): ``connect("privplan:///data.duckdb?policy=
     policy.yaml&ledger=ledger.sqlite&budget_epsilon=3&epsilon=0.5")`` (needs SQLAlchemy), with
-    no other keywords (:mod:`privplan.dbapi_url`).
+    no other keywords (:mod:`privplan.dbapi.url`).
     """
     refuse_engine_keyword(engine, "privplan.dbapi.connect")
     session_given(database)

@@ -1,6 +1,6 @@
-"""What :mod:`privplan.dbapi` answers without a charge, and how answers become DB-API rows.
+"""What :mod:`privplan.dbapi.connection` answers without a charge, and how answers become DB-API rows.
 
-Two kinds of statement read no private row (see :mod:`privplan.dbapi`'s docstring): constant
+Two kinds of statement read no private row (see :mod:`privplan.dbapi.connection`'s docstring): constant
 selects, evaluated here in Python, and ``information_schema`` queries, answered from the
 policy's schema on a sandbox connection that holds no row of any table.
 """
@@ -24,10 +24,10 @@ from sqlglot.errors import SqlglotError, TokenError
 from sqlglot.tokens import TokenType
 
 from privplan import errors as _pe
-from privplan.dbapi_errors import OperationalError, ProgrammingError
+from privplan.dbapi.errors import OperationalError, ProgrammingError
 
 if TYPE_CHECKING:
-    from privplan.dbapi import Connection
+    from privplan.dbapi.connection import Connection
     from privplan.session import Session
 
 DEFAULT_SCHEMA = "main"  # DuckDB's: the schema of a policy table that declares none

@@ -4,14 +4,14 @@ Why one place: everything outside the entries that decides what a ledger means (
 was charged against, the policy its regions are in, the format whose rules it follows, the
 record of its last entry) must be bound to the hash chain, or an edit that computes no hash
 could change it. :func:`read_record` checks each binding and raises :class:`LedgerError` naming
-what does not hold; the entries themselves are checked by :mod:`privplan.ledger_chain`.
+what does not hold; the entries themselves are checked by :mod:`privplan.ledger.chain`.
 
 Format 3 (``privplan-ledger-3``): meta holds ``format``, ``ledger_id`` (drawn at creation),
 and once a session binds it, ``budget``, ``policy`` (SHA-256 of ``policy_json``),
 ``policy_json``, ``root`` (over format, id, budget and policy), and the head: ``head_seq``,
 ``head_hash``, ``head_check`` (over the root and the head), with the owner key ``head_mac``.
 Format 2 is read by its own, weaker rules only to verify a file before it is migrated
-(:mod:`privplan.ledger_migrate`).
+(:mod:`privplan.ledger.migrate`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead, changed, head_check, root_hash
-from privplan.ledger_codec import decode_cost
-from privplan.ledger_file import FORMAT, FORMAT_2
-from privplan.ledger_seal import head_mac
+from privplan.ledger.chain import ChainHead, changed, head_check, root_hash
+from privplan.ledger.codec import decode_cost
+from privplan.ledger.file import FORMAT, FORMAT_2
+from privplan.ledger.seal import head_mac
 
 _ID = re.compile(r"[0-9a-f]{32}")
 

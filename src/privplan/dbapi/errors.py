@@ -1,4 +1,4 @@
-"""PEP 249's exception classes for :mod:`privplan.dbapi` (which re-exports them), and the
+"""PEP 249's exception classes for :mod:`privplan.dbapi.connection` (which re-exports them), and the
 translation of privplan's own errors into them."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ entries other processes committed, checks the budget, and appends; the entry is 
 ``synchronous=FULL``) before the caller may release anything (DESIGN.md invariant 3).
 
 In-memory state follows the durable write, never precedes it (invariant 9): what a charging
-transaction reads or appends is *staged* (:mod:`privplan.ledger_txn`), and applied only after
+transaction reads or appends is *staged* (:mod:`privplan.ledger.txn`), and applied only after
 its COMMIT returns. If the COMMIT fails (disk full, an I/O error), SQLite rolls the transaction
 back and the ledger forgets what it had staged — and everything it had seen — so the next
 transaction rebuilds from the file; the caller's ``on_failure`` hooks drop their state too.
@@ -20,8 +20,8 @@ interleaving of opens and charges, by any number of processes, writes an entry o
 start.
 
 A damaged or altered ledger is never reset: opening a truncated, corrupted, foreign or edited
-file raises :class:`LedgerError` and leaves the file as it is (:mod:`privplan.ledger_chain`,
-:mod:`privplan.ledger_record`; with an owner key also :mod:`privplan.ledger_seal`). Before each
+file raises :class:`LedgerError` and leaves the file as it is (:mod:`privplan.ledger.chain`,
+:mod:`privplan.ledger.record`; with an owner key also :mod:`privplan.ledger.seal`). Before each
 charge the ledger checks that the file at its path is still the one it opened, not truncated or
 overwritten in place (:meth:`_check_file`): a charge recorded where no later session reads it
 would be lost.
@@ -44,10 +44,10 @@ from typing import Any
 
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead, changed, root_hash, verify_rows
-from privplan.ledger_checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint
-from privplan.ledger_codec import decode_cost, decode_mechanism, encode_cost
-from privplan.ledger_file import (
+from privplan.ledger.chain import ChainHead, changed, root_hash, verify_rows
+from privplan.ledger.checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint
+from privplan.ledger.codec import decode_cost, decode_mechanism, encode_cost
+from privplan.ledger.file import (
     _DB_ERRORS,
     FORMAT,
     FORMAT_1,
@@ -60,17 +60,17 @@ from privplan.ledger_file import (
     _failure,
     file_stamp,
 )
-from privplan.ledger_history import LedgerHistory
-from privplan.ledger_memory import (
+from privplan.ledger.history import LedgerHistory
+from privplan.ledger.memory import (
     Charging,
     LedgerEntry,
     MemoryLedger,
     policy_fingerprint,
 )
-from privplan.ledger_migrate import migrate_2, policy_json_of
-from privplan.ledger_record import Record, read_record
-from privplan.ledger_seal import Seal, check_seal, owner_key, read_seal, seal_path, write_seal
-from privplan.ledger_txn import (
+from privplan.ledger.migrate import migrate_2, policy_json_of
+from privplan.ledger.record import Record, read_record
+from privplan.ledger.seal import Seal, check_seal, owner_key, read_seal, seal_path, write_seal
+from privplan.ledger.txn import (
     FIELDS,
     SQLiteCharging,
     entry_of,
@@ -94,7 +94,7 @@ class SQLiteLedger(LedgerHistory):
     """A durable ledger in one SQLite file, safe to share between processes.
 
     ``key``: the owner key (bytes or text; default ``PRIVPLAN_LEDGER_KEY_FILE`` or
-    ``PRIVPLAN_LEDGER_KEY``), see :mod:`privplan.ledger_seal`."""
+    ``PRIVPLAN_LEDGER_KEY``), see :mod:`privplan.ledger.seal`."""
 
     def __init__(self, path: str | Path, *, timeout: float = 120.0,
                  key: bytes | str | None = None) -> None:
@@ -255,7 +255,7 @@ class SQLiteLedger(LedgerHistory):
 
     def checkpoint(self) -> tuple[int, bytes] | None:
         """The checkpoint found bound to the chain when the ledger was opened: (the entry it
-        covers up to, its bytes), or None. See :mod:`privplan.ledger_checkpoint`."""
+        covers up to, its bytes), or None. See :mod:`privplan.ledger.checkpoint`."""
         return self._checkpoint
 
     def resume(self, seq: int) -> None:
@@ -294,7 +294,7 @@ class SQLiteLedger(LedgerHistory):
         under, in one transaction with the chain's root and head. A different budget or policy
         would change what the entries mean, so it is refused. The policy itself is kept too,
         so the ledger can be verified on its own. A file of format 2 is verified whole and
-        migrated here first (:mod:`privplan.ledger_migrate`)."""
+        migrated here first (:mod:`privplan.ledger.migrate`)."""
         text = policy_json_of(policy)
         want = {"budget": json.dumps(encode_cost(budget)), "policy": policy_fingerprint(policy)}
         with self._write() as con:
@@ -516,7 +516,7 @@ class SQLiteLedger(LedgerHistory):
         process committed since this one's last write (after which the WAL was copied into
         it), not written since. SQLite itself does not notice a file overwritten in place: it
         keeps the pages it cached while the WAL is unchanged, and would append to a file it no
-        longer describes. The checks in :class:`~privplan.ledger_txn.SQLiteCharging` (the
+        longer describes. The checks in :class:`~privplan.ledger.txn.SQLiteCharging` (the
         ledger's id, the last entry verified, the recorded head) then read the file itself."""
         now = file_stamp(self.path)
         if now is None or now.identity != self._stamp.identity:

@@ -1,13 +1,13 @@
 """``privplan report plan|run`` and ``privplan audit verify``: argparse subcommand builders.
 
-Wire them into ``privplan.cli.build_parser`` with one call after the other subcommands::
+Wire them into ``privplan.cli.commands.build_parser`` with one call after the other subcommands::
 
-    from privplan.cli_report import add_report_commands
+    from privplan.cli.report import add_report_commands
     add_report_commands(sub)
 
 Each command's ``func`` returns the exit status; errors derive from ``PrivplanError`` and are
-printed by :func:`privplan.cli_run.run_command` (status 2, or 3 for a budget refusal). ``audit verify`` returns
-0 when every check passes and 1 when one fails. ``python -m privplan.cli_report ...`` runs these
+printed by :func:`privplan.cli.run.run_command` (status 2, or 3 for a budget refusal). ``audit verify`` returns
+0 when every check passes and 1 when one fails. ``python -m privplan.cli.report ...`` runs these
 commands alone (same error handling).
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privplan.cli_output import emit_json, tolerant_text
-from privplan.cli_run import run_command, say_error
+from privplan.cli.output import emit_json, tolerant_text
+from privplan.cli.run import run_command, say_error
 from privplan.errors import PrivplanError
 
 EXIT_OK = 0
@@ -135,7 +135,7 @@ def add_report_commands(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from privplan.cli_usage import new_parser
+    from privplan.cli.usage import new_parser
 
     parser = new_parser(prog="privplan", description="privplan reports and audits")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from privplan.errors import LedgerError
-from privplan.ledger import SQLiteLedger
-from privplan.ledger_chain import changed, verify_rows
-from privplan.ledger_file import _DB_ERRORS, FORMAT, _failure, owner_transaction
-from privplan.ledger_migrate import migrate_2
-from privplan.ledger_record import read_record
-from privplan.ledger_seal import head_mac, owner_key, seal_path, write_seal
-from privplan.ledger_txn import FIELDS, text_factory
+from privplan.ledger.chain import changed, verify_rows
+from privplan.ledger.file import _DB_ERRORS, FORMAT, _failure, owner_transaction
+from privplan.ledger.migrate import migrate_2
+from privplan.ledger.record import read_record
+from privplan.ledger.seal import head_mac, owner_key, seal_path, write_seal
+from privplan.ledger.store import SQLiteLedger
+from privplan.ledger.txn import FIELDS, text_factory
 
 
 def backup_ledger(source: str | Path, dest: str | Path) -> tuple[int, Any]:

@@ -5,7 +5,7 @@ it deep inside a command is a traceback (``UnicodeDecodeError`` for a binary spe
 ``FileExistsError`` for a demo directory that is a file, ``ValueError: embedded null byte``).
 Each command checks its arguments first with :func:`check_args`: a bad one is a
 :class:`PolicyError` (a ledger path: :class:`LedgerError`) saying what, where and how to fix
-it, printed as one line by :func:`privplan.cli_run.run_command` (exit status 2); nothing is
+it, printed as one line by :func:`privplan.cli.run.run_command` (exit status 2); nothing is
 created or spent. The checks run when the command runs, not when argparse reads the
 arguments, so a parser can be built and inspected without the files.
 """

@@ -19,7 +19,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from privplan.dbapi_errors import ProgrammingError
+from privplan.dbapi.errors import ProgrammingError
 
 __all__ = ["SQLITE_CATALOG", "dp_query_example", "refuse_table_read", "table_read_message"]
 

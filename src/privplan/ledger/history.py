@@ -3,7 +3,7 @@ queries — never the whole history (DESIGN.md §6: ``explain`` reads what ``sql
 
 Why reading the last entries is as safe as reading from the root: the entries are checked
 hash by hash from the stored hash of the entry before them up to the head this process verified
-(:func:`~privplan.ledger_chain.verify_suffix`); any change in between would have to be a
+(:func:`~privplan.ledger.chain.verify_suffix`); any change in between would have to be a
 SHA-256 collision.
 """
 
@@ -14,14 +14,14 @@ from collections.abc import Collection
 from typing import Any
 
 from privplan.accounting.model import MechanismSpec
-from privplan.ledger_chain import ChainHead, changed, verify_suffix
-from privplan.ledger_codec import decode_mechanism
-from privplan.ledger_record import Record
-from privplan.ledger_txn import FIELDS
+from privplan.ledger.chain import ChainHead, changed, verify_suffix
+from privplan.ledger.codec import decode_mechanism
+from privplan.ledger.record import Record
+from privplan.ledger.txn import FIELDS
 
 
 class LedgerHistory:
-    """The history reads of :class:`~privplan.ledger.SQLiteLedger` (its base class)."""
+    """The history reads of :class:`~privplan.ledger.store.SQLiteLedger` (its base class)."""
 
     con: Any  # (set by SQLiteLedger, with the attributes below)
     path: Any

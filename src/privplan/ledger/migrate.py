@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead, changed, entry_hash, head_check, root_hash, verify_rows
-from privplan.ledger_checkpoint import binding, bound_checkpoint
-from privplan.ledger_file import (
+from privplan.ledger.chain import ChainHead, changed, entry_hash, head_check, root_hash, verify_rows
+from privplan.ledger.checkpoint import binding, bound_checkpoint
+from privplan.ledger.file import (
     APPLICATION_ID,
     FORMAT,
     FORMAT_1,
@@ -36,8 +36,8 @@ from privplan.ledger_file import (
     new_ledger_id,
     owner_transaction,
 )
-from privplan.ledger_record import read_record
-from privplan.ledger_seal import head_mac
+from privplan.ledger.record import read_record
+from privplan.ledger.seal import head_mac
 
 FIELDS = "seq, query_id, sql, time, marginal, total_after, mechanisms"
 

@@ -1,6 +1,6 @@
 """How every ``privplan`` command ends: its exit status, and errors printed as one readable line.
 
-Shared by :mod:`privplan.cli` and :mod:`privplan.cli_report` (which used to import each other).
+Shared by :mod:`privplan.cli.commands` and :mod:`privplan.cli.report` (which used to import each other).
 A budget refusal exits with :data:`EXIT_BUDGET`, any other privplan error with
 :data:`EXIT_USAGE`; a check that finds a problem (``ledger verify``) returns :data:`EXIT_FOUND`.
 """
@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from privplan.cli_args import check_args
+from privplan.cli.args import check_args
 from privplan.errors import BudgetExceededError, PrivplanError
 
 EXIT_FOUND = 1

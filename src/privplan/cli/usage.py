@@ -5,7 +5,7 @@ block and one bare line (``privplan prepare: error: the following arguments are 
 --policy``) that says what is wrong but not why the flag matters or what to type, and it exits
 from inside the parser. :class:`Parser` (argparse's parser with another ``error``) turns each of
 those into a :class:`~privplan.errors.PolicyError` whose message names the flag, why the command
-needs it and the command line that fixes it; :func:`privplan.cli.main` prints it as one line
+needs it and the command line that fixes it; :func:`privplan.cli.commands.main` prints it as one line
 (``privplan: PolicyError: ...``) and exits with status 2, before anything is opened or spent.
 """
 

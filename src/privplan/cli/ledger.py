@@ -1,14 +1,14 @@
 """``privplan ledger verify|backup|seal|migrate``: the owner's tools for a durable ledger.
 
 * ``verify PATH``: the hash chain, the recorded totals, the total recomposed from every
-  mechanism (:mod:`privplan.ledger_verify`); exit status 1 when something is found.
+  mechanism (:mod:`privplan.ledger.verify`); exit status 1 when something is found.
 * ``backup PATH DEST``: a consistent copy (SQLite's backup API, every committed charge, WAL
-  included), verified; DEST must be new (:func:`privplan.ledger_tools.backup_ledger`).
+  included), verified; DEST must be new (:func:`privplan.ledger.tools.backup_ledger`).
 * ``seal PATH``: adopt the ledger under the owner key (``PRIVPLAN_LEDGER_KEY_FILE``): verify it,
-  MAC its head, write a new seal (:func:`privplan.ledger_tools.seal_ledger`).
+  MAC its head, write a new seal (:func:`privplan.ledger.tools.seal_ledger`).
 * ``migrate PATH``: bring a ledger of an earlier format to the current one. Format 2 is verified
   then migrated (as any session opening it does); format 1 has no chain, so it takes
-  ``--from-format-1`` and the policy it was charged under (:mod:`privplan.ledger_migrate`).
+  ``--from-format-1`` and the policy it was charged under (:mod:`privplan.ledger.migrate`).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import argparse
 import json
 from typing import Any
 
-from privplan.cli_output import emit_json
-from privplan.cli_run import EXIT_FOUND
+from privplan.cli.output import emit_json
+from privplan.cli.run import EXIT_FOUND
 
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     """Verify a ledger on its own: hash chain, recorded totals, recomputed composed total.
     Exit status 0 when every check passes, 1 when something was found."""
-    from privplan.ledger_verify import verification_json, verify_ledger
+    from privplan.ledger.verify import verification_json, verify_ledger
 
     result = verify_ledger(args.path, policy=args.policy)
     if args.json:
@@ -35,7 +35,7 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_backup(args: argparse.Namespace) -> int:
-    from privplan.ledger_tools import backup_ledger
+    from privplan.ledger.tools import backup_ledger
 
     entries, total = backup_ledger(args.path, args.dest)
     spent = total.describe() if total is not None else "nothing"
@@ -44,8 +44,8 @@ def cmd_ledger_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_seal(args: argparse.Namespace) -> int:
-    from privplan.ledger_migrate import policy_json_of
-    from privplan.ledger_tools import seal_ledger
+    from privplan.ledger.migrate import policy_json_of
+    from privplan.ledger.tools import seal_ledger
     from privplan.session_inputs import as_policy
 
     text = None if args.policy is None else policy_json_of(as_policy(args.policy))
@@ -56,9 +56,9 @@ def cmd_ledger_seal(args: argparse.Namespace) -> int:
 
 def cmd_ledger_migrate(args: argparse.Namespace) -> int:
     from privplan.errors import LedgerError, PolicyError
-    from privplan.ledger import SQLiteLedger
-    from privplan.ledger_file import FORMAT
-    from privplan.ledger_migrate import migrate_1, policy_json_of
+    from privplan.ledger.file import FORMAT
+    from privplan.ledger.migrate import migrate_1, policy_json_of
+    from privplan.ledger.store import SQLiteLedger
     from privplan.session_inputs import as_policy
 
     if args.from_format_1:

@@ -2,11 +2,11 @@
 
 Why it is its own step: everything a charge writes must be derived from what this transaction
 read, never from what the process remembered. So a transaction starts by reading the meta row
-under the write lock (:func:`privplan.ledger_record.read_record`), checks that the ledger is
+under the write lock (:func:`privplan.ledger.record.read_record`), checks that the ledger is
 still the one the session verified (its id, the last entry it verified, the owner's seal), takes
 the chain's start from the root it just read, verifies every entry added since, and only then
 may append. What it reads or appends is *staged* here and becomes the ledger's only after the
-COMMIT (:meth:`privplan.ledger.SQLiteLedger.charging`).
+COMMIT (:meth:`privplan.ledger.store.SQLiteLedger.charging`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
-from privplan.ledger_chain import ChainHead, changed, entry_hash, head_check
-from privplan.ledger_codec import decode_cost, decode_mechanism, encode_cost, encode_mechanism
-from privplan.ledger_file import _DB_ERRORS, FORMAT, _failure
-from privplan.ledger_memory import LedgerEntry, _Hooks
-from privplan.ledger_record import Record, read_record
-from privplan.ledger_seal import head_mac
+from privplan.ledger.chain import ChainHead, changed, entry_hash, head_check
+from privplan.ledger.codec import decode_cost, decode_mechanism, encode_cost, encode_mechanism
+from privplan.ledger.file import _DB_ERRORS, FORMAT, _failure
+from privplan.ledger.memory import LedgerEntry, _Hooks
+from privplan.ledger.record import Record, read_record
+from privplan.ledger.seal import head_mac
 
 if TYPE_CHECKING:
-    from privplan.ledger import SQLiteLedger
+    from privplan.ledger.store import SQLiteLedger
 
 FIELDS = "seq, query_id, sql, time, marginal, total_after, mechanisms"
 

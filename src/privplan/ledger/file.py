@@ -1,5 +1,5 @@
 """The ledger file: created atomically and checked before use, with failures explained (what
-went wrong with the file, and what to do), never by resetting it (see :mod:`privplan.ledger`)."""
+went wrong with the file, and what to do), never by resetting it (see :mod:`privplan.ledger.store`)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import Any
 from privplan.errors import LedgerError
 
 FORMAT = "privplan-ledger-3"
-"""Entries carry a hash chain (:mod:`privplan.ledger_chain`) from a root over the format, the
-ledger's id, the budget and the policy; meta holds the bound head (:mod:`privplan.ledger_record`)."""
+"""Entries carry a hash chain (:mod:`privplan.ledger.chain`) from a root over the format, the
+ledger's id, the budget and the policy; meta holds the bound head (:mod:`privplan.ledger.record`)."""
 FORMAT_2 = "privplan-ledger-2"
 """The chain without the ledger's id, a bound head or a bound policy record: verified, then
-migrated on open (:mod:`privplan.ledger_migrate`)."""
+migrated on open (:mod:`privplan.ledger.migrate`)."""
 FORMAT_1 = "privplan-ledger-1"
 """No chain at all: migrated only when the owner asks (``privplan ledger migrate``)."""
 APPLICATION_ID = 0x70706C67

@@ -1,0 +1,20 @@
+"""The budget ledger: every charged mechanism, in order — in memory, or durable in SQLite
+(:mod:`privplan.ledger.store`); its file, chain, checkpoint, seal and the owner's tools live
+beside it in this package."""
+
+from __future__ import annotations
+
+from privplan.ledger.store import (
+    FORMAT,
+    Charging,
+    LedgerEntry,
+    MemoryLedger,
+    SQLiteLedger,
+    open_ledger,
+    policy_fingerprint,
+)
+
+__all__ = [
+    "FORMAT", "Charging", "LedgerEntry", "MemoryLedger", "SQLiteLedger", "open_ledger",
+    "policy_fingerprint",
+]
