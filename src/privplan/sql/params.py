@@ -30,7 +30,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from privplan.arguments import ArgumentError
-from privplan.errors import InternalError, PrivplanError
+from privplan.errors import InternalError, UnsupportedQueryError
 
 __all__ = ["ParameterError", "Style", "bind_params", "bind_query"]
 
@@ -38,8 +38,10 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TYPES = "None, bool, int, float, Decimal, str, datetime.date, datetime.time or datetime.datetime"
 
 
-class ParameterError(PrivplanError):
-    """A query parameter does not fit the query's placeholders, or is not a value SQL can hold.
+class ParameterError(UnsupportedQueryError):
+    """A query parameter does not fit the query's placeholders, or is not a value SQL can hold:
+    the query is not answered as written (an :class:`UnsupportedQueryError`, as a placeholder
+    left in a query always was).
 
     ``kind`` is ``"data"`` (a value with no SQL literal), ``"not_supported"`` (a kind of value
     privplan does not take) or ``"programming"`` (placeholders and parameters do not match): the
