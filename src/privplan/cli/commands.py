@@ -99,13 +99,13 @@ def _open(args: argparse.Namespace) -> Any:
     if path is not None and not path.exists():
         _announce_new_ledger(args, path, budget)
     ledger = SQLiteLedger(path) if path is not None else None
-    if ledger is not None:
+    pld = getattr(args, "composition", "additive") == "pld"
+    if ledger is not None and not pld:  # (a PLD ledger holds the μ its (ε, δ) converts to)
         try:
             budget = _ledger_budget(ledger, kind, budget)
         except BaseException:
             ledger.close()
             raise
-    pld = getattr(args, "composition", "additive") == "pld"
     return connect(args.database, policy=args.policy, budget=budget, ledger=ledger,
                    composition="pld" if pld else "additive")
 
