@@ -88,43 +88,38 @@ def query_budget(
     return value
 
 
-def param_hint(kind: type) -> str:
-    return {PureDP: "epsilon=", ApproxDP: "epsilon= and delta=", ZCDP: "rho=",
-            GDP: "mu="}[kind]
+def param_hint(kind: Any) -> str:
+    return " and ".join(f"{n}=" for n in kind.keywords())
 
 
-
-
-_EXAMPLES = {PureDP: "epsilon=0.5", ApproxDP: "epsilon=0.5, delta=1e-6", ZCDP: "rho=0.1",
-             GDP: "mu=0.5"}
-_SESSIONS = {PureDP: "pp.PureDP(eps)", ApproxDP: "pp.ApproxDP(eps, delta)", ZCDP: "pp.ZCDP(rho)",
-             GDP: "pp.GDP(mu)"}
-
-
-def _other_kind(query_kind: type, session_kind: type, keyword: str) -> str:
+def _other_kind(query_kind: type[PrivacyValue], session_kind: type[PrivacyValue],
+                keyword: str) -> str:
     """A query budget of another privacy definition than the session's: what to pass instead.
 
     Why refused rather than converted: the session composes one definition, and a conversion
     (ε from ρ, say) is lossy in a direction the analyst did not choose."""
     head = (f"this query's budget is {query_kind.__name__} but the session's budget is "
             f"{session_kind.__name__}; privplan composes one privacy definition per session. ")
-    if query_kind is ApproxDP and session_kind is PureDP and keyword == "epsilon":
-        return head + ("A pure ε-DP session spends no δ: drop delta= and pass epsilon= alone "
-                       "(e.g. epsilon=0.5), or open an (ε, δ) session "
-                       "(budget=pp.ApproxDP(eps, delta)) to spend δ.")
     if keyword == "budget":
-        return head + (f"Pass budget={_SESSIONS[session_kind]} (a value of the session's "
-                       f"definition), or {_EXAMPLES[session_kind]}.")
+        return head + (f"Pass budget={session_kind.constructor_hint()} (a value of the "
+                       f"session's definition), or {session_kind.keyword_example()}.")
+    extra = [n for n in query_kind.keywords() if n not in session_kind.keywords()]
+    if keyword in session_kind.keywords() and extra:  # (e.g. epsilon= with delta= on ε-DP)
+        drop = " and ".join(f"{n}=" for n in extra)
+        return head + (f"A {session_kind.__name__} session spends no {', '.join(extra)}: drop "
+                       f"{drop} and pass {param_hint(session_kind)} alone (e.g. "
+                       f"{session_kind.keyword_example()}), or open a session with "
+                       f"budget={query_kind.constructor_hint()} to spend it.")
     return head + (f"Pass the matching parameter ({param_hint(session_kind)}) instead of "
-                   f"{keyword}=, e.g. {_EXAMPLES[session_kind]}, or open a session with "
-                   f"budget={_SESSIONS[query_kind]} to spend {keyword}.")
+                   f"{keyword}=, e.g. {session_kind.keyword_example()}, or open a session with "
+                   f"budget={query_kind.constructor_hint()} to spend {keyword}.")
 
 
-def _delta_alone(session_kind: type) -> str:
+def _delta_alone(session_kind: type[PrivacyValue]) -> str:
     """``delta=`` without ``epsilon=``: not a budget on its own."""
-    if session_kind is ApproxDP:
+    if "delta" in session_kind.keywords():
         return ("delta= alone is not a query budget: δ goes with ε in (ε, δ)-DP. Pass "
                 "epsilon= with it, e.g. epsilon=0.5, delta=1e-6.")
     return (f"delta= alone is not a query budget, and this session's budget is "
             f"{session_kind.__name__}, which has no δ: drop delta= and pass "
-            f"{param_hint(session_kind)}, e.g. {_EXAMPLES[session_kind]}.")
+            f"{param_hint(session_kind)}, e.g. {session_kind.keyword_example()}.")

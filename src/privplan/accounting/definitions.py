@@ -132,7 +132,24 @@ class PrivacyValue:
     __slots__ = ("_params",)
     _names: ClassVar[tuple[str, ...]]
     _symbols: ClassVar[tuple[str, ...]]
+    _examples: ClassVar[tuple[str, ...]]  # (a plausible value per parameter, for messages)
     _params: tuple[Fraction, ...]
+
+    # -- how a user names one (messages say the fix in these words) ---------------------------
+    @classmethod
+    def keywords(cls) -> tuple[str, ...]:
+        """The query keywords of this definition (``("epsilon", "delta")`` for (ε, δ))."""
+        return cls._names
+
+    @classmethod
+    def keyword_example(cls) -> str:
+        """A call's budget keywords with plausible values: ``epsilon=0.5, delta=1e-6``."""
+        return ", ".join(f"{n}={v}" for n, v in zip(cls._names, cls._examples))
+
+    @classmethod
+    def constructor_hint(cls) -> str:
+        """The value's constructor as a user writes it: ``pp.ApproxDP(eps, delta)``."""
+        return f"pp.{cls.__name__}({', '.join('eps' if n == 'epsilon' else n for n in cls._names)})"
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -278,6 +295,7 @@ class PureDP(PrivacyValue):
     __slots__ = ()
     _names = ("epsilon",)
     _symbols = ("ε",)
+    _examples = ("0.5",)
 
     def __init__(self, epsilon: Number) -> None:
         object.__setattr__(self, "_params", (_nonnegative(epsilon, "epsilon", "PureDP"),))
@@ -297,6 +315,7 @@ class ApproxDP(PrivacyValue):
     __slots__ = ()
     _names = ("epsilon", "delta")
     _symbols = ("ε", "δ")
+    _examples = ("0.5", "1e-6")
 
     def __init__(self, epsilon: Number, delta: Number) -> None:
         eps = _nonnegative(epsilon, "epsilon", "ApproxDP")
@@ -331,6 +350,7 @@ class ZCDP(PrivacyValue):
     __slots__ = ()
     _names = ("rho",)
     _symbols = ("ρ",)
+    _examples = ("0.1",)
 
     def __init__(self, rho: Number) -> None:
         object.__setattr__(self, "_params", (_nonnegative(rho, "rho", "ZCDP"),))
@@ -350,6 +370,7 @@ class GDP(PrivacyValue):
     __slots__ = ()
     _names = ("mu",)
     _symbols = ("μ",)
+    _examples = ("0.5",)
 
     def __init__(self, mu: Number) -> None:
         object.__setattr__(self, "_params", (_nonnegative(mu, "mu", "GDP"),))

@@ -129,7 +129,7 @@ def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
     if total is None:
         return kind, None
     with _valid_budget("session budget (--total/--total-delta)"):  # (before any file is opened)
-        if kind is ApproxDP and args.total_delta is None:
+        if "delta" in _keywords(kind) and args.total_delta is None:
             raise PolicyError("--total-delta is required with --delta: the session's total "
                               "δ (the query's --delta is its share). Nothing was spent.")
         return kind, {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
@@ -137,8 +137,14 @@ def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
                       ApproxDP: lambda: ApproxDP(total, args.total_delta)}[kind]()
 
 
-_FLAGS = {"PureDP": "--epsilon", "ApproxDP": "--epsilon with --delta", "ZCDP": "--rho",
-          "GDP": "--mu"}
+def _keywords(kind: Any) -> tuple[str, ...]:
+    """A definition's query keywords (the definition says them: ``PrivacyValue.keywords``)."""
+    return tuple(kind.keywords())
+
+
+def _flags(kind: Any) -> str:
+    """A definition's query flags as the command line spells them (``--epsilon with --delta``)."""
+    return " with ".join(f"--{n}" for n in kind.keywords())
 
 
 def _ledger_budget(ledger: Any, kind: type, budget: Any) -> Any:
@@ -156,10 +162,10 @@ def _ledger_budget(ledger: Any, kind: type, budget: Any) -> Any:
     stored_kind: type = type(stored)  # (one definition per ledger: no subclass matches)
     if stored_kind is not kind:
         raise PolicyError(
-            f"this query's budget flags are {_FLAGS[kind.__name__]}, but {where} was created "
+            f"this query's budget flags are {_flags(kind)}, but {where} was created "
             f"with the budget {stored.describe()}: a ledger composes "
             f"one privacy definition. Nothing was spent. Fix: give the query's budget with "
-            f"{_FLAGS[type(stored).__name__]}, or pass --ledger NEW.ledger.sqlite to start a "
+            f"{_flags(stored_kind)}, or pass --ledger NEW.ledger.sqlite to start a "
             "new ledger.")
     if budget is not None and budget != stored:
         raise PolicyError(
