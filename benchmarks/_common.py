@@ -88,7 +88,7 @@ def prepared_file(db: Path, policy: Any) -> tuple[Path, float | None]:
     found by the database's name). Returns the path and the seconds ``prepare`` took (None when
     the copies were there already, for the file as it is: a session then reads them)."""
     from privplan.engines.durable_copies import copies_path, open_copies
-    from privplan.prepare import prepare_copies
+    from privplan.session.prepare import prepare_copies
 
     twin = db.with_name(db.stem + ".prepared" + db.suffix)
     if twin.exists() and not os.path.samefile(twin, db):

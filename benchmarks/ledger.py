@@ -316,7 +316,7 @@ def race(processes: int, ledgers: int, db: Path) -> dict[str, Any]:
     from privplan.ledger.verify import verify_ledger
 
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["privplan", "privplan.session", "duckdb", "pandas", "sqlglot"])
+    ctx.set_forkserver_preload(["privplan", "privplan.session.session", "duckdb", "pandas", "sqlglot"])
     folder = Path(tempfile.mkdtemp(prefix="privplan-race-", dir=DATA))
     barrier, results = ctx.Barrier(processes), ctx.Queue()
     procs = [ctx.Process(target=_racer, args=(str(db), str(folder), ledgers, barrier, results))

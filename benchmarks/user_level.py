@@ -29,7 +29,7 @@ from _common import machine_info, write_json
 import privplan as pp
 from privplan.demo.data import write_demo_database
 from privplan.engines.durable_copies import copies_path
-from privplan.prepare import prepare_copies
+from privplan.session.prepare import prepare_copies
 
 HERE = Path(__file__).resolve().parent
 POLICIES = HERE.parent / "src" / "privplan" / "demo"

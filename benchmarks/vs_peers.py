@@ -90,7 +90,7 @@ from overhead import cached_database
 import privplan as pp
 from privplan.demo.data import demo_policy_path
 from privplan.engines.durable_copies import copies_path
-from privplan.prepare import prepare_copies
+from privplan.session.prepare import prepare_copies
 
 HERE = Path(__file__).resolve().parent
 PEERS_DIR = HERE / "peers"

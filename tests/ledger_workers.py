@@ -12,7 +12,7 @@ import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["privplan", "privplan.session", "privplan.ledger", "privplan.planner",
+PRELOAD = ["privplan", "privplan.session.session", "privplan.ledger", "privplan.planning.costs",
            "privplan.assemble", "privplan.engines.duckdb_engine", "privplan.engines.judge",
            "duckdb", "pandas", "numpy", "sqlglot"]
 

@@ -181,7 +181,7 @@ def test_cost_and_noise_follow_the_group_bound() -> None:
     assert one.query_cost == three.query_cost == pp.PureDP(10)
     # the same ε spread over 3 groups a unit may touch: three times the noise scale
     def scale(m: object) -> float:
-        return float(str(getattr(m, "noise")).rsplit("scale ", 1)[1])
+        return float(str(m.noise).rsplit("scale ", 1)[1])
 
     for a, b in zip(one.mechanisms, three.mechanisms):
         assert scale(b) == pytest.approx(3 * scale(a), rel=1e-3)

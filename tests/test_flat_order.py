@@ -23,7 +23,7 @@ from sqlglot import exp
 import privplan as pp
 import privplan.assemble as assemble_module
 import privplan.rewrite.postprocess as postprocess_module
-import privplan.session as session_module
+import privplan.session.session as session_module
 from privplan.engines.post_processor import post_process
 from privplan.rewrite.postprocess import flat_order, layout, post_select, with_derived
 from privplan.testing import noise_disabled

@@ -25,7 +25,7 @@ from test_sql_examples import fmt  # the example-file format shared with the run
 
 import privplan as pp
 import privplan.assemble as assemble_module
-import privplan.session as session_module
+import privplan.session.session as session_module
 from privplan.demo.data import write_demo_database
 from privplan.rewrite.engine_sql import measure_id_column
 from privplan.rewrite.postprocess import derived_values

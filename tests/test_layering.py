@@ -20,11 +20,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "src" / "privplan"
 
 FORBIDDEN = {
-    "privplan.accounting": ("duckdb", "pandas", "privplan.engines", "privplan.session",
-                            "privplan.engine_semantics"),
-    "privplan.analysis": ("duckdb", "pandas", "privplan.engines", "privplan.session",
-                          "privplan.engine_semantics"),
-    "privplan.sql": ("privplan.session",),
+    "privplan.accounting": ("duckdb", "pandas", "privplan.engines", "privplan.session.session",
+                            "privplan.planning.engine_semantics"),
+    "privplan.analysis": ("duckdb", "pandas", "privplan.engines", "privplan.session.session",
+                          "privplan.planning.engine_semantics"),
+    "privplan.sql": ("privplan.session.session",),
 }
 
 

@@ -1,10 +1,10 @@
-"""``privplan.memo.derived``: once per live object and key, dropped with the object."""
+"""``privplan.planning.memo.derived``: once per live object and key, dropped with the object."""
 
 from __future__ import annotations
 
 import gc
 
-import privplan.memo as memo
+from privplan.planning import memo
 
 
 class _Planned:

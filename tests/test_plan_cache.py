@@ -1,4 +1,4 @@
-"""The session's plan cache (:mod:`privplan.plan_cache`) changes nothing but time.
+"""The session's plan cache (:mod:`privplan.session.plan_cache`) changes nothing but time.
 
 Oracle: every query of ``sql_examples/``, asked twice in one session (the second pass reuses
 the cached plans), with the same seeded noise in a session whose cache holds nothing: the same
@@ -19,10 +19,10 @@ import pytest
 from test_sql_examples import fmt  # the example-file format shared with the runner
 
 import privplan as pp
-import privplan.session as session_module
+import privplan.session.session as session_module
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import PrivplanError
-from privplan.plan_cache import PlanCache, frozen_value
+from privplan.session.plan_cache import PlanCache, frozen_value
 from privplan.testing import noise_disabled, seeded_noise
 
 GROUPED = ("SELECT hospital, COUNT(*) AS n, SUM(cost) AS s, AVG(cost) AS c FROM visits "

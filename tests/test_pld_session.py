@@ -1,4 +1,4 @@
-"""PLD accounting of an (ε, δ) session (``composition="pld"``, :mod:`privplan.pld_session`).
+"""PLD accounting of an (ε, δ) session (``composition="pld"``, :mod:`privplan.session.pld`).
 
 Oracles: the exact Gaussian-DP curve (``gdp_delta``), Google's dp-accounting library (its
 optimistic and pessimistic PLD estimates bracket the truth), and brute-force counting of which
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as dpl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from dp_accounting.pld import privacy_loss_distribution as dpl
 
 import privplan as pp
 from privplan.accounting.conversions import gdp_delta, gdp_to_approx

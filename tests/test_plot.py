@@ -10,15 +10,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.image as mpimg  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.image as mpimg
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-import privplan as pp  # noqa: E402
-from privplan.cli import EXIT_USAGE, main  # noqa: E402
-from privplan.demo.data import demo_policy_path, write_demo_database  # noqa: E402
-from privplan.errors import PolicyError  # noqa: E402
+import privplan as pp
+from privplan.cli import EXIT_USAGE, main
+from privplan.demo.data import demo_policy_path, write_demo_database
+from privplan.errors import PolicyError
 
 
 @pytest.fixture(scope="module")

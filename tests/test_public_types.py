@@ -14,7 +14,6 @@ import pytest
 
 import privplan
 
-
 SCRIPT = '''\
 import privplan as pp
 

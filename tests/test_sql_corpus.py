@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import sql_corpus  # noqa: E402  (the benchmark script is the runner)
+import sql_corpus
 
 SOURCES = sorted(p.name for p in sql_corpus.CORPUS.iterdir() if (p / "queries.yaml").exists())
 

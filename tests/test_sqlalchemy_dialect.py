@@ -21,7 +21,7 @@ import yaml
 import privplan as pp
 from privplan import dbapi
 from privplan.demo.data import demo_policy_path, write_demo_database
-from privplan.session import Session
+from privplan.session.session import Session
 from privplan.sqlalchemy_dialect import PrivplanDialect
 from privplan.testing import noise_disabled
 

@@ -59,10 +59,10 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # (what a type checker sees; at run time these load on first use)
     from privplan.policy import Policy
     from privplan.result import Result
-    from privplan.session import Session, connect
+    from privplan.session.session import Session, connect
 
 _LAZY = {"Policy": "privplan.policy", "Result": "privplan.result",
-         "Session": "privplan.session", "connect": "privplan.session"}
+         "Session": "privplan.session.session", "connect": "privplan.session.session"}
 
 
 def __getattr__(name: str) -> Any:

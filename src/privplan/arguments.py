@@ -26,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _RECEIVERS = {"Session": "sess", "DPAccessor": "df.dp", "DPView": "view", "Connection": "con",
               "Cursor": "cur"}
-_MODULES = {"privplan.session": "pp", "privplan.dbapi.connection": "privplan.dbapi"}
+_MODULES = {"privplan.session.session": "pp", "privplan.dbapi.connection": "privplan.dbapi"}
 _BUDGETS = {"PureDP": "epsilon=0.5", "ApproxDP": "epsilon=0.5, delta=1e-6", "ZCDP": "rho=0.1",
             "GDP": "mu=0.5"}
 _FIRST = {"sql": "q", "database": "'data.duckdb'"}  # how an example shows a required argument

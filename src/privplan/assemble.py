@@ -24,7 +24,7 @@ from privplan.mechanisms.accuracy import (
     variance_interval,
 )
 from privplan.mechanisms.exponential import cell_counts, quantile_utilities
-from privplan.planner import PlannedMeasure, PlannedQuery, count_or_sum_noise
+from privplan.planning.costs import PlannedMeasure, PlannedQuery, count_or_sum_noise
 from privplan.result import ColumnAccuracy
 from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
 from privplan.rewrite.postprocess import (

@@ -15,8 +15,8 @@ from typing import Any
 from privplan.accounting.solver import Composition
 from privplan.analysis.region_sql import region_to_sql
 from privplan.mechanisms.accuracy import interval_halfwidth
-from privplan.memo import derived
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
+from privplan.planning.memo import derived
 from privplan.sql.joins import display
 
 

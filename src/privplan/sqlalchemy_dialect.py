@@ -78,7 +78,7 @@ from sqlalchemy.engine.interfaces import (
     ReflectedTableComment,
 )
 
-from privplan.sqlalchemy_url import connect_arguments
+from privplan.dbapi.sqlalchemy_url import connect_arguments
 
 __all__ = ["PrivplanDialect", "connect_arguments"]
 

@@ -26,7 +26,7 @@ be under-charged). Everything else is a failure:
 * any other exception: every input must end in a ``PrivplanError`` that refuses it.
 
 The answer is judged through privplan itself, not by re-evaluating the predicate: the engine
-statement wraps the user's table in privplan's typed view (``privplan.typed_view.typed_source``)
+statement wraps the user's table in privplan's typed view (``privplan.planning.typed_view.typed_source``)
 and re-renders the predicate with sqlglot, and either may change what the engine computes.
 
 Candidate rows and layouts
@@ -91,8 +91,8 @@ from sqlglot.errors import SqlglotError
 import privplan.testing
 from privplan.analysis.predicates import ColumnType, region_of
 from privplan.analysis.regions import Region
+from privplan.planning.typed_view import typed_source
 from privplan.policy import Policy
-from privplan.typed_view import typed_source
 
 if not __package__:  # run as a script (see the end of the file): import as part of the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -79,8 +79,8 @@ import pytest
 import privplan as pp
 import privplan.testing
 from privplan.engines.render import ENGINE_NAMES, render
+from privplan.planning.typed_view import typed_source
 from privplan.policy import Policy
-from privplan.typed_view import typed_source
 
 if not __package__:  # run as a script (see the end of the file): import as part of the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

@@ -3,7 +3,7 @@
 Found by the remote disjointness oracle's harness: ``f = 0.1`` on a 32-bit float column compared
 in float32 on DuckDB (the constant rounded to the column's type: the float32 0.1 matched) and in
 double on PostgreSQL and Spark (no match). The typed view reads such a column as a DOUBLE on
-every engine (:mod:`privplan.typed_view`), so both count alike."""
+every engine (:mod:`privplan.planning.typed_view`), so both count alike."""
 
 from __future__ import annotations
 

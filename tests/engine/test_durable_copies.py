@@ -17,7 +17,7 @@ import privplan as pp
 from privplan.cli import main as cli_main
 from privplan.demo.data import write_demo_database
 from privplan.engines.durable_copies import copies_path
-from privplan.prepare import prepare_copies
+from privplan.session.prepare import prepare_copies
 from privplan.testing import noise_disabled, seeded_noise
 
 POLICY = Path(pp.__file__).parent / "demo" / "policy_patients.yaml"

@@ -55,7 +55,7 @@ def test_query_budget_must_match_session_kind(session: pp.Session) -> None:
 
 
 def test_replacement_scans_are_off(session: pp.Session) -> None:
-    import pandas as pd  # noqa: F401
+    import pandas as pd
 
     secret = pd.DataFrame({"x": [1, 2, 3]})  # noqa: F841 - must not be visible to the engine
     with pytest.raises(pp.PrivplanError):

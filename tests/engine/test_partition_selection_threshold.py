@@ -16,7 +16,7 @@ import mpmath as mp
 import pytest
 
 import privplan as pp
-from privplan.planner import selection_margin
+from privplan.planning.costs import selection_margin
 
 RATES = [Fraction(1, 10**6), Fraction(1, 1000), Fraction(1, 7), Fraction(1, 2), Fraction(1),
          Fraction(3), Fraction(20), Fraction(10**9)]

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 import privplan as pp
-from privplan import engine_semantics
+from privplan.planning import engine_semantics
 from privplan.testing import noise_disabled
 
 STRINGS = ["a", "A", "a ", " a", "", "it's", "é", "e\u0301", "ß", "SS", "NULL", "0", "00",

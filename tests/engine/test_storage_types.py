@@ -2,7 +2,7 @@
 that type can hold, stored in the real engine and asked through a session.
 
 A private column stored in another type than the policy's is read through a conversion (the
-typed view, :func:`privplan.typed_view.typed_view`), and every later expression reads the
+typed view, :func:`privplan.planning.typed_view.typed_view`), and every later expression reads the
 converted value. A conversion that fails on some storable value would fail exactly when a
 statement reads that row: one un-noised bit after the charge (the reviewers' case: an
 unconstrained ``numeric`` holding 1e400, read as ``float``). So for each (engine, stored type,

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 import privplan as pp
-import privplan.session as session_module
+import privplan.session.session as session_module
 from privplan import dbapi
 from privplan.cli import main as cli
 from privplan.demo.data import demo_policy_path, write_demo_database

@@ -77,7 +77,6 @@ import privplan as pp
 from privplan.gate.edge_values import CANDIDATES
 from privplan.sql.totality import allow_list, checker
 from privplan.testing import noise_disabled
-from tests.servers.postgres_server import pg_url  # noqa: F401  (fixture)
 from tests.adversarial._oracle_support import (
     REFUSALS,
     base_type,
@@ -90,6 +89,7 @@ from tests.adversarial._oracle_support import (
     store_rows,
     text_table,
 )
+from tests.servers.postgres_server import pg_url  # noqa: F401  (fixture)
 
 SPEC: dict[str, Any] = yaml.safe_load(
     (Path(__file__).parent / "data" / "gate_oracle.yaml").read_text(encoding="utf-8"))

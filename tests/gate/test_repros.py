@@ -286,9 +286,10 @@ def test_the_rendered_grid_settles_tiny_values_as_duckdb_rounds_them() -> None:
     """The grid value of ``x / n`` (``n`` = 10, 50) and ``x * d / n``: for doubles around the
     threshold and the subnormals, PostgreSQL's rendering computes DuckDB's integer (DuckDB as
     the judge of both texts, which it reads alike)."""
+    from fractions import Fraction
+
     from privplan.engines.render import render
     from privplan.rewrite.engine_sql import grid_expression
-    from fractions import Fraction
 
     values = [0.0, -0.0, 5e-324, -5e-324, 1e-310, 2.2e-308, 1.0, 2.49, 2.5, 2.51, 4.99, 5.0,
               5.01, 7.5, 12.5, 15.0, -2.5, -5.0, -7.5, 1e300, float("inf"), float("nan")]

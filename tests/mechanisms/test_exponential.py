@@ -64,7 +64,7 @@ def test_utilities_match_the_definition_and_vanish_at_the_quantile(q: Fraction) 
 def test_rank_sensitivity_is_the_largest_change_over_neighbours(q: Fraction,
                                                                  replace: bool) -> None:
     cells, worst = 4, 0
-    for n in range(0, 5):
+    for n in range(5):
         for rows in itertools.combinations_with_replacement(range(cells), n):
             base = np.array(_utility_by_definition(list(rows), cells, q))
             if replace:

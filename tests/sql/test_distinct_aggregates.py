@@ -98,7 +98,7 @@ def _values(xs: list[int | None]) -> dict[str, Fraction]:
     return _values_of(tuple(sorted(xs, key=lambda x: (x is None, x or 0))))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _values_of(xs: tuple[int | None, ...]) -> dict[str, Fraction]:
     con = _table([(x, "a") for x in xs])
     return {kind: Fraction(con.execute(sql).fetchone()[0]) for kind, sql in EXACT.items()}

@@ -287,7 +287,7 @@ def _check_replan(queries: Sequence[tuple[Any, Any, Any]], policy: Any, add: Any
     if policy is None:
         add("replan", True, "no policy recorded: queries not re-planned", skipped=True)
         return
-    from privplan.planner import plan_costs
+    from privplan.planning.costs import plan_costs
     from privplan.sql.builder import build_plan
     from privplan.sql.parse import parse_statement
     from privplan.sql.per_unit import split_per_unit

@@ -85,7 +85,7 @@ def _open(args: argparse.Namespace) -> Any:
     """The session a ``query`` or ``explain`` runs in: the flags' budget, the ledger's (checked
     against the flags before anything is opened with it), the database and the policy."""
     from privplan.ledger.store import SQLiteLedger
-    from privplan.session import connect
+    from privplan.session.session import connect
 
     kind, budget = _session_budget(args)
     path = _ledger_path(args)
@@ -254,7 +254,7 @@ def default_ledger(database: str | Path) -> Path:
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Make the durable copies of a database's private tables (bounded rows, SUM grids)."""
     from privplan.engines.durable_copies import copies_path
-    from privplan.prepare import prepare_copies
+    from privplan.session.prepare import prepare_copies
 
     made = prepare_copies(args.database, args.policy)
     if not made:
@@ -269,7 +269,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def cmd_budget(args: argparse.Namespace) -> int:
     """Spent, remaining and the per-query table of a durable ledger."""
     from privplan.ledger.store import SQLiteLedger
-    from privplan.session import connect
+    from privplan.session.session import connect
 
     ledger = SQLiteLedger(args.ledger)  # (--ledger exists: checked with the other arguments)
     budget = ledger.stored_budget()

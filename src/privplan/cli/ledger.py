@@ -46,7 +46,7 @@ def cmd_ledger_backup(args: argparse.Namespace) -> int:
 def cmd_ledger_seal(args: argparse.Namespace) -> int:
     from privplan.ledger.migrate import policy_json_of
     from privplan.ledger.tools import seal_ledger
-    from privplan.session_inputs import as_policy
+    from privplan.session.inputs import as_policy
 
     text = None if args.policy is None else policy_json_of(as_policy(args.policy))
     entries = seal_ledger(args.path, policy_json=text)
@@ -59,7 +59,7 @@ def cmd_ledger_migrate(args: argparse.Namespace) -> int:
     from privplan.ledger.file import FORMAT
     from privplan.ledger.migrate import migrate_1, policy_json_of
     from privplan.ledger.store import SQLiteLedger
-    from privplan.session_inputs import as_policy
+    from privplan.session.inputs import as_policy
 
     if args.from_format_1:
         if args.policy is None:

@@ -75,7 +75,7 @@ import pandas as pd
 
 from privplan.arguments import checked_arguments
 from privplan.result import Result
-from privplan.session import Session
+from privplan.session.session import Session
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 
 __all__ = [

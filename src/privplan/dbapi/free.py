@@ -28,11 +28,11 @@ from privplan.dbapi.errors import OperationalError, ProgrammingError
 
 if TYPE_CHECKING:
     from privplan.dbapi.connection import Connection
-    from privplan.session import Session
+    from privplan.session.session import Session
 
 DEFAULT_SCHEMA = "main"  # DuckDB's: the schema of a policy table that declares none
 
-# The engine type privplan reads each policy type as (see privplan.session.typed_view).
+# The engine type privplan reads each policy type as (see privplan.session.session.typed_view).
 _POLICY_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "bool": "BOOLEAN",
                  "date": "DATE", "timestamp": "TIMESTAMP"}
 

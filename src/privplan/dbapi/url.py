@@ -4,7 +4,7 @@
 Why: a DB-API ``connect`` is often called with a connection string copied from a SQLAlchemy
 setting, and it used to end in Python's "missing 2 required keyword-only arguments", which
 names neither the URL form nor the keywords. The URL is read by the dialect's own reader
-(:func:`privplan.sqlalchemy_url.connect_arguments`), so both accept exactly the same URLs
+(:func:`privplan.dbapi.sqlalchemy_url.connect_arguments`), so both accept exactly the same URLs
 and name the same URL parameters in their messages.
 """
 
@@ -46,7 +46,7 @@ def url_arguments(url: str, given: Mapping[str, Any]) -> dict[str, Any]:
         from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
-        from privplan.sqlalchemy_url import connect_arguments
+        from privplan.dbapi.sqlalchemy_url import connect_arguments
     except ImportError:
         raise InterfaceError(
             "privplan.dbapi.connect() got a privplan:// URL, which needs SQLAlchemy to be "

@@ -60,7 +60,7 @@ class SchemaChanged(UnsupportedQueryError):
 
 
 class Engine(Protocol):
-    """The engine surface a :class:`~privplan.session.Session` uses (see the module doc)."""
+    """The engine surface a :class:`~privplan.session.session.Session` uses (see the module doc)."""
 
     dialect: str
     """sqlglot's name of the dialect statements are rendered in ("duckdb", "postgres", "spark")."""

@@ -9,7 +9,7 @@ DB-API connection per request and every script open a fresh session, so they pay
 A row-level query clamps every row onto its SUM grid in its statement (2.5x the plain query at
 10M rows for a grouped AVG); a prepared session copies the rows with their grids once.
 
-``privplan prepare DB --policy P`` (:func:`privplan.prepare.prepare_copies`) makes both kinds
+``privplan prepare DB --policy P`` (:func:`privplan.session.prepare.prepare_copies`) makes both kinds
 of copy once, into a file beside the database, ``<DB>.privplan-copies`` (:func:`write_copies`);
 a session opened on the DuckDB file ``DB`` later reads them instead of making its own or
 clamping every row (:func:`open_copies`; a default session reads a row-level copy only from

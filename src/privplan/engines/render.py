@@ -165,7 +165,7 @@ nonzero number's nearest double is 0, and PostgreSQL's conversion fails."""
 
 def _numeric_to_double(column: exp.Expr) -> exp.Expr:
     """``TRY_CAST(CAST(v AS VARCHAR) AS DOUBLE)`` of an unconstrained ``numeric`` column: the
-    typed view's reading of it as a policy ``float`` (:func:`privplan.typed_view.typed_view`),
+    typed view's reading of it as a policy ``float`` (:func:`privplan.planning.typed_view.typed_view`),
     in DuckDB the correctly rounded double of the number's text. PostgreSQL converts a numeric
     to a double by the same rounding of the same text, but raises (SQLSTATE 22003) where the
     double overflows or a nonzero number rounds to 0, on the rows that hold such a value (one

@@ -23,7 +23,7 @@ defence, written case by case. The gate is the second, independent one, and it i
 Any failure is a refusal before the charge: nothing is spent, and the message names what failed
 (on stand-in values, never on a private row). The verdict is cached with the plan (a cached
 plan is re-admitted by :meth:`Admission.renamed` only while nothing it was checked against can
-have changed: see :mod:`privplan.plan_cache`).
+have changed: see :mod:`privplan.session.plan_cache`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from privplan.errors import InternalError
 from privplan.gate.engine_checks import probe_core
 from privplan.gate.in_process import check_in_process
 from privplan.gate.outer import check_outer_query
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
 
 __all__ = ["Admission", "admit"]
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from privplan.assemble import assemble, noisy_columns
-from privplan.engine_semantics import check_one_row_per_key
 from privplan.errors import PostProcessingError, UnsupportedQueryError
 from privplan.mechanisms.samplers import own_draws
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
+from privplan.planning.engine_semantics import check_one_row_per_key
 
 __all__ = ["check_in_process"]
 

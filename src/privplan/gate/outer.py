@@ -31,7 +31,7 @@ from privplan.assemble import noisy_frame, outer_query
 from privplan.engines.post_processor import PostProcessor, post_process, post_processor
 from privplan.errors import PostProcessingError, UnsupportedQueryError
 from privplan.gate.expressions import sub_expressions
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
 from privplan.rewrite.postprocess import flat_order, layout, post_sql
 
 __all__ = ["check_outer_query", "check_post_processing"]

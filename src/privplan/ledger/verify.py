@@ -84,7 +84,7 @@ def verify_ledger(path: str | Path, policy: Any = None) -> LedgerVerification:
     YAML path) is needed only for a ledger that does not record its policy; if given, it must
     be the one the ledger was charged under."""
     from privplan.policy import Policy
-    from privplan.session_inputs import as_policy as _as_policy
+    from privplan.session.inputs import as_policy as _as_policy
 
     out = LedgerVerification(path=str(path))
     if not Path(path).exists():

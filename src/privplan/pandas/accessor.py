@@ -30,7 +30,7 @@ from privplan.pandas.messages import _NOT_CONFIGURED, _derived_message, _unknown
 from privplan.pandas.state import _by_marker, _lock, _marker, _owner_state, _State
 from privplan.pandas.view import DPView
 from privplan.policy import Policy
-from privplan.session import Session
+from privplan.session.session import Session
 from privplan.sql.params import Style, bind_params
 
 

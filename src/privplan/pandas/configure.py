@@ -40,7 +40,7 @@ from privplan.pandas.state import (
     _State,
 )
 from privplan.policy import Policy
-from privplan.session import Session
+from privplan.session.session import Session
 
 DEFAULT_TABLE = "df"
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)

@@ -19,7 +19,7 @@ import pandas as pd
 from privplan.errors import PolicyError
 from privplan.explain import Explanation
 from privplan.result import Result
-from privplan.session import Session
+from privplan.session.session import Session
 
 ATTRS_KEY = "privplan.dp"
 """The ``df.attrs`` key holding the marker of the configured frame (pandas propagates it)."""

@@ -38,7 +38,7 @@ target error squared). The budgets are then verified with the session's real acc
 composed total with the ledger's history must be within the budget; budgets are scaled down by a
 tiny factor if rounding pushed over — never above).
 
-Running (:func:`run_report`) charges every query through a :class:`~privplan.session.Session`
+Running (:func:`run_report`) charges every query through a :class:`~privplan.session.session.Session`
 with the spec's ledger (default: beside the spec file, ``monthly.yaml`` ->
 ``monthly.ledger.sqlite``, so a re-run charges the same budget), writes each result as Parquet
 and CSV under ``OUT/results/`` and an audit file ``OUT/audit.json`` (:mod:`privplan.audit`) that

@@ -14,7 +14,7 @@ from typing import Any
 
 from privplan.errors import PolicyError
 from privplan.mechanisms.accuracy import interval_halfwidth
-from privplan.planner import PlannedQuery, count_or_sum_noise
+from privplan.planning.costs import PlannedQuery, count_or_sum_noise
 from privplan.report.spec import ReportQuery
 
 

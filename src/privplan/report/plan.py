@@ -14,7 +14,7 @@ from typing import Any
 
 from privplan.accounting.allocation import Allocation
 from privplan.accounting.solver import Composition
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
 from privplan.report.expected_errors import ColumnError
 from privplan.report.spec import ReportQuery, ReportSpec, budget_dict
 

@@ -27,7 +27,7 @@ from privplan.accounting.definitions import GDP
 from privplan.accounting.solver import compose
 from privplan.errors import BudgetExceededError, InternalError, PolicyError, PrivplanError
 from privplan.explain import explain_planned
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
 from privplan.report.expected_errors import _targets, column_errors
 from privplan.report.plan import PlannedReportQuery, ReportPlan
 from privplan.report.spec import ReportQuery, ReportSpec, budget_dict
@@ -43,7 +43,7 @@ _SHRINK = Fraction(1, 10**8)
 def open_session(spec: ReportSpec, *, ledger: Any = None, budget: Any = None) -> Any:
     """A session on the spec's database and policy (tables registered) with ``ledger``."""
     from privplan.ledger.store import open_ledger
-    from privplan.session import connect
+    from privplan.session.session import connect
 
     policy = spec.load_policy()
     led = open_ledger(ledger)

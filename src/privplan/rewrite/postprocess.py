@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from privplan.memo import derived
+from privplan.planning.memo import derived
 from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
 from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
@@ -100,7 +100,7 @@ def layout(core: CorePlan) -> tuple[list[tuple[int, str, AggregateUse | None]],
                                     list[tuple[str, str]] | None]:
     """:func:`output_items` and :func:`flat_columns` of a planned core, computed once per core
     object (they read only its SELECT, keys and aggregates, which planning settles; a session
-    reuses its planned cores, see :mod:`privplan.plan_cache`)."""
+    reuses its planned cores, see :mod:`privplan.session.plan_cache`)."""
     def compute() -> tuple[Any, Any]:
         items = output_items(core)
         return items, flat_columns(core, items)

@@ -46,7 +46,7 @@ takes from the policy instead (a ``group_selection_strategy`` other than ``PUBLI
 are refused, each with why and what to do. ``max_rows_contributed = m`` keeps at most m of a
 unit's rows for the query (never more than the policy's ``max_rows_per_unit``).
 ``min_privacy_units_per_group = N`` raises partition selection's threshold by N - 1
-(:func:`privplan.planner._selection`). Public groups joined in the query (``RIGHT OUTER JOIN
+(:func:`privplan.planning.costs._selection`). Public groups joined in the query (``RIGHT OUTER JOIN
 (SELECT DISTINCT k FROM UNNEST([...])) USING (k)``) become a domain listed in the query text
 (:mod:`privplan.sql.bigquery_public_groups`).
 

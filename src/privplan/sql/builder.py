@@ -81,7 +81,7 @@ def build_plan(sql: str, statement: exp.Expression, policy: Policy,
 
 def require_selection(plan: QueryPlan, min_units: int) -> None:
     """BigQuery's ``min_privacy_units_per_group=N`` on every core: its groups go through DP
-    partition selection, whose threshold rises by N - 1 (privplan.planner._selection). A
+    partition selection, whose threshold rises by N - 1 (privplan.planning.costs._selection). A
     query whose groups are public (or that has no GROUP BY) releases every group whatever its
     size, so the option cannot mean there what it means in BigQuery: refused."""
     for core in plan.cores:
@@ -99,7 +99,7 @@ def limit_rows_per_unit(core: CorePlan, m: int) -> None:
     (the first by the bounded copy's order of the unit's own rows, among those WHERE keeps:
     :func:`privplan.rewrite.engine_sql._group_bounded`), so a unit has at most m rows in any
     group and touches at most m groups: the partition's bounds tighten to min(., m)
-    (privplan.planner._partition), which the accountant uses (a unit's rows in a mechanism without GROUP BY are still charged up to the
+    (privplan.planning.costs._partition), which the accountant uses (a unit's rows in a mechanism without GROUP BY are still charged up to the
     policy's k: conservative). Never looser than the policy: m > max_rows_per_unit is refused.
     On a row-level table a unit is one row, so any m >= 1 holds already."""
     if core.unit is None:

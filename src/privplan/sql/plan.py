@@ -129,11 +129,11 @@ class CorePlan:
     private_join: tuple[Any, Any] | None = None  # (left, right) TablePolicy of a private join
     # keys read from one public table together: (key indices, the engine SQL selecting their
     # distinct rows from that table, how many): the domain is those rows, not the cross
-    # product of each key's values (filled by the session, privplan.public_joins)
+    # product of each key's values (filled by the session, privplan.planning.public_joins)
     joint_domains: tuple[tuple[tuple[int, ...], str, int], ...] = ()
     min_units_per_group: int = 1  # partition selection keeps groups of >= this many units
     max_rows_per_query: int | None = None  # BigQuery's max_rows_contributed (enforced per query)
-    # (BigQuery's min_privacy_units_per_group; privplan.planner._selection)
+    # (BigQuery's min_privacy_units_per_group; privplan.planning.costs._selection)
     # the pre-charge gate's view of the source (privplan.gate): table_sql with every private
     # table replaced by a named relation of stand-in rows, and each name's columns with their
     # storage types (filled by the session)

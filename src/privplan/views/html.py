@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from privplan.explain import Explanation, MechanismExplanation
     from privplan.policy import ColumnPolicy, Policy, TablePolicy
     from privplan.result import Result
-    from privplan.session import Session
+    from privplan.session.session import Session
 
 __all__ = ["MAX_ROWS", "explanation_html", "policy_html", "result_html", "session_html"]
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from privplan.result import Result
-    from privplan.session import Session
+    from privplan.session.session import Session
 
 
 def _pyplot() -> Any:

@@ -1,5 +1,5 @@
 """What a session shows of itself: its budget history, the budget plot, its one-line and
-notebook views (kept apart from :mod:`privplan.session`, which does the work)."""
+notebook views (kept apart from :mod:`privplan.session.session`, which does the work)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pandas as pd
 from privplan.boundary import privplan_errors
 
 if TYPE_CHECKING:
-    from privplan.pld_session import PLDAccounting
-    from privplan.session import Session
+    from privplan.session.pld import PLDAccounting
+    from privplan.session.session import Session
 
 
 class SessionViews:
-    """Read-only views of a :class:`~privplan.session.Session` (its base class)."""
+    """Read-only views of a :class:`~privplan.session.session.Session` (its base class)."""
 
     budget: Any  # (set by Session.__init__)
     pld: PLDAccounting | None

@@ -2,7 +2,7 @@
 
 A report runs the same queries every period, with parameters fixed before any answer is seen.
 Giving query q the budget b_q scales every mechanism of q linearly (the planner splits a query's
-budget over its own mechanisms through the composition theorem, :mod:`privplan.planner`), so with
+budget over its own mechanisms through the composition theorem, :mod:`privplan.planning.costs`), so with
 u_i the cost of mechanism i per unit of its query's budget, the composed cost is
 
     cost(b) = max over neighbouring changes e of  Σ_q b_q · a_q(e)   (+ what the ledger already holds)

@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 from privplan.engines.base import SchemaChanged
 from privplan.gate import Admission
 from privplan.gate.outer import check_outer_query
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
 from privplan.sql.per_unit import MARK
 
 MAX_ENTRIES = 256
@@ -136,7 +136,7 @@ class PlanCache:
 def cacheable(planned: PlannedQuery) -> bool:
     """Whether a plan depends on the query text, the policy and the engine's schema alone: not
     when a core joins a public table (whose rows planning reads, see
-    :mod:`privplan.public_joins`)."""
+    :mod:`privplan.planning.public_joins`)."""
     return all(not core.joins for core in planned.plan.cores)
 
 

@@ -28,7 +28,7 @@ from privplan.errors import (
 )
 from privplan.explain import Explanation, explain_planned
 from privplan.gate.outer import check_post_processing
-from privplan.planner import PlannedQuery
+from privplan.planning.costs import PlannedQuery
 from privplan.result import Result
 from privplan.sql.bigquery import QUERY_OPTIONS
 from privplan.sql.nesting import Nested, inner_name

@@ -50,9 +50,9 @@ def connect_arguments(url: URL) -> dict[str, Any]:
     checked (see the module docstring). Reads the policy file; opens nothing else."""
     from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
     from privplan.errors import PrivplanError
-    from privplan.pld_session import pld_accounting
+    from privplan.planning.query_budget import query_budget
     from privplan.policy import Policy
-    from privplan.query_budget import query_budget
+    from privplan.session.pld import pld_accounting
 
     if url.host or url.port or url.username or url.password:
         raise _bad(f"host {url.host!r}", "privplan reads a local database file, not a server",

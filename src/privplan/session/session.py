@@ -29,12 +29,6 @@ from privplan.accounting.model import TableModel
 from privplan.arguments import accepts, checked_arguments
 from privplan.assemble import NoisyColumns, assemble, noisy_columns
 from privplan.boundary import log, privplan_errors
-from privplan.engine_semantics import (
-    check_one_row_per_key,
-    describe_public_joins,
-    make_core_total,
-    type_public_domains,
-)
 from privplan.engines.judge import judge
 from privplan.engines.open import open_engine
 from privplan.engines.portable import check_portable
@@ -43,12 +37,16 @@ from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
 from privplan.ledger.store import LedgerEntry, open_ledger
-from privplan.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
-from privplan.planner import PlannedMeasure, PlannedQuery, plan_costs
-from privplan.pld_session import pld_accounting
+from privplan.planning.costs import PlannedMeasure, PlannedQuery, plan_costs
+from privplan.planning.engine_semantics import (
+    check_one_row_per_key,
+    describe_public_joins,
+    make_core_total,
+    type_public_domains,
+)
+from privplan.planning.public_joins import resolve_public_joins
+from privplan.planning.query_budget import query_budget, query_groups
 from privplan.policy import Policy
-from privplan.public_joins import resolve_public_joins
-from privplan.query_budget import query_budget, query_groups
 from privplan.result import Result
 from privplan.rewrite.engine_sql import (
     bounded_source,
@@ -56,10 +54,13 @@ from privplan.rewrite.engine_sql import (
     private_join_source,
 )
 from privplan.rewrite.per_unit_sql import derived_view_sql
-from privplan.session_catalog import SessionCatalog
-from privplan.session_inputs import as_policy as _as_policy
-from privplan.session_inputs import data_file as _data_file
-from privplan.session_ledger import SessionLedger
+from privplan.session.catalog import SessionCatalog
+from privplan.session.inputs import as_policy as _as_policy
+from privplan.session.inputs import data_file as _data_file
+from privplan.session.ledger import SessionLedger
+from privplan.session.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
+from privplan.session.pld import pld_accounting
+from privplan.session.subqueries import explain_nested, sql_nested
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
 from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
@@ -69,7 +70,6 @@ from privplan.sql.parse import parse_statement, with_list_fallback
 from privplan.sql.per_unit import MARK, split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
-from privplan.subqueries import explain_nested, sql_nested
 from privplan.views.session import SessionViews
 
 _KINDS = (PureDP, ApproxDP, ZCDP, GDP)
@@ -194,7 +194,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
 
     def query_value(self, budget: Mapping[str, Any]) -> Any:
         """A query's budget keywords as a value of the session's privacy definition (in a PLD
-        session, the μ its Gaussian noise is calibrated to: see :mod:`privplan.pld_session`)."""
+        session, the μ its Gaussian noise is calibrated to: see :mod:`privplan.session.pld`)."""
         if self.pld is not None:
             return self.pld.query_budget(budget)
         return query_budget(self.kind, **budget)
@@ -350,7 +350,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         """Plan ``sql`` and pass it through the pre-charge gate (:mod:`privplan.gate`): the
         admission :meth:`_charge` requires. A query over a per-unit pre-aggregation is planned
         over its derived table (see :meth:`_per_unit`). A query admitted before in the same
-        state is reused with the gate's verdict (:mod:`privplan.plan_cache`)."""
+        state is reused with the gate's verdict (:mod:`privplan.session.plan_cache`)."""
         self._require_open()
         if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
             return reuse(self, cached)
@@ -533,7 +533,7 @@ def connect(
     privacy-loss distributions over the worst affected set instead of adding ε and δ — Gaussian
     noise, each query given ``mu=`` or its own ``epsilon=``/``delta=``; ``spent()`` is then a
     μ-GDP value and ``session.pld.as_approx(...)`` its (ε, δ) reading (see
-    :mod:`privplan.pld_session`).
+    :mod:`privplan.session.pld`).
     """
     refuse_engine_keyword(engine)
     return Session(database, policy=policy, budget=budget, ledger=ledger,

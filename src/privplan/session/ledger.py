@@ -26,7 +26,7 @@ from privplan.sql.per_unit import MARK
 
 
 class SessionLedger:
-    """The ledger side of a :class:`~privplan.session.Session` (its base class)."""
+    """The ledger side of a :class:`~privplan.session.session.Session` (its base class)."""
 
     ledger: Any  # (set by Session.__init__, with the attributes below)
     policy: Any

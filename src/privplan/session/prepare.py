@@ -12,7 +12,7 @@ from privplan.accounting.definitions import PureDP
 from privplan.engines.durable_copies import file_stamp, write_copies
 from privplan.errors import PolicyError
 from privplan.rewrite.engine_sql import stored_grids
-from privplan.session import _bounded_select, connect
+from privplan.session.session import _bounded_select, connect
 
 __all__ = ["prepare_copies"]
 

@@ -3,7 +3,7 @@
 Planning reads the schema, never a row (DESIGN.md invariant 2): each private table's column
 types (kept per session, forgotten when a table is registered again or the engine reports a
 changed schema), the table as the engine must read it (every column in its policy type,
-:func:`~privplan.typed_view.typed_view`), the columns of public tables the policy lists
+:func:`~privplan.planning.typed_view.typed_view`), the columns of public tables the policy lists
 without columns, and — for the pre-charge gate (:mod:`privplan.gate`) — the same reading over a
 named relation of stand-in rows instead of the private table.
 """
@@ -15,8 +15,8 @@ from typing import Any
 from privplan.engines.data_files import missing_csv_columns
 from privplan.engines.portable import check_stored_types
 from privplan.errors import PolicyError
+from privplan.planning.typed_view import check_not_null, read_as_stored, typed_view
 from privplan.policy import Policy
-from privplan.typed_view import check_not_null, read_as_stored, typed_view
 
 __all__ = ["SessionCatalog", "stand_in_name"]
 
@@ -111,7 +111,7 @@ class SessionCatalog:
     def schema_not_null(self, table: Any) -> frozenset[str]:
         """The policy columns of ``table`` that cannot be NULL as privplan reads them: declared
         ``NOT NULL`` in the engine's schema and read as stored (see
-        :func:`~privplan.typed_view.read_as_stored`). The planner leaves NULL out of such a
+        :func:`~privplan.planning.typed_view.read_as_stored`). The planner leaves NULL out of such a
         bool key's public domain. Why this is private-data-free: it is read from the catalog,
         never from rows, so two neighbouring tables under one schema get the same domain (an
         engine that reports no schema constraint gives the empty set: NULL stays in)."""

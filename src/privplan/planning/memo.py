@@ -1,6 +1,6 @@
 """Values derived once per planning object: the memo a session's reused plans read.
 
-A session reuses its planned queries (:mod:`privplan.plan_cache`), so what the answer path
+A session reuses its planned queries (:mod:`privplan.session.plan_cache`), so what the answer path
 derives from a plan's objects alone (a core's output layout and post-processing SQL, a
 measure's region as text) can be derived once per object instead of once per answer. Only
 objects that do not change once planned are used as keys, and only pure functions of them are

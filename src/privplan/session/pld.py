@@ -28,7 +28,7 @@ from privplan.accounting.definitions import GDP, ApproxDP, PureDP
 from privplan.accounting.gdp_budget import approx_to_gdp, sequential_approx
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import PolicyError
-from privplan.query_budget import query_budget
+from privplan.planning.query_budget import query_budget
 
 __all__ = ["COMPOSITIONS", "PLDAccounting", "pld_accounting"]
 
