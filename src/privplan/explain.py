@@ -320,7 +320,7 @@ def explain_planned(
         core = planned.plan.cores[p.core]
         right = core.private_join[1].name if core.private_join else None
 
-        def show(text: str, joins: list = core.joins, right: str | None = right) -> str:
+        def show(text: str, joins: tuple[Any, ...] = core.joins, right: str | None = right) -> str:
             return display(text, joins, right) if joins or right else text
 
         m = p.measure

@@ -33,32 +33,36 @@ from privplan.sql.plan import CorePlan, GroupKey
 from privplan.sql.totality import family, make_total
 
 
-def describe_public_joins(core: CorePlan, engine: Any, private_types: dict[str, str]
-                          ) -> dict[str, str]:
-    """The engine types of the public columns the core uses (``__pub<j>_<c>``), read from the
-    public tables' schemas; also records each join's public column types and the private key
-    types on the join (public data: reading its schema reveals nothing private)."""
-    out: dict[str, str] = {}
+def describe_public_joins(core: CorePlan, engine: Any) -> CorePlan:
+    """The core with each public join's table, column types and private key types read from
+    the public tables' schemas, and the engine types of the public columns it uses
+    (``__pub<j>_<c>``) added to its source types (public data: reading its schema reveals
+    nothing private)."""
+    out = dict(core.source_types)
+    joins = []
     for join in core.joins:
-        join.table_sql = engine.table_sql(join.table)
-        types = engine.columns(join.table_sql)
-        join.column_types = {c: types[c] for c in types}
-        join.key_types = {a: private_types[a] for a, _ in join.pairs if a in private_types}
+        table_sql = engine.table_sql(join.table)
+        types = engine.columns(table_sql)
+        joins.append(replace(
+            join, table_sql=table_sql, column_types={c: types[c] for c in types},
+            key_types={a: core.source_types[a] for a, _ in join.pairs if a in core.source_types}))
         for c in join.columns:
             if c in types:
                 out[public_name(join.index, c)] = types[c]
-    return out
+    return replace(core, joins=tuple(joins), source_types=out)
 
 
-def make_core_total(core: CorePlan, column_types: dict[str, str], judge: Judge,
-                    sql: str) -> None:
-    """Replace WHERE, every FILTER condition and every group key by its total version, and
-    record each key's engine type. The regions were computed from the expressions as written;
+def make_core_total(core: CorePlan, judge: Judge, sql: str) -> CorePlan:
+    """The core with WHERE, every FILTER condition and every group key replaced by its total
+    version (over the engine types of its source, ``core.source_types``), and each key's
+    engine type recorded. The regions were computed from the expressions as written;
     the total versions only turn failures into NULL, which shrinks TRUE- and FALSE-sets, so the
     regions stay over-approximations."""
-    if core.where is not None:
-        core.where = make_total(core.where, column_types, judge, sql=sql, clause="WHERE",
-                                condition=True).expr
+    column_types = dict(core.source_types)
+    where = core.where
+    if where is not None:
+        where = make_total(where, column_types, judge, sql=sql, clause="WHERE",
+                           condition=True).expr
     measures = []
     for m in core.measures:
         if m.condition is not None:
@@ -66,7 +70,6 @@ def make_core_total(core: CorePlan, column_types: dict[str, str], judge: Judge,
                                condition=True)
             m = replace(m, condition=total.expr)
         measures.append(m)
-    core.measures = tuple(measures)
     keys = []
     for key in core.keys:
         total = make_total(key.expr, column_types, judge, sql=sql, clause="GROUP BY",
@@ -76,7 +79,7 @@ def make_core_total(core: CorePlan, column_types: dict[str, str], judge: Judge,
                 f"GROUP BY {key.sql} refused: its values are of type {total.type}. Group by a "
                 "number, string, boolean, date or timestamp.", sql, key.expr))
         keys.append(replace(key, expr=total.expr, engine_type=total.type))
-    core.keys = tuple(keys)
+    return replace(core, where=where, measures=tuple(measures), keys=tuple(keys))
 
 
 DOMAIN_TABLE_MIN = 1_000
@@ -86,8 +89,9 @@ read by the engine statement from a relation the engine makes once per session
 into the statement's text: the same values, cast by the same expression."""
 
 
-def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = None) -> None:
-    """Each public key domain as the engine types and compares its values.
+def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = None
+                        ) -> CorePlan:
+    """The core with each public key domain as the engine types and compares its values.
 
     The candidate values (CASE results as written, declared ``public_values``, a public table's
     distinct values) are cast to the key's engine type and grouped *by the engine* (binary
@@ -115,7 +119,7 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = No
                 f"GROUP BY {key.sql}: a value of its public domain does not convert to the "
                 f"key's type {target} ({err.message}). Make every value of the domain (CASE "
                 "results or public_values) a value of that type.", sql, key.expr)) from None
-    core.keys = tuple(keys)
+    return replace(core, keys=tuple(keys))
 
 
 def _typed_uniform(key: GroupKey, target: str, judge: Judge, engine: Any) -> GroupKey:

@@ -57,7 +57,10 @@ def _key_region(join: PublicJoin, engine: Any, condition: str | None) -> Region 
     return Region.column(private_col, ColumnSet.points([r[0] for r in rows]))
 
 
-def resolve_public_joins(core: CorePlan, engine: Any) -> None:
+def resolve_public_joins(core: CorePlan, engine: Any) -> CorePlan:
+    """The core with its public joins checked for stability (a key unique in the public table,
+    as the join compares it), the private key values that can match narrowing its regions, and
+    each key over public columns given its public domain."""
     refine = Region.full()
     for join in core.joins:
         keys = ", ".join(_ident(b) for _, b in join.pairs)
@@ -77,7 +80,7 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
                 f"the join compares it (in the private column's type; up to {most} rows share "
                 f"a key), so one private row would be counted up to "
                 f"{most} times. Join on a unique key of '{join.table.name}', or de-duplicate it.")
-        join.stability = 1
+        # (stability 1: the default; a key shared by several public rows is refused above)
         # an inner join keeps only private rows whose key appears in the public table
         region = _key_region(join, engine, None)
         if region is not None:
@@ -93,12 +96,12 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
         if region is not None:
             refine = refine.intersect(region)
     if not refine.is_full():
-        core.where_region = core.where_region.intersect(refine)
-        core.measures = tuple(replace(m, region=m.region.intersect(refine))
-                              for m in core.measures)
-        if core.selection is not None:
-            core.selection = replace(core.selection,
-                                     region=core.selection.region.intersect(refine))
+        selection = core.selection
+        if selection is not None:
+            selection = replace(selection, region=selection.region.intersect(refine))
+        core = replace(core, where_region=core.where_region.intersect(refine),
+                       measures=tuple(replace(m, region=m.region.intersect(refine))
+                                      for m in core.measures), selection=selection)
     resolved: list[GroupKey] = []
     for key in core.keys:
         if key.public_join is not None:
@@ -115,8 +118,8 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> None:
                     "a coarser public column.")
             key = replace(key, public_domain=tuple(_sortable(values)))
         resolved.append(key)
-    core.keys = tuple(resolved)
-    core.joint_domains = _joint_domains(core, engine)
+    core = replace(core, keys=tuple(resolved))
+    return replace(core, joint_domains=_joint_domains(core, engine))
 
 
 def _joint_domains(core: CorePlan, engine: Any) -> tuple[tuple[tuple[int, ...], str, int], ...]:

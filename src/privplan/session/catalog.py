@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from privplan.engines.data_files import missing_csv_columns
-from privplan.engines.portable import check_stored_types
+from privplan.engines.portable import check_portable, check_stored_types
 from privplan.errors import PolicyError
 from privplan.planning.typed_view import check_not_null, read_as_stored, typed_view
 from privplan.policy import Policy
@@ -84,6 +84,11 @@ class SessionCatalog:
             "table as the policy declares it, and cannot protect or bound a column it "
             "cannot find. Fix: correct the column's name under "
             f"tables.{table.name}.columns in the policy, or the data.")
+
+    def check_portable(self, core: Any, types: dict[str, str]) -> None:
+        """Refuse, before the charge, what a remote engine might compute differently from
+        DuckDB (:func:`~privplan.engines.portable.check_portable`; nothing on DuckDB)."""
+        check_portable(core, types, self.engine.dialect)
 
     def stand_in_view(self, table: Any, stand_ins: dict[str, dict[str, str]]) -> str:
         """The table as :meth:`typed_table` reads it, over a named relation of stand-in rows

@@ -11,8 +11,9 @@ from typing import Any
 from privplan.accounting.definitions import PureDP
 from privplan.engines.durable_copies import file_stamp, write_copies
 from privplan.errors import PolicyError
+from privplan.planning.passes import bounded_select
 from privplan.rewrite.engine_sql import stored_grids
-from privplan.session.session import _bounded_select, connect
+from privplan.session.session import connect
 
 __all__ = ["prepare_copies"]
 
@@ -45,6 +46,6 @@ def _copy_selects(sess: Any, tables: Sequence[str]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for table in tables:
         planned, _ = sess.plan(f'SELECT COUNT(*) FROM "{table}"', {"epsilon": 1})
-        out.extend((table, _bounded_select(core)) for core in planned.plan.cores
+        out.extend((table, bounded_select(core)) for core in planned.plan.cores
                    if core.unit is not None or stored_grids(core))
     return out

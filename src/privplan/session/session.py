@@ -31,27 +31,20 @@ from privplan.assemble import NoisyColumns, assemble, noisy_columns
 from privplan.boundary import log, privplan_errors
 from privplan.engines.judge import judge
 from privplan.engines.open import open_engine
-from privplan.engines.portable import check_portable
 from privplan.engines.recognise import check_database, refuse_engine_keyword
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
 from privplan.ledger.store import LedgerEntry, open_ledger
 from privplan.planning.costs import PlannedMeasure, PlannedQuery, plan_costs
-from privplan.planning.engine_semantics import (
-    check_one_row_per_key,
-    describe_public_joins,
-    make_core_total,
-    type_public_domains,
-)
-from privplan.planning.public_joins import resolve_public_joins
-from privplan.planning.query_budget import query_budget, query_groups
+from privplan.planning.engine_semantics import check_one_row_per_key, make_core_total
+from privplan.planning.options import QueryOptions
+from privplan.planning.passes import Binding, bind_core, bounded_select
+from privplan.planning.query_budget import query_budget
 from privplan.policy import Policy
 from privplan.result import Result
 from privplan.rewrite.engine_sql import (
-    bounded_source,
     engine_statement,
-    private_join_source,
 )
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.session.catalog import SessionCatalog
@@ -63,7 +56,7 @@ from privplan.session.pld import pld_accounting
 from privplan.session.subqueries import explain_nested, sql_nested
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
 from privplan.sql.bigquery_per_group import per_group_query
-from privplan.sql.builder import build_plan, limit_rows_per_unit, require_selection
+from privplan.sql.builder import build_plan
 from privplan.sql.nesting import split_outer
 from privplan.sql.params import Style, bind_query
 from privplan.sql.parse import parse_statement, with_list_fallback
@@ -375,8 +368,9 @@ class Session(SessionViews, SessionLedger, Generic[B]):
             return None
         inner = build_plan(found.where_sql, parse_statement(found.where_sql), self.policy,
                            self.catalog.public_columns()).cores[0]
-        inner.table_sql, types = self.catalog.typed_table(found.base)
-        make_core_total(inner, types, judge(), found.where_sql)
+        table_sql, types = self.catalog.typed_table(found.base)
+        inner = make_core_total(replace(inner, table_sql=table_sql, source_types=types),
+                                judge(), found.where_sql)
         self.engine.create_view(found.table.name, derived_view_sql(found, inner))
         stand_ins: dict[str, dict[str, str]] = {}
         over = replace(inner, table_sql=self.catalog.stand_in_view(found.base, stand_ins))
@@ -394,7 +388,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         :meth:`_per_unit`); ``shown``: the query as written (explain shows it)."""
         planned = self._plan(sql, budget, policy)
         if shown is not None:
-            planned.plan.sql = shown
+            planned = replace(planned, plan=replace(planned.plan, sql=shown))
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
         schemas = [self.engine.bind(stmt) for stmt in statements]
@@ -406,53 +400,20 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         # BigQuery's SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...): cut out, checked against the
         # policy (which always wins), and its epsilon/delta become the budget
         sql, budget = apply_dp_clause(sql, policy, self.kind, budget)
-        budget = dict(budget)
-        groups = query_groups(budget.pop("max_groups_contributed", None))
-        clamps = budget.pop("clamps", None)
-        min_units = budget.pop("min_privacy_units_per_group", None)
-        max_rows = budget.pop("max_rows_contributed", None)
-        listed = bool(budget.pop("listed_groups", False))
+        options, budget = QueryOptions.from_keywords(budget)
         value = self.query_value(budget)
         plan = build_plan(sql, parse_statement(sql), policy, self.catalog.public_columns(),
-                          clamps=clamps, listed_keys_first=listed,
+                          clamps=options.clamps, listed_keys_first=options.listed_groups,
                           schema_not_null=self.catalog.schema_not_null)
-        if min_units is not None:
-            require_selection(plan, min_units)
-        for core in plan.cores:  # a query may bound a unit's groups tighter (never looser)
-            if groups is not None and core.unit is not None and core.keys:
-                declared = core.max_groups_per_unit
-                core.max_groups_per_unit = groups if declared is None else min(declared, groups)
-            if max_rows is not None:
-                limit_rows_per_unit(core, max_rows)
-        for core in plan.cores:
-            if core.private_join is not None:  # two private tables joined on their unit
-                left, right = core.private_join
-                core.table_sql, types = private_join_source(left, self.catalog.typed_table(left), right,
-                                                            self.catalog.typed_table(right))
-                core.stand_in_sql = private_join_source(
-                    left, (self.catalog.stand_in_view(left, core.stand_in_tables), {}), right,
-                    (self.catalog.stand_in_view(right, core.stand_in_tables), {}))[0]
+        binding = Binding(sql=sql, catalog=self.catalog, public=self.engine, judge=judge(),
+                          copies=self.engine.materialized)
+        cores = tuple(options.apply(core) for core in plan.cores)
+        cores = tuple(bind_core(core, binding) for core in cores)
+        for core in cores:  # the accountant's model of a virtual table (a private join, a
+            if core.private_join is not None or MARK in core.table:  # per-unit table)
                 self._ensure_table(core.table_policy)
-            else:
-                if MARK in core.table:  # a derived per-unit table: a table of its own
-                    self._ensure_table(core.table_policy)
-                core.table_sql, types = self.catalog.typed_table(core.table_policy)
-                core.stand_in_sql = self.catalog.stand_in_view(core.table_policy, core.stand_in_tables)
-            # what the engine will compute, settled before the charge (DESIGN.md invariant 7)
-            if core.joins:
-                types = {**types, **describe_public_joins(core, self.engine, types)}
-            make_core_total(core, types, judge(), sql)
-            check_portable(core, types, self.engine.dialect)  # (PostgreSQL, Spark: see there)
-            if core.joins:
-                resolve_public_joins(core, self.engine)
-            type_public_domains(core, judge(), sql, self.engine)
-            # the session's copy, once made, is read directly; at row level a default session's
-            # only copies are durable ones (`privplan prepare`: engines/durable_copies)
-            made = self.engine.materialized(_bounded_select(core))
-            if made is not None:
-                core.table_sql, core.prebounded = made, True
-        return plan_costs(plan, value, policy, query_id=self.ledger.next_query_id())
-
+        return plan_costs(replace(plan, cores=cores), value, policy,
+                          query_id=self.ledger.next_query_id())
 
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""
@@ -488,7 +449,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         if self._copies(core) and not core.prebounded:
             # the copy (bounded rows, SUM grids) is a deterministic function of the data and the
             # policy, so it is kept for the session and later queries read it directly
-            bounded = replace(core, table_sql=self.engine.materialize(_bounded_select(core)),
+            bounded = replace(core, table_sql=self.engine.materialize(bounded_select(core)),
                               prebounded=True)
             stmt = self._engine_sql(bounded, planned)
         exact = self.engine.run(stmt)
@@ -496,11 +457,6 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         check_one_row_per_key(core, columns)  # (before any noise is drawn)
         return noisy_columns(core, planned, exact, columns=columns)
 
-
-def _bounded_select(core: CorePlan) -> str:
-    """The SELECT that makes the core's session copy (see :meth:`Session._copies`); also the
-    key under which the engine keeps it."""
-    return bounded_source(core).removeprefix("(").removesuffix(")")
 
 
 @checked_arguments

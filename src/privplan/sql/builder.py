@@ -9,6 +9,7 @@ refused with the construct, its position, the reason and the fix.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any, cast
 
@@ -76,25 +77,24 @@ def build_plan(sql: str, statement: exp.Expression, policy: Policy,
         builder.listed_keys_first = listed_keys_first
         builder.schema_not_null = schema_not_null
         cores.append(builder.build())
-    return QueryPlan(sql=sql, statement=statement, cores=cores)
+    return QueryPlan(sql=sql, statement=statement, cores=tuple(cores))
 
 
-def require_selection(plan: QueryPlan, min_units: int) -> None:
-    """BigQuery's ``min_privacy_units_per_group=N`` on every core: its groups go through DP
+def require_selection(core: CorePlan, min_units: int) -> CorePlan:
+    """BigQuery's ``min_privacy_units_per_group=N`` on a core: its groups go through DP
     partition selection, whose threshold rises by N - 1 (privplan.planning.costs._selection). A
     query whose groups are public (or that has no GROUP BY) releases every group whatever its
     size, so the option cannot mean there what it means in BigQuery: refused."""
-    for core in plan.cores:
-        if core.selection is None:
-            raise UnsupportedQueryError(
-                "min_privacy_units_per_group applies to groups found by DP partition "
-                "selection, and this query's groups are "
-                + ("public (released whatever their size)" if core.keys else "one (no GROUP BY)")
-                + ". Remove the option, or group by columns without public values.")
-        core.min_units_per_group = min_units
+    if core.selection is None:
+        raise UnsupportedQueryError(
+            "min_privacy_units_per_group applies to groups found by DP partition "
+            "selection, and this query's groups are "
+            + ("public (released whatever their size)" if core.keys else "one (no GROUP BY)")
+            + ". Remove the option, or group by columns without public values.")
+    return replace(core, min_units_per_group=min_units)
 
 
-def limit_rows_per_unit(core: CorePlan, m: int) -> None:
+def limit_rows_per_unit(core: CorePlan, m: int) -> CorePlan:
     """BigQuery's ``max_rows_contributed=m``: the query keeps at most m of each unit's rows
     (the first by the bounded copy's order of the unit's own rows, among those WHERE keeps:
     :func:`privplan.rewrite.engine_sql._group_bounded`), so a unit has at most m rows in any
@@ -103,15 +103,15 @@ def limit_rows_per_unit(core: CorePlan, m: int) -> None:
     policy's k: conservative). Never looser than the policy: m > max_rows_per_unit is refused.
     On a row-level table a unit is one row, so any m >= 1 holds already."""
     if core.unit is None:
-        return
+        return core
     if m > core.max_rows_per_unit:
         raise PolicyError(
             f"max_rows_contributed={m} exceeds the policy's max_rows_per_unit="
             f"{core.max_rows_per_unit} for table '{core.table}': a query may not loosen the "
             f"policy. Use a value <= {core.max_rows_per_unit} or remove the option.")
     if m == core.max_rows_per_unit:
-        return
-    core.max_rows_per_query = m
+        return core
+    return replace(core, max_rows_per_query=m)
 
 
 def _union_branches(node: exp.Expression) -> list[exp.Select]:
@@ -204,12 +204,12 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         return CorePlan(
             table=self.table.name, table_sql=self.table.name, alias=self.alias, where=where,
             where_region=where_region, keys=tuple(keys), measures=tuple(self.measures.values()),
-            aggregates=self.aggregates, select=s, selection=selection, notes=self.notes,
+            aggregates=self.aggregates, select=s, selection=selection, notes=tuple(self.notes),
             unit=self.unit, max_rows_per_unit=self.k,
             max_groups_per_unit=self.table.max_groups_per_unit,
             max_rows_per_group=self.table.max_rows_per_group_per_unit,
             unit_level_columns=tuple(sorted(self.table.unit_level_columns())),
-            columns=tuple(self.table.columns), joins=self.joins,
+            columns=tuple(self.table.columns), joins=tuple(self.joins),
             table_policy=self.table, private_join=self.private_join,
         )
 

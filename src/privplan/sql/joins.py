@@ -16,6 +16,7 @@ anything else involving public columns is conservatively the whole domain.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -346,7 +347,7 @@ def public_columns_of(node: exp.Expression) -> set[str]:
     return {c.name for c in node.find_all(exp.Column) if c.name.startswith("__pub")}
 
 
-def display(text: str, joins: list[PublicJoin], right: str | None = None) -> str:
+def display(text: str, joins: Sequence[PublicJoin], right: str | None = None) -> str:
     """Internal ``__pub<j>_<c>`` / ``__prv_<c>`` names shown as ``<table>.<c>`` for people."""
     aliases = {j.index: j.alias for j in joins}
     text = re.sub(r"__pub(\d+)_(\w+)",

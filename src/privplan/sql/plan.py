@@ -9,6 +9,7 @@ count) that become one mechanism each.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -102,9 +103,13 @@ class AggregateUse:
     quantile: str | None = None  # func "quantile": the measure id
 
 
-@dataclass
+@dataclass(frozen=True)
 class CorePlan:
-    """One aggregate SELECT over one private table."""
+    """One aggregate SELECT over one private table.
+
+    Frozen: the builder makes it from the query text and the policy, and each pre-charge
+    binding pass (:data:`privplan.planning.passes.PASSES`) returns a new one, so a plan that
+    was admitted (and cached) cannot be changed behind the gate's back."""
 
     table: str  # policy table name
     table_sql: str  # how the engine names it (filled by the session)
@@ -116,14 +121,14 @@ class CorePlan:
     aggregates: dict[str, AggregateUse]  # by the aggregate node's SQL
     select: exp.Select  # the user's SELECT (a private copy) for post-processing
     selection: Measure | None = None  # partition-selection count, when keys are not public
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     unit: str | None = None  # privacy-unit column (None: row-level)
     max_rows_per_unit: int = 1
     max_groups_per_unit: int | None = None
     max_rows_per_group: int | None = None  # a unit's rows per group (enforced per query)
     unit_level_columns: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
-    joins: list[Any] = field(default_factory=list)  # PublicJoin, see privplan.sql.joins
+    joins: tuple[Any, ...] = ()  # PublicJoin, see privplan.sql.joins
     prebounded: bool = False  # table_sql already holds the per-unit bounded rows
     table_policy: Any = None  # the TablePolicy queried (virtual for a private join)
     private_join: tuple[Any, Any] | None = None  # (left, right) TablePolicy of a private join
@@ -138,7 +143,9 @@ class CorePlan:
     # table replaced by a named relation of stand-in rows, and each name's columns with their
     # storage types (filled by the session)
     stand_in_sql: str | None = None
-    stand_in_tables: dict[str, dict[str, str]] = field(default_factory=dict)
+    stand_in_tables: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # the engine's type of each column the core's expressions read (the source pass)
+    source_types: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def grouped(self) -> bool:
@@ -149,8 +156,8 @@ class CorePlan:
         return all(k.public_domain is not None or k.public_join is not None for k in self.keys)
 
 
-@dataclass
+@dataclass(frozen=True)
 class QueryPlan:
     sql: str
     statement: exp.Expression
-    cores: list[CorePlan]
+    cores: tuple[CorePlan, ...]
