@@ -39,6 +39,14 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
         tree = _parse_scanned(sql, scanned, dialect)
         if tree is not None:
             return tree
+    return _parsed(sql, dialect).copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(sql: str, dialect: str) -> exp.Expression:
+    """One statement's tree, parsed once per text: the front doors a query crosses (the DP
+    clause, BigQuery's per-group form, the per-unit split) and the planner read the same text,
+    and each gets its own copy of one parse (a failed parse is not kept: it raises again)."""
     sql, top = _top(sql, dialect)
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]

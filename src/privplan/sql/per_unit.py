@@ -46,12 +46,12 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any, NoReturn
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 
-from privplan.errors import UnsupportedQueryError
+from privplan.errors import PrivplanError, UnsupportedQueryError
+from privplan.sql.parse import parse_statement
 
 __all__ = ["MARK", "ROWS", "PerUnit", "derived_model_columns", "derived_rows", "split_per_unit"]
 
@@ -99,8 +99,8 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
     if not isinstance(sql, str) or sql.upper().count("SELECT") < 2:
         return None
     try:
-        tree = sqlglot.parse_one(sql, dialect="duckdb")
-    except (SqlglotParseError, TokenError, ValueError):
+        tree = parse_statement(sql)  # (the planner's one parse of this text: sql.parse)
+    except (PrivplanError, SqlglotParseError, TokenError, ValueError):
         return None
     if not isinstance(tree, exp.Select) or tree.args.get("joins") or tree.args.get("with"):
         return None
