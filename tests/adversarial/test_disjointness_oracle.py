@@ -1283,12 +1283,16 @@ def _check(oracle: Oracle, seeds: Sequence[int], per_seed: int, minimum: int) ->
         pytest.fail(report.render(), pytrace=False)
 
 
+@pytest.mark.invariant(1)
+@pytest.mark.invariant(6)
 def test_disjoint_pairs_never_overlap_in_the_engine(oracle: Oracle) -> None:
     """Several hundred pairs privplan judges disjoint: privplan's own exact count of rows in
     both is 0 (or the query is refused), on every layout the pre-screen flags and one more."""
     _check(oracle, FAST_SEEDS, FAST_PAIRS, minimum=300)
 
 
+@pytest.mark.invariant(1)
+@pytest.mark.invariant(6)
 @pytest.mark.slow
 def test_disjoint_pairs_never_overlap_in_the_engine_many(oracle: Oracle) -> None:
     """A few thousand more pairs, other seeds (CI)."""
