@@ -185,7 +185,7 @@ def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np
     from the group's histogram of rows per cell (a dict; NULL for a group without rows), in
     column units (cell g is the value g·resolution). ``draw=False``: stand-in values.
     Total on any histogram (:func:`~privplan.mechanisms.exponential.cell_counts`); utilities
-    are exact integers and the pick's work does not depend on them (docs/DESIGN.md §10)."""
+    are exact integers and the pick's work does not depend on them (docs/FEATURES.md §2)."""
     m = p.measure
     assert m.quantile is not None
     if not draw:

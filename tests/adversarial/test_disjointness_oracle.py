@@ -3,7 +3,8 @@
 What the oracle proves
 ----------------------
 privplan charges two queries over WHERE regions it judges *disjoint* only once (parallel
-composition, DESIGN.md §1). The verdict is ``region_of(p1).intersect(region_of(p2)).is_empty()``
+composition; DESIGN.md §2, invariant 1). The verdict is
+``region_of(p1).intersect(region_of(p2)).is_empty()``
 (:mod:`privplan.analysis.predicates`); it is sound only if no record can make both predicates
 TRUE in the engine, as privplan runs them. For each generated pair privplan judges disjoint,
 this test opens a real privplan session (noise disabled, so counts are exact) over a table of
