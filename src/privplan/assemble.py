@@ -4,6 +4,8 @@ Only this module sees exact aggregates, and it turns them into noisy ones straig
 vectorised noise call per measure column. Partition selection drops groups whose *noisy* count is
 below the threshold (the noisy count itself is not released). Released groups are sorted by key
 so the order of rows cannot reveal anything about the data.
+
+Privacy: exact aggregates are noised before anything else reads them; rows leave in key order.
 """
 
 from __future__ import annotations
