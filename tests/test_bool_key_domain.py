@@ -37,6 +37,7 @@ def test_numpy_bool_frame_has_no_null_group() -> None:
     assert _frame_keys(np.array([True, False, True] * 20), case=3) == [False, True]
 
 
+@pytest.mark.invariant(2)
 def test_pandas_boolean_keeps_its_null_group_with_or_without_na() -> None:
     """The 'boolean' dtype can hold NA, so NULL is in the domain whether or not the rows hold
     one (a domain that followed the rows would tell whether a NULL is there)."""
@@ -66,6 +67,7 @@ def _duckdb_keys(tmp_path: Path, policy_col: dict[str, Any], rows: str) -> dict[
         session.close()
 
 
+@pytest.mark.invariant(2)
 @pytest.mark.parametrize("rows", ["(true, true, 'true'), (false, false, 'false')",
                                   "(true, NULL, 'true'), (false, false, 'false')"])
 def test_duckdb_not_null_schema_drops_the_null_group(tmp_path: Path, rows: str) -> None:

@@ -73,6 +73,7 @@ def _imports(name: str, *, type_only: bool = True) -> set[str]:
     return out
 
 
+@pytest.mark.invariant(2)
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_import_contracts(layer: str) -> None:
     broken = [f"{name} imports {imp}"

@@ -51,6 +51,7 @@ def test_a_ledger_keeps_its_budget_and_policy(db: Path, tmp_path: Path) -> None:
         pp.connect(db, policy=pp.Policy.from_dict(d), budget=pp.PureDP(2), ledger=ledger)
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "half"])
 def test_damaged_ledger_is_refused_and_untouched(db: Path, tmp_path: Path, damage: str) -> None:
     ledger = tmp_path / "l.sqlite"
@@ -88,6 +89,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.slow
 def test_processes_racing_on_one_ledger_never_exceed_the_budget(db: Path, tmp_path: Path) -> None:
     """8 processes x 50 queries at ε = 0.1 against ε = 5: exactly 50 are admitted."""
@@ -127,6 +129,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.invariant(3)
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")
 def test_killed_between_charge_and_return_keeps_the_charge(db: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "killed.sqlite"

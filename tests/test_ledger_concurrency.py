@@ -21,6 +21,8 @@ from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger import SQLiteLedger
 from privplan.ledger.verify import verify_ledger
 
+pytestmark = pytest.mark.invariant(9)
+
 POLICY = pp.Policy.from_yaml(demo_policy_path())
 
 

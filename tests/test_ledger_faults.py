@@ -69,6 +69,8 @@ FULL_DISK = """
 """
 
 
+@pytest.mark.invariant(3)
+@pytest.mark.invariant(9)
 def test_a_failed_commit_never_lets_the_budget_be_overspent(db: Path, tmp_path: Path) -> None:
     """The review's case: A's COMMIT of ε = 0.1 fails (disk full), B charges ε = 0.5 in its
     place, then A asks for ε = 0.9 with budget 1. Had A kept its failed charge in memory and
@@ -152,6 +154,7 @@ def test_flipped_bytes_are_refused_or_harmless(db: Path, tmp_path: Path,
     _flip_trials(db, tmp_path, trials=60, seed=1, checkpoint_every=checkpoint_every)
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.slow
 @pytest.mark.parametrize("checkpoint_every", [256, 3])
 def test_500_random_corruptions_change_nothing_silently(db: Path, tmp_path: Path,
@@ -159,6 +162,7 @@ def test_500_random_corruptions_change_nothing_silently(db: Path, tmp_path: Path
     _flip_trials(db, tmp_path, trials=500, seed=2024, checkpoint_every=checkpoint_every)
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.parametrize("edit", [
     "lower an entry's total", "remove the last entry", "remove an entry in the middle",
     "raise the budget", "change the policy record", "change an entry's mechanisms",
@@ -481,10 +485,12 @@ def _kill_trials(db: Path, tmp_path: Path, trials: int, seed: int) -> None:
     assert verify_ledger(ledger).ok
 
 
+@pytest.mark.invariant(3)
 def test_killed_processes_never_release_uncharged_answers(db: Path, tmp_path: Path) -> None:
     _kill_trials(db, tmp_path, trials=4, seed=3)
 
 
+@pytest.mark.invariant(3)
 @pytest.mark.slow
 def test_100_kills_on_the_charge_path(db: Path, tmp_path: Path) -> None:
     _kill_trials(db, tmp_path, trials=100, seed=2026)
@@ -576,6 +582,7 @@ TMPFS_FULL = """
 """
 
 
+@pytest.mark.invariant(9)
 @needs_namespace
 def test_a_full_tmpfs_never_lets_the_budget_be_overspent(db: Path, tmp_path: Path) -> None:
     """The review's sequence on a real full disk: A's charge fails with ENOSPC, B charges 0.5

@@ -64,6 +64,7 @@ def _head(ledger: Path) -> dict[str, str]:
 # ------------------------------------------------------------------ edits that compute no hash
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.parametrize("k", [1, 3])
 def test_dropping_the_last_entries_and_copying_an_earlier_hash_is_refused(
         db: Path, tmp_path: Path, k: int) -> None:
@@ -79,6 +80,7 @@ def test_dropping_the_last_entries_and_copying_an_earlier_hash_is_refused(
     _refused(db, ledger, "last entry .* does not match its check value")
 
 
+@pytest.mark.invariant(9)
 def test_a_format_renamed_to_the_previous_one_is_refused_not_migrated(db: Path,
                                                                       tmp_path: Path) -> None:
     """Format 2 is migrated on open, after verifying it under format 2's rules: a format-3
@@ -121,6 +123,7 @@ def test_the_policy_record_and_the_identity_are_bound_to_the_chain(db: Path, tmp
 # ------------------------------------------------------------------ overwritten under a session
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.parametrize("how", ["another ledger", "an older copy", "truncated", "emptied"])
 def test_a_file_overwritten_in_place_under_an_open_session_is_refused(
         db: Path, tmp_path: Path, how: str) -> None:
@@ -204,6 +207,7 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIVPLAN_LEDGER_KEY", KEY)
 
 
+@pytest.mark.invariant(9)
 @pytest.mark.usefixtures("keyed")
 @pytest.mark.parametrize("what", ["an older copy", "another ledger", "truncated and rehashed",
                                   "older copy and its seal elsewhere"])

@@ -56,6 +56,7 @@ def test_released_keys_that_do_not_convert_fail_after_the_charge(
         assert sess.spent() == cost  # charged: the failure depends on released keys
 
 
+@pytest.mark.invariant(8)
 def test_outer_query_failing_on_every_answer_spends_nothing(
         con: duckdb.DuckDBPyConnection) -> None:
     with pp.connect(con, policy=POLICY, budget=pp.PureDP(10)) as sess:
@@ -79,6 +80,7 @@ def test_distinct_over_released_rows_is_post_processing(con: duckdb.DuckDBPyConn
     assert got.values.tolist() == want.values.tolist()
 
 
+@pytest.mark.invariant(5)
 @pytest.mark.parametrize("sql, fragment", [
     ("SELECT DISTINCT age FROM people", "SELECT DISTINCT refused"),
     ("SELECT DISTINCT age, COUNT(*) FROM people", "neither grouped nor aggregated"),
@@ -91,6 +93,7 @@ def test_distinct_of_raw_values_is_refused(con: duckdb.DuckDBPyConnection, sql: 
         assert sess.spent() == pp.PureDP(0)
 
 
+@pytest.mark.invariant(5)
 @pytest.mark.parametrize("sql", [
     "SELECT * FROM read_csv('/etc/hostname')",
     "SELECT * FROM glob('/*')",

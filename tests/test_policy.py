@@ -69,7 +69,7 @@ def test_good_policy_round_trips(path: Path) -> None:
     assert hash(Policy.from_dict(policy.to_dict())) == hash(policy)
 
 
-# ---- the DESIGN.md example -----------------------------------------------------------------
+# ---- the example policy: every column setting once --------------------------------------
 
 
 @pytest.fixture

@@ -82,6 +82,7 @@ def _explained(policy: pp.Policy, df: pd.DataFrame, sql: str, budget: Any, **kw:
     return plan, mech
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.slow
 @pytest.mark.parametrize("c", [None, 2])
 @pytest.mark.parametrize("m", [None, 1, 2])
@@ -119,6 +120,7 @@ def _worst_gaussian_mu(df: pd.DataFrame, policy: pp.Policy, sql: str, mech: Any)
     return worst
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.slow
 @pytest.mark.parametrize(("m", "c"), [(None, None), (2, None), (None, 2), (2, 2)])
 @pytest.mark.parametrize("sql", QUERIES[:3])

@@ -4,6 +4,8 @@ Only this module sees exact aggregates, and it turns them into noisy ones straig
 vectorised noise call per measure column. Partition selection drops groups whose *noisy* count is
 below the threshold (the noisy count itself is not released). Released groups are sorted by key
 so the order of rows cannot reveal anything about the data.
+
+Privacy: exact aggregates are noised before anything else reads them; rows leave in key order.
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def _quantile_values(p: PlannedMeasure, histograms: pd.Series, draw: bool) -> np
     from the group's histogram of rows per cell (a dict; NULL for a group without rows), in
     column units (cell g is the value g·resolution). ``draw=False``: stand-in values.
     Total on any histogram (:func:`~privplan.mechanisms.exponential.cell_counts`); utilities
-    are exact integers and the pick's work does not depend on them (docs/DESIGN.md §10)."""
+    are exact integers and the pick's work does not depend on them (docs/FEATURES.md §2)."""
     m = p.measure
     assert m.quantile is not None
     if not draw:

@@ -113,6 +113,7 @@ def test_disjoint_mechanisms_charge_the_worst_one_only() -> None:
 
 
 # -- units of several rows --------------------------------------------------------------------------
+@pytest.mark.invariant(1)
 @pytest.mark.parametrize("k,m,c", [(4, 4, 4), (5, 2, 3), (6, 3, 2), (7, 7, 3), (3, 1, 3)])
 def test_every_arrangement_is_charged_by_brute_force(k: int, m: int, c: int) -> None:
     # every arrangement of k rows into at most m groups of at most c: r rows in a group is one

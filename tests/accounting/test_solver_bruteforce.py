@@ -32,6 +32,8 @@ from privplan.accounting.solver import atoms, compose, records, search, units
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 
+pytestmark = pytest.mark.invariant(1)
+
 # -- the finite domain -------------------------------------------------------------------------
 
 NAMED = {"a": [0, 10], "b": ["m", "t"], "c": [0, 10]}  # the only values predicates use

@@ -162,6 +162,7 @@ def check(case: Case, limit: int) -> bool:
     return exact.exact
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(growth_cases(), st.integers(0, 30))
@@ -169,6 +170,7 @@ def test_growing_units_never_below_brute_force(case: Case, limit: int) -> None:
     check(case, limit)
 
 
+@pytest.mark.invariant(1)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(growth_cases(), st.integers(0, 30))
 def test_growing_units_never_below_brute_force_quick(case: Case, limit: int) -> None:

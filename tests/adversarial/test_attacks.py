@@ -990,6 +990,8 @@ def test_attack_table_is_large_and_covers_every_class() -> None:
     assert all(n >= 5 for n in counts.values()), counts
 
 
+@pytest.mark.invariant(5)
+@pytest.mark.invariant(8)
 @pytest.mark.parametrize("entry", [pytest.param(a, id=f"{a['class']}:{a['id']}")
                                    for a in ATTACKS])
 def test_attack(entry: dict[str, Any], tmp_path: Path) -> None:

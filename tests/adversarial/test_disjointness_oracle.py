@@ -3,7 +3,8 @@
 What the oracle proves
 ----------------------
 privplan charges two queries over WHERE regions it judges *disjoint* only once (parallel
-composition, DESIGN.md §1). The verdict is ``region_of(p1).intersect(region_of(p2)).is_empty()``
+composition; DESIGN.md §2, invariant 1). The verdict is
+``region_of(p1).intersect(region_of(p2)).is_empty()``
 (:mod:`privplan.analysis.predicates`); it is sound only if no record can make both predicates
 TRUE in the engine, as privplan runs them. For each generated pair privplan judges disjoint,
 this test opens a real privplan session (noise disabled, so counts are exact) over a table of
@@ -1283,12 +1284,16 @@ def _check(oracle: Oracle, seeds: Sequence[int], per_seed: int, minimum: int) ->
         pytest.fail(report.render(), pytrace=False)
 
 
+@pytest.mark.invariant(1)
+@pytest.mark.invariant(6)
 def test_disjoint_pairs_never_overlap_in_the_engine(oracle: Oracle) -> None:
     """Several hundred pairs privplan judges disjoint: privplan's own exact count of rows in
     both is 0 (or the query is refused), on every layout the pre-screen flags and one more."""
     _check(oracle, FAST_SEEDS, FAST_PAIRS, minimum=300)
 
 
+@pytest.mark.invariant(1)
+@pytest.mark.invariant(6)
 @pytest.mark.slow
 def test_disjoint_pairs_never_overlap_in_the_engine_many(oracle: Oracle) -> None:
     """A few thousand more pairs, other seeds (CI)."""

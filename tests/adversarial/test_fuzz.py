@@ -2149,10 +2149,14 @@ def test_generators_are_deterministic_and_varied() -> None:
     assert origins == {"pinned", "regression", "grammar", "mutation"}
 
 
+@pytest.mark.invariant(2)
+@pytest.mark.invariant(8)
 def test_fuzz_fast() -> None:
     _check(fuzz(FAST_QUERIES, FAST_SEED))
 
 
+@pytest.mark.invariant(2)
+@pytest.mark.invariant(8)
 @pytest.mark.slow
 def test_fuzz_slow() -> None:
     _check(fuzz(SLOW_QUERIES, SLOW_SEED))

@@ -154,11 +154,17 @@ def test_generators_are_deterministic() -> None:
         assert len(set(a)) > 20, cls
 
 
+@pytest.mark.invariant(2)
+@pytest.mark.invariant(7)
+@pytest.mark.invariant(8)
 @pytest.mark.parametrize("cls", CLASSES)
 def test_gate_fuzz_fast(cls: str) -> None:
     _check(fuzz_duckdb(cls, FAST_QUERIES[cls], SEEDS[cls]))
 
 
+@pytest.mark.invariant(2)
+@pytest.mark.invariant(7)
+@pytest.mark.invariant(8)
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", CLASSES)
 def test_gate_fuzz_slow(cls: str) -> None:
@@ -168,6 +174,9 @@ def test_gate_fuzz_slow(cls: str) -> None:
 # -- PostgreSQL and Spark: the quantile and BigQuery classes ----------------------------------
 
 
+@pytest.mark.invariant(2)
+@pytest.mark.invariant(7)
+@pytest.mark.invariant(8)
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", ["quantile", "bigquery"])
 def test_gate_fuzz_postgres(cls: str, pg_url: str) -> None:  # noqa: F811
@@ -178,6 +187,9 @@ def test_gate_fuzz_postgres(cls: str, pg_url: str) -> None:  # noqa: F811
     _check(run_batches(batches, pg_maker(pg_url, policy("postgres")), "postgres"))
 
 
+@pytest.mark.invariant(2)
+@pytest.mark.invariant(7)
+@pytest.mark.invariant(8)
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", ["quantile", "bigquery"])
 def test_gate_fuzz_spark(cls: str, spark: Any) -> None:

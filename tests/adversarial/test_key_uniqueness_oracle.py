@@ -1179,11 +1179,13 @@ def _check(oracle: Oracle, seeds: Sequence[int], per_seed: int) -> None:
         pytest.fail(report.render(), pytrace=False)
 
 
+@pytest.mark.invariant(7)
 def test_released_keys_are_the_engine_groups(oracle: Oracle) -> None:
     """Random public-domain keys on every layout (a few hundred session queries)."""
     _check(oracle, FAST_SEEDS, FAST_QUERIES)
 
 
+@pytest.mark.invariant(7)
 @pytest.mark.slow
 def test_released_keys_are_the_engine_groups_many(oracle: Oracle) -> None:
     """More seeds (CI)."""

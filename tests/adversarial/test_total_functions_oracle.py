@@ -571,12 +571,14 @@ def _check(oracle: Oracle, constructs: Sequence[Construct], slow: bool) -> None:
         pytest.fail(report.render(), pytrace=False)
 
 
+@pytest.mark.invariant(7)
 def test_allowed_constructs_never_fail_after_the_charge(oracle: Oracle) -> None:
     """A representative subset: each construct group's first entries, on every layout whose
     storage of its columns differs."""
     _check(oracle, fast_subset(oracle.constructs), slow=False)
 
 
+@pytest.mark.invariant(7)
 @pytest.mark.slow
 def test_allowed_constructs_never_fail_after_the_charge_sweep(oracle: Oracle) -> None:
     """Every construct (and typed arithmetic on every numeric type), every form (CI)."""

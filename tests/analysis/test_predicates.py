@@ -160,6 +160,8 @@ EXACT = [
 # fmt: on
 
 
+@pytest.mark.invariant(1)
+@pytest.mark.invariant(6)
 @pytest.mark.parametrize("predicate", EXACT)
 def test_exact_on_product_domain(oracle: Oracle, predicate: str) -> None:
     tr = oracle.check(predicate, exact=True)
@@ -197,6 +199,7 @@ FALLBACKS = [
 ]
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.parametrize(("predicate", "reason"), FALLBACKS)
 def test_unsupported_is_whole_domain_with_note(oracle: Oracle, predicate: str, reason: str) -> None:
     tr = oracle.check(predicate, exact=False)
@@ -205,6 +208,7 @@ def test_unsupported_is_whole_domain_with_note(oracle: Oracle, predicate: str, r
         assert any(reason in n and "conservative" in n for n in region.notes), region.notes
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.parametrize(
     "predicate",
     [
@@ -222,6 +226,7 @@ def test_partly_unsupported_is_sound_and_noted(oracle: Oracle, predicate: str) -
     assert tr.true.notes and tr.false.notes
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.parametrize(
     "predicate",
     [
@@ -389,6 +394,7 @@ def test_no_where_is_full() -> None:
     assert region_of(None, COLUMNS) == Region.full()
 
 
+@pytest.mark.invariant(6)
 def test_three_valued_logic_examples() -> None:
     lt5 = truth_regions(parse("x < 5"), {"x": "float"})
     assert lt5.true == Region.column("x", ColumnSet.interval(None, 5.0, hi_closed=False))
@@ -415,6 +421,7 @@ def test_accepts_a_where_node_and_uppercase_column_keys() -> None:
     assert region_of(where, {"I": "int"}) == Region.column("i", ColumnSet.points([1]))
 
 
+@pytest.mark.invariant(1)
 def test_box_cap_falls_back_to_sound_hull(oracle: Oracle) -> None:
     # 10 clauses of 2 alternatives over two columns -> 2**10 boxes without the cap.
     clauses = [f"(i <> {k} OR s <> 'v{k}')" for k in range(10)]
@@ -508,6 +515,8 @@ predicates = st.recursive(
 )
 
 
+@pytest.mark.invariant(1)
+@pytest.mark.invariant(6)
 @pytest.mark.slow
 @settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

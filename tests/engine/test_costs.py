@@ -57,6 +57,7 @@ def test_replace_neighbourhood_gives_each_group_half(demo_db, demo_policy) -> No
     sess.close()
 
 
+@pytest.mark.invariant(8)
 def test_budget_exceeded_spends_nothing(session: pp.Session) -> None:
     session.sql("SELECT COUNT(*) FROM visits", epsilon=9)
     with pytest.raises(pp.BudgetExceededError) as err:
@@ -95,6 +96,7 @@ def test_partition_selection_needs_approx_budget(demo_db, demo_policy) -> None:
     sess.close()
 
 
+@pytest.mark.invariant(5)
 def test_partition_selection_releases_only_frequent_keys(demo_db, demo_policy) -> None:
     sess = pp.connect(demo_db, policy=demo_policy, budget=pp.ApproxDP(2, 1e-5))
     res = sess.sql("SELECT age, COUNT(*) AS n FROM visits GROUP BY age", epsilon=1, delta=1e-6)

@@ -86,6 +86,7 @@ def test_terminated_backend_is_replaced_on_a_connection_privplan_opened(
         assert sess.spent() == pp.PureDP(3)
 
 
+@pytest.mark.invariant(8)
 def test_a_given_connection_that_broke_is_refused_before_the_charge(
         server: postgres_server.PostgresServer) -> None:
     con = psycopg.connect(server.url, autocommit=True)
@@ -215,6 +216,7 @@ print("RESULT " + json.dumps(out))
 '''
 
 
+@pytest.mark.invariant(8)
 @pytest.mark.slow
 def test_spark_stopped_or_killed_is_refused_before_the_charge(spark: Any) -> None:
     """(``spark``: only so that the test runs where Spark does; the script makes its own.)"""

@@ -54,6 +54,7 @@ def test_query_budget_must_match_session_kind(session: pp.Session) -> None:
         session.sql("SELECT COUNT(*) FROM visits")
 
 
+@pytest.mark.invariant(5)
 def test_replacement_scans_are_off(session: pp.Session) -> None:
     import pandas as pd
 

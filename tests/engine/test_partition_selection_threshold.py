@@ -40,6 +40,7 @@ def test_the_margin_is_the_smallest_that_fits(rate: Fraction, delta: Fraction) -
         assert before > d
 
 
+@pytest.mark.invariant(5)
 def test_a_group_of_one_unit_is_released_with_probability_near_delta() -> None:
     """The review's case, ε = 1 per group over Δ = 1 and δ = 0.05: the old threshold (a float
     bound plus one step of margin) released such a group with probability 0.0134, 3.7x below

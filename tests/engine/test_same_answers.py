@@ -29,6 +29,8 @@ from privplan.testing import seeded_noise
 from tests.servers import postgres_server, spark_session
 from tests.test_sql_examples import fmt  # (sql_examples/example_format.py, loaded once)
 
+pytestmark = pytest.mark.invariant(7)
+
 
 @pytest.fixture(scope="module")
 def demo_duckdb(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -33,6 +33,8 @@ import privplan as pp
 from privplan.testing import noise_disabled
 from tests.servers import need
 
+pytestmark = pytest.mark.invariant(7)
+
 psycopg = need("psycopg")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -26,6 +26,8 @@ from privplan.engines.base import RUN_FAILED
 from privplan.errors import ExecutionError, InternalError
 from tests.servers import need
 
+pytestmark = pytest.mark.invariant(5)
+
 ROWS = [(i, str(i)) for i in range(40)] + [(40, "secret-77")]
 POLICY = {"tables": {"v": {"columns": {"id": {"type": "int"},
                                        "x": {"type": "int", "lower": 0, "upper": 100}}}}}

@@ -29,6 +29,8 @@ from privplan.errors import PrivplanError, UnsupportedQueryError
 from privplan.ledger import open_ledger
 from privplan.report import ReportSpec, run_report
 
+pytestmark = pytest.mark.invariant(8)
+
 sa.dialects.registry.register("privplan", "privplan.sqlalchemy_dialect", "PrivplanDialect")
 
 QUERY = "SELECT COUNT(*) AS n FROM visits WHERE age >= 65"

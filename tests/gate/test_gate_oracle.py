@@ -91,6 +91,8 @@ from tests.adversarial._oracle_support import (
 )
 from tests.servers.postgres_server import pg_url  # noqa: F401  (fixture)
 
+pytestmark = [pytest.mark.invariant(7), pytest.mark.invariant(8)]
+
 SPEC: dict[str, Any] = yaml.safe_load(
     (Path(__file__).parent / "data" / "gate_oracle.yaml").read_text(encoding="utf-8"))
 POLICY_TYPES = ("int", "float", "str", "bool", "date", "timestamp")

@@ -24,6 +24,8 @@ from tests.servers.postgres_server import load_frame as pg_load
 from tests.servers.postgres_server import pg_url  # noqa: F401  (fixture)
 from tests.servers.spark_session import load_frame as spark_load
 
+pytestmark = [pytest.mark.invariant(7), pytest.mark.invariant(8)]
+
 TYPES = {"id": "INTEGER", "age": "INTEGER", "s": "VARCHAR", "married": "BOOLEAN"}
 POLICY = {"tables": {"t": {"privacy_unit": "row", "columns": {
     "id": {"type": "int", "lower": 0, "upper": 1000},

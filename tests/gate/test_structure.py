@@ -58,6 +58,8 @@ def _calls(node: ast.AST, attribute: str) -> list[ast.Call]:
             and isinstance(n.func, ast.Attribute) and n.func.attr == attribute]
 
 
+@pytest.mark.invariant(3)
+@pytest.mark.invariant(8)
 def test_only_the_charge_appends_to_the_ledger() -> None:
     appending = []
     for path, tree in _trees():
@@ -69,6 +71,7 @@ def test_only_the_charge_appends_to_the_ledger() -> None:
     assert appending == [("session/session.py", "Session._charge")]
 
 
+@pytest.mark.invariant(8)
 def test_the_charge_takes_an_admission() -> None:
     tree = ast.parse((SRC / "session" / "session.py").read_text())
     charge = next(fn for scope, fn in _functions(tree)
@@ -80,6 +83,7 @@ def test_the_charge_takes_an_admission() -> None:
     assert "planned" in names and not {"statements"} & {a.arg for a in charge.args.args}
 
 
+@pytest.mark.invariant(8)
 def test_admissions_are_made_by_the_gate_only() -> None:
     makers = []
     for path, tree in _trees():
@@ -91,6 +95,7 @@ def test_admissions_are_made_by_the_gate_only() -> None:
                               ("gate/__init__.py", "admit")]
 
 
+@pytest.mark.invariant(8)
 def test_an_admission_cannot_be_forged() -> None:
     with pytest.raises(InternalError):
         Admission(planned=None, statements=())  # type: ignore[arg-type]
@@ -98,6 +103,8 @@ def test_an_admission_cannot_be_forged() -> None:
         Admission(None, (), object())  # type: ignore[arg-type]
 
 
+@pytest.mark.invariant(3)
+@pytest.mark.invariant(8)
 def test_the_charge_is_called_after_the_gate_only() -> None:
     tree = ast.parse((SRC / "session" / "session.py").read_text())
     callers = []

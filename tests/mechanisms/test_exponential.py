@@ -59,6 +59,7 @@ def test_utilities_match_the_definition_and_vanish_at_the_quantile(q: Fraction) 
             assert u[ordered[rank]] == 0
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.parametrize("q", QS)
 @pytest.mark.parametrize("replace", [False, True])
 def test_rank_sensitivity_is_the_largest_change_over_neighbours(q: Fraction,
@@ -180,6 +181,7 @@ def test_histograms_are_read_totally() -> None:
     assert odd.tolist() == [2, 0, 8]
 
 
+@pytest.mark.invariant(4)
 @pytest.mark.statistical
 @pytest.mark.parametrize("eps", [Fraction(1, 2), Fraction(3)])
 @pytest.mark.parametrize("monotone", [False, True])

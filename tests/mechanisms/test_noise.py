@@ -47,6 +47,7 @@ def test_rho_half_sensitivity_one_gives_sigma_one() -> None:
     assert mech.cost(1, ZCDP) == ZCDP(0.5)
 
 
+@pytest.mark.invariant(4)
 @pytest.mark.parametrize("scale", [Fraction(1, 10), Fraction(2), Fraction(7, 3), Fraction(10**6)])
 @pytest.mark.parametrize("sensitivity", [1, 3, 1000])
 def test_laplace_costs_are_exact(scale: Fraction, sensitivity: int) -> None:
@@ -133,6 +134,7 @@ def test_rounded_gaussian_variance_matches_its_pmf(sigma: Fraction) -> None:
                                                              rel=1e-9, abs=1e-15)
 
 
+@pytest.mark.invariant(4)
 def test_rounded_gaussian_is_sigma_over_delta_gdp_by_post_processing() -> None:
     # The f-DP check of the claim on the released integers: for shift Delta = 1 and sigma = 1
     # every Neyman-Pearson test "reject iff z >= s" (the vertices of the trade-off curve) has
@@ -169,6 +171,7 @@ def test_calibration_rounds_long_fractions_up() -> None:
     assert mech.cost(1, PureDP).exact_epsilon <= eps
 
 
+@pytest.mark.invariant(4)
 @pytest.mark.parametrize("budget", [PureDP(1e-300), GDP(1e-300), GDP(1e-160), ZCDP(1e-300)])
 def test_a_vanishing_budget_is_refused_as_too_small(budget) -> None:
     # (the GDP calibration compares the Laplace alternative's std: its closed form must not
@@ -290,6 +293,7 @@ def test_add_noise_int64_in_and_out() -> None:
     assert add_noise(np.array([], dtype=np.float64), DiscreteLaplace(Fraction(1))).shape == (0,)
 
 
+@pytest.mark.invariant(4)
 def test_add_noise_refuses_inexact_values() -> None:
     with pytest.raises(TypeError, match="int64"):
         add_noise(np.array([1.5, np.nan]), DiscreteLaplace(Fraction(1)))
@@ -299,6 +303,7 @@ def test_add_noise_refuses_inexact_values() -> None:
         add_noise(np.zeros((2, 2), dtype=np.int64), DiscreteLaplace(Fraction(1)))
 
 
+@pytest.mark.invariant(4)
 def test_add_noise_detects_overflow() -> None:
     top = np.full(1000, np.iinfo(np.int64).max, dtype=np.int64)
     with pytest.raises(UnsupportedQueryError, match="64-bit"):

@@ -17,6 +17,8 @@ from privplan.mechanisms.samplers import Int64Array
 from privplan.testing import SeededRandomSource
 from tests.mechanisms._stats import P_MIN, chi2_counts
 
+pytestmark = pytest.mark.invariant(4)
+
 
 def _pmf(gaps: list[int], rate: Fraction) -> np.ndarray:
     """exp(-rate·gap) / Σ, at 50 digits from the exact rationals."""

@@ -20,6 +20,8 @@ from privplan.testing import noise_disabled, seeded_noise
 
 from ._stats import P_MIN, chi2_from_cdf, chi2_pmf
 
+pytestmark = pytest.mark.invariant(4)
+
 
 def _pmf(sigma: float):
     return lambda n: stats.norm.cdf((n + 0.5) / sigma) - stats.norm.cdf((n - 0.5) / sigma)

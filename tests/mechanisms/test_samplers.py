@@ -30,6 +30,8 @@ from ._stats import (
     laplace_pmf,
 )
 
+pytestmark = pytest.mark.invariant(4)
+
 # --------------------------------------------------------------------------- randomness source
 
 

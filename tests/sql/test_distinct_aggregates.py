@@ -64,6 +64,7 @@ EXACT = {  # the measures' exact values, as DuckDB computes them (grid step 1 he
 }
 
 
+@pytest.mark.invariant(1)
 @pytest.mark.parametrize("neighbourhood", ["add_remove", "replace"])
 def test_sensitivity_by_brute_force_over_neighbours(neighbourhood: str) -> None:
     policy = {"tables": {"t": {**POLICY["tables"]["t"], "neighbourhood": neighbourhood}}}

@@ -18,6 +18,8 @@ from privplan.engines.judge import judge
 from privplan.errors import UnsupportedQueryError
 from privplan.sql.totality import family, make_total
 
+pytestmark = pytest.mark.invariant(7)
+
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parents[1] / "fixtures" / "totality.yaml").read_text())
 COLUMNS = {"age": "BIGINT", "i": "INTEGER", "s": "VARCHAR", "f": "DOUBLE", "d": "DATE",

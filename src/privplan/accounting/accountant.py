@@ -10,6 +10,8 @@ whose values turn out unorderable) is recomputed from scratch.
 
 Table maxima are summed over tables (one person may be in every private table).
 
+Privacy: the total is the composition of everything admitted; a widened region is recomputed whole.
+
 >>> from privplan.accounting.definitions import PureDP
 >>> from privplan.accounting.model import MechanismSpec, TableModel
 >>> from privplan.analysis.regions import Region

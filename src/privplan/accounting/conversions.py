@@ -13,6 +13,8 @@ How rounding is made safe:
   (scipy's ``log_ndtr``/``ndtri_exp``/``erfinv``, accurate to ~1e-14 relative) and then moved
   by a relative safety margin of 1e-9 in the conservative direction, and checked.
 
+Privacy: a converted cost is rounded up and a derived budget down, with a proven margin.
+
 >>> pure_to_zcdp(PureDP(1))
 ZCDP(rho=0.5)
 >>> zcdp_to_approx(ZCDP(0.5), 1e-6).epsilon < 0.5 + 2 * (0.5 * 13.8156) ** 0.5  # CKS < BS

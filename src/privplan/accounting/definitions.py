@@ -10,6 +10,8 @@ Composition within one definition (CSF'24, Section VI): ε and δ add (Thms VI.4
 described by *additive weights*: (ε,), (ε, δ), (ρ,) and (μ²,); composing is summing weights and
 ``from_weights`` maps back (for GDP through a square root rounded *up*, never under-charging).
 
+Privacy: values are exact fractions that compose by adding weights; μ's square root is rounded up.
+
 >>> PureDP(0.1) + PureDP(0.2) == PureDP("0.3")
 True
 >>> (GDP(3) + GDP(4)).mu

@@ -16,6 +16,8 @@ session with PLD accounting therefore holds its budget as the largest μ whose c
 through (ε, δ) — :func:`approx_to_gdp` — and admits while the composed μ stays within it; every
 mechanism enters with a μ that is exact (the rounded Gaussian, Δ/σ) or a proven upper bound
 (discrete Laplace through ``pure_to_gdp``).
+
+Privacy: the μ held for an (ε, δ) budget is rounded down and checked to imply (ε, δ).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ privacy loss of additive noise at sensitivity r·Δ is r times (pure ε, the ε 
 (ε, δ)) or r² times (ρ of zCDP; μ² of μ-GDP: exactly for Gaussian noise, at most for Laplace
 noise, whose μ(ε) is concave) the loss at Δ. The solver then charges a unit Σ_g cost·φ(r_g) over the groups it meets (issue: user-level
 GROUP BY). With one row per unit every growth is the same.
+
+Privacy: a region holds every record that can change a mechanism; a cost is per group, unit or row.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ Floating point: sums of non-negative terms carry a relative error below 1e-9 for
 kept here; :meth:`epsilon_for_delta` and :meth:`delta_for_epsilon` add that margin. FFT rounding
 errors are bounded and the bound is added at +∞ (:func:`_convolve`).
 
+Privacy: every PLD is pessimistic (mass only moved up or added): δ(ε) is never below the true one.
+
 >>> p = from_epsilon_delta(0.1, 0.0).self_compose(100)
 >>> round(p.epsilon_for_delta(1e-6), 3)   # basic sum Σε = 10; advanced composition 5.757
 4.782

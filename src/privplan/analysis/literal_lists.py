@@ -11,6 +11,8 @@ Every part of the analysis that reads ``IN`` lists asks :func:`literal_list` fir
 the values exactly as the literal nodes they stand for; a part that cannot prove it does so
 raises :class:`ListFallback`, and the query is planned again with every list as literal nodes.
 A part that knows nothing of the form sees an ``IN`` that is not a list, the conservative case.
+
+Privacy: a list read as one value means exactly its literals; a part unsure of it falls back.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ The text is a DuckDB predicate whose TRUE-set is the region: parsing it and runn
 in canonical form whose float bounds REAL represents exactly; otherwise a superset). It is meant
 for people; the analysis never re-reads it.
 
+Privacy: the text is for people and never re-read; its TRUE-set is the region or contains it.
+
 >>> from privplan.analysis.sets import ColumnSet
 >>> region_to_sql(Region.box(age=ColumnSet.interval(18, 65, hi_closed=False)))
 'age >= 18 AND age < 65'

@@ -9,6 +9,8 @@ Regions are always *over-approximations* of the true TRUE-set (DESIGN.md invaria
 that is too large can only over-charge, never under-charge. Whatever the analyzer cannot
 understand becomes :meth:`Region.full` with the reason kept in ``notes`` for ``explain``.
 
+Privacy: regions only over-approximate: each operation is exact or grows a region, never shrinks it.
+
 >>> from privplan.analysis.sets import ColumnSet
 >>> a = Region.box(grp=ColumnSet.points(["a"]))
 >>> b = Region.box(grp=ColumnSet.points(["b"]))

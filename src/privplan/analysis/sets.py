@@ -9,6 +9,8 @@ comparable with ``<`` (ints with floats, str with str, date with date, ...).
 Unbounded ends are ``None``. Sets are immutable and kept canonical (sorted, disjoint, merged),
 so equal sets compare equal.
 
+Privacy: union, intersection and complement are exact, NULL included: regions on them stay sound.
+
 >>> a = ColumnSet.interval(0, 10, hi_closed=False)
 >>> b = ColumnSet.points([3, 20])
 >>> a.intersect(b) == ColumnSet.points([3])

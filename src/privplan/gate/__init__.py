@@ -24,6 +24,8 @@ Any failure is a refusal before the charge: nothing is spent, and the message na
 (on stand-in values, never on a private row). The verdict is cached with the plan (a cached
 plan is re-admitted by :meth:`Admission.renamed` only while nothing it was checked against can
 have changed: see :mod:`privplan.session.plan_cache`).
+
+Privacy: nothing is charged without an Admission, and admit makes one only when every check passed.
 """
 
 from __future__ import annotations

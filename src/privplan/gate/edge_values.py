@@ -13,6 +13,8 @@ The list is the union over all types on purpose: a text of one family may be a v
 of another (``'1e400'`` is a NUMERIC, ``'infinity'`` a DATE, ``' 1'`` a string that some
 conversions read as 1 and others refuse). Extremes that no common text reaches (every DECIMAL
 precision's largest value) are added per type (:func:`extra_texts`).
+
+Privacy: the stand-ins must reach every value an expression over a storage type can fail on.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ independent of the allow-lists (:mod:`privplan.sql.totality`, :mod:`privplan.eng
 that asks the engine rather than a model of it; the enumerating oracle in the tests checks the
 two together. The answers of 1 and 2 are real engine answers (to stand-in data), which the gate
 then passes through privplan's own processing (:mod:`privplan.gate.in_process`).
+
+Privacy: statements, unfiltered too, and each sub-expression run on stand-ins; errors refuse free.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ failures become NULL by design: ``TRY`` is what makes an expression total), lamb
 clause, a window specification, ``ORDER BY`` items). A sub-expression that does not bind on its
 own (e.g. it reads a lambda variable) is dropped by the caller: the node around it is still
 evaluated.
+
+Privacy: every sub-expression a short circuit or a branch could hide is probed on its own.
 """
 
 from __future__ import annotations

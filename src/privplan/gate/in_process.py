@@ -12,6 +12,8 @@ failure but a post-processing one is a refusal, free.
 A failure of the outer query here (:class:`PostProcessingError`) is not a refusal: it depends on
 the noisy values, which are DP outputs, and :mod:`privplan.gate.outer` decides whether the outer
 query fails on *every* answer (then it is refused).
+
+Privacy: the session's own post-charge code runs on the stand-in answers; a failure refuses free.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ extremes, NULL, strings that read as numbers and ones that do not):
 
 A part that fails on some answers only (``CAST(key AS INT)`` over text keys) is admitted: its
 failure after the charge depends on noisy values alone.
+
+Privacy: an outer query, or any part of it, that fails on every stand-in answer is refused for free.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ Each column's values come from a :class:`Values` relation ``(i, v)`` — an inli
 list, or a table the engine made once for the storage type — and the combinations are crossed
 by the engine (``CROSS JOIN``), so the text grows with the number of columns, not of rows: the
 same SQL reads in DuckDB, PostgreSQL and Spark (only identifier quoting differs).
+
+Privacy: stand-in rows are edge values crossed as expressions read them, never a private row.
 """
 
 from __future__ import annotations

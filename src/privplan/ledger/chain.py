@@ -17,6 +17,8 @@ Someone who rewrites the file on purpose *and computes the hashes* (or puts an o
 is caught only with the owner key and the seal (:mod:`privplan.ledger.seal`).
 
 H is SHA-256 over the exact stored text, so verifying needs no decoding.
+
+Privacy: an edit of an entry, budget, policy, format or head that computes no hash is refused.
 """
 
 from __future__ import annotations

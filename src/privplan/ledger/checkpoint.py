@@ -17,6 +17,8 @@ that never saved.
 
 The encoding is data only (JSON for values, raw little-endian arrays of allow-listed dtypes):
 a file is never a way to run code (no pickle).
+
+Privacy: a checkpoint is a cache bound by hash to its entries; one that does not bind is ignored.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Every value keeps its type (int, exact Fraction, float, str, bool, date, datetime, Decimal) so
 a ledger re-read later composes to exactly the same total.
+
+Privacy: decoding gives back exactly what was encoded: a re-read ledger composes to the same total.
 """
 
 from __future__ import annotations

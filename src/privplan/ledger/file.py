@@ -1,5 +1,8 @@
 """The ledger file: created atomically and checked before use, with failures explained (what
-went wrong with the file, and what to do), never by resetting it (see :mod:`privplan.ledger.store`)."""
+went wrong with the file, and what to do), never by resetting it (see :mod:`privplan.ledger.store`).
+
+Privacy: a ledger file is created whole and never reset: one failing a check is refused, untouched.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ Why reading the last entries is as safe as reading from the root: the entries ar
 hash by hash from the stored hash of the entry before them up to the head this process verified
 (:func:`~privplan.ledger.chain.verify_suffix`); any change in between would have to be a
 SHA-256 collision.
+
+Privacy: what explain reads is verified hash by hash back to the head this process verified.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The in-memory ledger, and what every ledger shares: an entry, a charging transaction, a
-policy fingerprint (see :mod:`privplan.ledger.store` for the rules every ledger keeps)."""
+policy fingerprint (see :mod:`privplan.ledger.store` for the rules every ledger keeps).
+
+Privacy: a charge is appended under one lock and adopted after it; an exception appends nothing.
+"""
 
 from __future__ import annotations
 

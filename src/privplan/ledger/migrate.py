@@ -15,6 +15,8 @@ the format, then lower the totals) would give budget back. So:
   with ``privplan ledger migrate --from-format-1`` and the policy it was charged under. A file
   that claims format 1 but carries any trace of a chain (a hash, a root, a head) was altered and
   is refused even then.
+
+Privacy: a ledger is re-chained only after it verified whole; format 1 only when the owner asks.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ and once a session binds it, ``budget``, ``policy`` (SHA-256 of ``policy_json``)
 ``head_hash``, ``head_check`` (over the root and the head), with the owner key ``head_mac``.
 Format 2 is read by its own, weaker rules only to verify a file before it is migrated
 (:mod:`privplan.ledger.migrate`).
+
+Privacy: the budget, policy, format and head are each bound to the chain, or the ledger is refused.
 """
 
 from __future__ import annotations

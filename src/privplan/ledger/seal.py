@@ -20,6 +20,8 @@ What stays possible: whoever can write *both* the ledger and the seal can put ba
 pair (or delete both: a new ledger). Keep the seal where the analyst cannot write
 (``PRIVPLAN_LEDGER_SEAL_DIR``) to close that too. Without a key, neither check runs; then only
 ``privplan ledger backup`` copies and the owner's file permissions protect against rollback.
+
+Privacy: with the owner key, a ledger rewritten with recomputed hashes, or put back, is refused.
 """
 
 from __future__ import annotations

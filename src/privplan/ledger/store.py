@@ -25,6 +25,8 @@ file raises :class:`LedgerError` and leaves the file as it is (:mod:`privplan.le
 charge the ledger checks that the file at its path is still the one it opened, not truncated or
 overwritten in place (:meth:`_check_file`): a charge recorded where no later session reads it
 would be lost.
+
+Privacy: the budget check and the append are one transaction, committed before anything is released.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Why sealing is explicit: a session with the owner key refuses a ledger whose hea
 MAC, or that does not hold its seal's entry — a ledger from before the key, or one restored
 from a backup on purpose, looks exactly like a rollback. Only the owner can say it is not:
 :func:`seal_ledger` verifies the chain, then writes the MAC and a new seal.
+
+Privacy: a backup is one verified snapshot of committed entries; sealing needs a verified ledger.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ still the one the session verified (its id, the last entry it verified, the owne
 the chain's start from the root it just read, verifies every entry added since, and only then
 may append. What it reads or appends is *staged* here and becomes the ledger's only after the
 COMMIT (:meth:`privplan.ledger.store.SQLiteLedger.charging`).
+
+Privacy: a charge writes only what it read under the write lock; its state is kept only on COMMIT.
 """
 
 from __future__ import annotations

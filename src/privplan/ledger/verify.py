@@ -18,6 +18,8 @@ Three checks, from the file alone (its recorded policy, or one passed in):
 Nothing is written: a failed check is reported, the file is left as it is. Without the owner
 key, a ledger rewritten with recomputed hashes, or an older copy put back, verifies: see
 :mod:`privplan.ledger.seal` for what the key adds.
+
+Privacy: nothing is written; a broken chain, or totals below the mechanisms', are reported.
 """
 
 from __future__ import annotations

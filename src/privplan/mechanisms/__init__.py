@@ -1,1 +1,4 @@
-"""mechanisms"""
+"""mechanisms
+
+Privacy: released values get exact integer noise calibrated to their sensitivity (OS CSPRNG).
+"""

@@ -9,6 +9,8 @@ Derived values (AVG = S/C, VARIANCE, STDDEV) combine the intervals of their part
 arithmetic. If each of k parts has confidence 1 - (1 - c)/k, all k intervals hold at once with
 probability >= c (union bound), and then the derived interval holds too.
 
+Privacy: accuracy comes from noise parameters and released values only, never from exact data.
+
 >>> from fractions import Fraction
 >>> from privplan.mechanisms.noise import DiscreteLaplace
 >>> interval_halfwidth(DiscreteLaplace(Fraction(2)))

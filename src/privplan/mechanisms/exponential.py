@@ -46,6 +46,8 @@ an exponential race among all cells, decided by rigorous float bounds and, with 
 about 1e-13, refined in exact decimal arithmetic (:mod:`privplan.mechanisms.race`). (It
 replaced a rejection sampler whose number of proposals followed the utilities: a timing
 channel.)
+
+Privacy: the engine gives only cell counts on a policy-fixed grid; Δ is proven per neighbourhood.
 """
 
 from __future__ import annotations

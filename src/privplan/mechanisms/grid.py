@@ -9,6 +9,8 @@ The engine writes the SQL (e.g. ``LEAST(GREATEST(ROUND(x / r), lo), hi)``); this
 gives the numbers. The sensitivities below assume the *grid integers* are clamped to
 [lo, hi] after rounding (clamping the real value first is not enough: rounding may step out).
 
+Privacy: grid integers are clamped to [lo, hi] after rounding: sensitivities hold, sums fit int64.
+
 >>> g = Grid(Fraction(1, 10))
 >>> g.to_grid_bounds(Fraction(-1, 20), 3)
 (0, 30)

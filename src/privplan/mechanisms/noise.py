@@ -4,6 +4,8 @@ A released value is an integer (an aggregate on an integer grid, see :mod:`.grid
 *sensitivity* Δ is a positive integer: one privacy unit changes it by at most Δ. Noise is added
 by exact samplers (:mod:`.samplers`). Every cost below says which theorem bounds it.
 
+Privacy: noise is calibrated to a proven cost within its share; a budget too small is refused.
+
 >>> from privplan.accounting.definitions import PureDP
 >>> calibrate(1, PureDP("0.5"))
 DiscreteLaplace(scale=Fraction(2, 1))

@@ -43,7 +43,9 @@ shape for any data. Which cell wins (the output, released anyway) changes a few 
 operations. Refinement happens with probability about 1e-13 per group, slightly more when
 near-ties of γ are likelier; its cost is not constant, but it is so rare that it is no usable
 channel. Converting gaps to floats is constant time for int64 gaps; gaps held as Python ints
-(groups of more than about 4·10^9 rows) take longer (see docs/DESIGN.md §10).
+(groups of more than about 4·10^9 rows) take longer (see docs/FEATURES.md §2).
+
+Privacy: the pick has the exponential mechanism's exact law, with work fixed by the number of cells.
 """
 
 from __future__ import annotations

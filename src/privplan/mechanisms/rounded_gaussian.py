@@ -29,6 +29,8 @@ comparison); a value's extra words are kept for its later comparisons. Randomnes
 the same :class:`~privplan.mechanisms.samplers.RandomSource` as the other samplers (the
 operating system's CSPRNG unless a test seeds it), so the running time depends on random draws
 only, never on the data.
+
+Privacy: samples are exactly round(σZ), so a release is exactly (Δ/σ)-GDP.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ simply dropped: lanes are independent, so the accepted candidates are i.i.d. fro
 Test hooks: :mod:`privplan.testing` may replace the source (``seeded_noise``) or switch noise off
 (``noise_disabled``) through the two private context variables below. Nothing else sets them.
 
+Privacy: every accept/reject is an exact integer comparison on bits from the OS CSPRNG.
+
 >>> from fractions import Fraction
 >>> sample_discrete_laplace(Fraction(2), 3).dtype
 dtype('int64')

@@ -9,6 +9,8 @@ whole ε; a GROUP BY under replace gives each group half (a record may move betw
 
 Noise is then calibrated to each share, and the mechanism is charged what its noise actually
 costs (never more than the share, never less than the truth).
+
+Privacy: each mechanism is charged what its noise costs, and the query composes within its budget.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ columns, never their values), with DuckDB itself as the judge of types
 * a public key domain is the set of *distinct values as the engine types and compares them*
   (:func:`type_public_domains`): ``CASE ... THEN 1 ... THEN '01'`` is one INTEGER group, and
   releasing it once per literal would release one exact aggregate several times.
+
+Privacy: before the charge, expressions over private rows are made total and key domains typed.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ measure's region as text) can be derived once per object instead of once per ans
 objects that do not change once planned are used as keys, and only pure functions of them are
 memoised: a memo changes nothing but time, and never holds anything derived from data. An entry
 lives as long as its object (it is keyed by identity and dropped when the object dies).
+
+Privacy: memos are pure functions of planned objects, never of data: they change only time.
 """
 
 from __future__ import annotations

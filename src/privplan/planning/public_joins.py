@@ -5,6 +5,8 @@ concerns private data): the largest number of public rows per join key (the join
 the join-key values selected by a WHERE conjunct over public columns (which becomes a region of
 the private table), and the distinct values of a group key over public columns (its public
 domain).
+
+Privacy: only public tables' rows are read: stability, key regions and domains come from them.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 ``epsilon=`` (with ``delta=``), ``rho=``, ``mu=`` or ``budget=``: exactly one names the whole
 budget; a value of another definition than the session's, a non-number or a zero budget is
 refused with what to pass instead (a failure that does not depend on the data spends nothing).
+
+Privacy: a budget is one positive value of the session's definition; anything else is refused free.
 """
 
 from __future__ import annotations

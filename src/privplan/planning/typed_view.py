@@ -1,5 +1,8 @@
 """A private table as the engine must read it: every column in its policy type and strings in
-binary collation (the analysis's assumptions, made true in SQL)."""
+binary collation (the analysis's assumptions, made true in SQL).
+
+Privacy: private columns are read in their policy types and binary collation, as analysed.
+"""
 
 from __future__ import annotations
 

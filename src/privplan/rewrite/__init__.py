@@ -1,1 +1,4 @@
-"""rewrite"""
+"""rewrite
+
+Privacy: the engine runs only statements made from the plan; the outer query reads noisy tables.
+"""

@@ -11,6 +11,8 @@ One statement per core, generated from the plan (never from the user's text dire
   group appears (empty ones as zeros, which are then noised) and absence leaks nothing.
 
 The SQL draws no random numbers: noise is added afterwards in Python.
+
+Privacy: a statement computes only the planned aggregates, on clamped grids, units' rows bounded.
 """
 
 from __future__ import annotations

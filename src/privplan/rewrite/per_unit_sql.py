@@ -5,6 +5,8 @@ One row per unit, from the unit's *bounded* rows (:func:`bounded_source`: at mos
 filtered by the inner WHERE in its total form (checked and rewritten like any WHERE, so it cannot
 fail on some rows), with every aggregated column clamped to its declared bounds (NULL stays
 NULL): the derived values then lie inside the bounds the derived table's policy declares.
+
+Privacy: a derived row comes from its unit's bounded rows, every aggregated column clamped.
 """
 
 from __future__ import annotations

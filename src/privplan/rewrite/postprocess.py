@@ -7,6 +7,8 @@ cost) and cannot touch a raw value: a reference to a raw column simply does not 
 query that is only keys and aggregates needs no DuckDB round trip (:func:`flat_output`), nor
 one that also sorts and cuts them (ORDER BY output columns, LIMIT/OFFSET constants: see
 :class:`FlatOrder`).
+
+Privacy: the outer query sees keys and noisy values only; a raw column does not bind.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Planning (parse, validate, plan, make total, split the budget and calibrate noise, generate the
 engine statements) is a function of the query text, the budget keywords, the policy and the
-engine's *schema* only (DESIGN.md invariant 8: it reads no private row). A session that asks the
+engine's *schema* only (DESIGN.md invariant 2: it reads no private row). A session that asks the
 same question again (a dashboard, a notebook re-run, a report) can reuse that work. The cache
 holds the planned query and its engine statements, keyed by everything planning reads:
 

@@ -1,15 +1,21 @@
 """Session: a policy, an engine and a ledger; ``sql()``, ``explain()``, ``spent()``, ``remaining()``.
 
-The order of work in :meth:`Session.sql` is the privacy argument (DESIGN.md §2-3):
+The order of work in :meth:`Session.sql` is the privacy argument (docs/DESIGN.md §2; §9 follows
+it step by step):
 
-1. parse, validate and plan from the query text and the policy only (data-independent; query
-   parameters are public values, bound into the text as literals first: ``privplan.sql.params``);
-2. split the query's budget over its mechanisms and compose them with the ledger's history;
-   refuse with :class:`BudgetExceededError` if the total would exceed the budget — before any
-   data is read;
-3. bind the engine statement (errors surface before anything is charged);
-4. charge: record the mechanisms in the ledger;
-5. only then run the statement, add noise, post-process and return.
+1. parse, validate and plan from the query text, the policy and the schema only
+   (data-independent; query parameters are public values, bound into the text as literals
+   first: ``privplan.sql.params``);
+2. split the query's budget over its mechanisms and calibrate their noise
+   (:mod:`privplan.planning.costs`);
+3. write and bind the engine statements and pass them through the pre-charge gate
+   (:mod:`privplan.gate`): a failure up to here spends nothing;
+4. charge (:meth:`Session._charge`): in one ledger transaction, compose the mechanisms with the
+   ledger's history, refuse with :class:`BudgetExceededError` if the total would exceed the
+   budget, and record them;
+5. only then run the statements, add noise, post-process and return.
+
+Privacy: nothing reads a private row before _charge commits a charge the gate admitted.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ privplan reads such a query in two small steps before its normal parse:
    clamped) arguments are removed from the text and returned as :class:`ContributionBounds`.
 
 :func:`apply_dp_clause` then checks the options against the policy and turns them into the
-query's budget. **The policy stays authoritative** (DESIGN.md §2): options may restate it or ask
-for less than it allows, never weaken it —
+query's budget. **The policy stays authoritative** (docs/FEATURES.md §1): options may restate it
+or ask for less than it allows, never weaken it —
 
 * ``privacy_unit_column`` must name the table's declared privacy unit (absent on a row-level
   table). A different column would be a different privacy guarantee than the one privplan

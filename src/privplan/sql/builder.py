@@ -4,6 +4,8 @@ Every released value becomes a :class:`~privplan.sql.plan.Measure` with its regi
 FILTER ∩ value-not-NULL ∩ public key domain) and its sensitivity (from the declared bounds on
 the integer grid and the rows-per-unit limit). Everything outside the supported subset is
 refused with the construct, its position, the reason and the fix.
+
+Privacy: each released value gets a region and sensitivity from text and policy; else it is refused.
 """
 
 from __future__ import annotations

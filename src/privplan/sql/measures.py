@@ -6,6 +6,8 @@ sum of squares behind VAR/STDDEV, their DISTINCT forms), each with its region (W
 value-not-NULL ∩ key domain) and the sensitivity of ONE row (a unit's r rows in a group are
 charged r times by the accountant, :mod:`privplan.accounting.model`); sums are centred for AVG
 and VAR, so a row moves them by about half the range (:func:`grid.sum_sensitivity`).
+
+Privacy: a measure's region holds every row that can change it; its sensitivity, one row's effect.
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ in the per-group form): the derived table is a private table with that many rows
 add/remove; *replace* neighbours could make a row appear and another change, so it is refused).
 The derived table is accounted as a table of its own, one per inner query text, and its costs
 are added to the other tables' (a person is in every table), like a join of private tables.
+
+Privacy: a derived table's bounds follow from the policy; a unit changes only its own derived rows.
 """
 
 from __future__ import annotations

@@ -75,6 +75,8 @@ This package is pure: no engine, no pandas, no duckdb. Its modules, in the order
 (overlapping and disjoint queries), :mod:`.optimisation` (LP and SLSQP), :mod:`.budgets`
 (exact budgets, fitting), :mod:`.advanced` (advanced composition) and :mod:`.entry`
 (:func:`allocate`).
+
+Privacy: events over-approximate what one change affects, so allocations never under-charge.
 """
 
 from __future__ import annotations

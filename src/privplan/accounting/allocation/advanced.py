@@ -7,6 +7,8 @@ maximal co-affected set, with δ' set aside. In the optimisation each cell's adv
 convex quadratic constraint (:func:`_advanced_quads`); the true constraint per cell is "basic OR
 advanced", which :func:`_better_advanced` approaches by re-choosing the less binding branch. This
 is not what an adaptive session accountant does (it sums), so it is only allowed on a fresh ledger.
+
+Privacy: advanced composition is used per maximal co-affected set of a fixed batch, new ledger only.
 """
 
 from __future__ import annotations

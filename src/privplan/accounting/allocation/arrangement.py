@@ -8,6 +8,8 @@ boxes holding it, and the maximal cells are found among products of the classes 
 their column. Replace neighbourhoods pair cells, units of several rows read only the unit-level
 columns, and too many cells merge a column — each of these is conservative (a superset of what a
 change can affect: it may over-charge, never under-charge).
+
+Privacy: each co-affected set contains every mechanism one neighbouring change can affect together.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ charged at those budgets are composed (by the caller's rule) and :func:`_fit` sc
 fractions until the composed cost is within the budget: down if rounding pushed over, up when a
 conservative model left budget unused. The cost of a query is linear in its budget (the planner
 calibrates every mechanism of a query to it), which is what makes the rescaling valid.
+
+Privacy: budgets are rounded down and rescaled until their composed cost fits the budget.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ theorem, CSF'24 Thm IV.11), splits δ over the queries that select partitions, s
 fractions (optionally with advanced composition, CSF'24 §VI), fits exact budgets to the budget
 with the ledger's history, and reports the equal-split and uniform baselines beside the result.
 The caller must still verify with its real accountant.
+
+Privacy: budgets returned compose within the budget with the ledger's history; it charges nothing.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ together; :class:`Allocation` holds the exact per-query budgets and the composed
 fitted to. :func:`noise_exponent` is how a query's noise scales with its budget (Laplace 1/b,
 Gaussian 1/sqrt(b)); :func:`round_down` keeps allocated budgets on a small-denominator grid, so
 rounding can only lower a charge, never raise it.
+
+Privacy: round_down keeps budgets at or below the exact fractions: rounding never adds cost.
 """
 
 from __future__ import annotations

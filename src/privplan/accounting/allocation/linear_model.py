@@ -6,6 +6,8 @@ each coefficient capped by what q alone can cost; tables add (one person may be 
 table). :func:`_build_model` writes these rows in fractions of the budget's weight;
 :func:`_exact_total` computes the composed cost from exact events in exact fractions (the linear
 model *is* the cost there, so no solver call is needed).
+
+Privacy: each row bounds what its event costs, capped only by what the query alone can cost.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ A query's relative variance at fraction x_q is u_q x_q^{-2p}. ``max`` is a linea
 by SLSQP from the max-min point. Optional quadratic cells carry the advanced-composition branch.
 The result is never worse than the best uniform allocation (kept as a safety net). Pure numerics:
 privacy is only in the constraints, which the model guarantees are conservative.
+
+Privacy: pure numerics: the fractions meet the model's constraints, which hold the privacy argument.
 """
 
 from __future__ import annotations

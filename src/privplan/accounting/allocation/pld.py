@@ -14,6 +14,8 @@ unit fills is not known, so the ε of every *maximal* arrangement (partitions of
 most m groups of at most c rows; fewer rows are dominated: a row more in a group or a group more
 only adds loss) is computed and the largest taken; when there are too many, the event falls back
 to the basic sum.
+
+Privacy: groups enter as dominating (ε, δ) pairs, r rows as one release; the worst arrangement wins.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ model: the maximal co-affected groups, overlapping and disjoint pairs, and the c
 components of the overlap graph. Disjoint queries compose by max under the general composition
 theorem (CSF'24 Thm IV.11); queries on different private tables always add up, since one person
 may be in every private table. Shown to the user so the allocation can be understood.
+
+Privacy: what it shows is read from the model, never from data, and changes no cost.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ co-affected sets of each (:func:`~.arrangement.co_affected_sets`), apply the the
 Why the max over maximal sets is enough: every bound used grows with the set, and every change a
 neighbouring pair makes affects a subset of one event (CSF'24 §VI; general theorem across sets,
 Thm IV.11).
+
+Privacy: the max over maximal co-affected sets, tables added, bounds every neighbouring change.
 """
 
 from __future__ import annotations

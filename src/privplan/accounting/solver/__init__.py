@@ -37,6 +37,8 @@ values, or "everything else") holds at least k values, and every cell holds at l
 non-empty. A column whose values cannot be ordered (mixed types) loses its constraints (regions
 grow) and GROUP BY keys on it are treated as opaque.
 
+Privacy: the composed cost is the max over neighbouring pairs, or a proven bound above it.
+
 >>> from privplan.accounting.definitions import PureDP
 >>> from privplan.accounting.model import MechanismSpec, TableModel
 >>> from privplan.analysis.regions import Region

@@ -3,6 +3,8 @@
 columns of weights, key columns and contribution bounds (:class:`_Mechs`, lazily restored
 from a checkpoint); each weight coordinate is searched in floats on an exact-integer scale
 when the weights allow (:class:`_Scale`); :class:`_Best` is the worst pair found so far.
+
+Privacy: atoms split columns at every named value; float weights are exact, or near-ties rechecked.
 """
 
 from __future__ import annotations

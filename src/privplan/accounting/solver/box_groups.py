@@ -7,6 +7,8 @@ through strictly increasing atom maps (new boundary values split atoms, never me
 a new column spans all its atoms in every old row; so two old rows have equal boxes after the
 extension exactly when they had before. Only the lookup from a box to its id is in the old
 coordinates, and it is rebuilt (from one row per id) when atoms moved or columns were added.
+
+Privacy: rows merged as equal have equal boxes (atoms only split), so no record's weight is dropped.
 """
 
 from __future__ import annotations

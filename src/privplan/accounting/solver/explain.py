@@ -1,5 +1,7 @@
 """Why a composition costs what it does: the witness mechanisms, the worst pair (or unit)
 in words, and the rule that was applied.
+
+Privacy: explanations read the search's cells and the regions, never data, and change no cost.
 """
 
 from __future__ import annotations

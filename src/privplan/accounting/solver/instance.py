@@ -1,6 +1,8 @@
 """One table's mechanisms as disjoint boxes of atom-index ranges (:class:`_Instance`):
 built from the regions (extending atoms when new values appear), and evaluated per cell
 (which mechanisms' regions hold the records of a cell, which keys must agree).
+
+Privacy: a cell's mechanisms are exactly those whose regions can hold its records.
 """
 
 from __future__ import annotations

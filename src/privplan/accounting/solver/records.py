@@ -1,5 +1,7 @@
 """Add/remove with one row per unit: the heaviest record. A record affects the mechanisms
 whose region holds it, and one group of each GROUP BY (CSF'24 Thms IV.6, IV.12).
+
+Privacy: the heaviest add/remove record is found or bounded above, one group per GROUP BY.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Replace with one row per unit (bounded DP): the heaviest pair of records x -> x'. The pair
 affects every mechanism holding x or x'; a GROUP BY holding both pays two groups unless their
 keys must agree (CSF'24 Thm IV.11, Cor IV.13).
+
+Privacy: the heaviest replace pair is found or bounded above; a GROUP BY may pay two groups.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Branch and bound over the cells of the atom grid, with 1-D sweep bounds: the kernel
 every neighbourhood search uses to find the heaviest cell (or prove a bound) without
 enumerating the product of all atoms.
+
+Privacy: branch and bound prunes with upper bounds only: the heaviest cell is found or bounded.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 :class:`TableSolver` composes one table's mechanisms incrementally (only what new regions can
 change is searched) and exports its state for durable checkpoints; :func:`compose` adds the
 table maxima (one person may be in every private table).
+
+Privacy: a table's total never drops below its mechanisms' composition; tables' maxima add up.
 """
 
 from __future__ import annotations

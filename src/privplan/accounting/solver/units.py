@@ -5,6 +5,8 @@ once per group for flat costs (CSF'24 Example IV.5), r or r² times for r of its
 group for per-row costs (:mod:`privplan.accounting.model`), within the bounds of m groups and
 c rows per group. Closed forms where they are exact, else a greedy unit against a proven
 bound per slab of unit-level values, and an exact search on small slabs.
+
+Privacy: the heaviest unit of at most k rows (m groups, c rows each) is found or bounded from above.
 """
 
 from __future__ import annotations

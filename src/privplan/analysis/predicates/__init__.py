@@ -27,6 +27,8 @@ the engine's default binary (code point) collation. ``timestamp`` means a timest
 zone. A float NaN, which DuckDB orders above every number, belongs exactly to the sets with an
 unbounded upper end (``x > c``, ``x <> c``), so regions stay consistent for it.
 
+Privacy: TRUE- and FALSE-sets over-approximate, NOT swaps them, the rest is (full, full).
+
 >>> import sqlglot
 >>> cols = {"age": "int", "grp": "str"}
 >>> p = sqlglot.parse_one("NOT (age < 18) AND grp IN ('a', 'b')", dialect="duckdb")

@@ -5,6 +5,8 @@ adjacent ones merged, which makes emptiness exact (``x > 2 AND x < 3`` is empty)
 become points, and ``''`` (the least string) closes the ends of string intervals. Canonical
 forms describe exactly the same values, so they change no region -- they let merging and
 containment see that two boxes agree.
+
+Privacy: a canonical set holds exactly the values of the set it replaces: it changes no region.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ or strings on a str column, each item is exactly one value of the column, and bo
 from the sorted distinct values alone: the TRUE-set is the values (runs of consecutive integers
 as closed intervals), the FALSE-set every other non-NULL value. The result is the same canonical
 :class:`ColumnSet` the general path gives (checked against it in the tests).
+
+Privacy: for exact points the fast path gives the general path's sets exactly, or is not taken.
 """
 
 from __future__ import annotations

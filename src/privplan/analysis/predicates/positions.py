@@ -5,6 +5,8 @@ A constant becomes a hull [lo, hi] of the values a column is compared against (a
 when the comparison is exact; exact positions of dates and timestamps among day ordinals), and
 each comparison operator becomes the pair of non-NULL sets where it is TRUE and where it is
 FALSE -- unions over the hull, so sound when the engine may round the constant.
+
+Privacy: a comparison's sets are unions over the constant's hull: sound when the engine rounds it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ size cap.
 agree outside one column and dropping boxes inside others are exact; above :data:`MAX_BOXES`
 boxes (or a too large intersection) a region is replaced by its per-column hull, which only
 grows it and is noted -- so every step keeps the over-approximation the privacy argument needs.
+
+Privacy: merging and dropping boxes are exact, and the size cap's hull only grows a region.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ turns each atom -- a comparison of a declared column with a constant, ``BETWEEN`
 ``IS [NOT] DISTINCT FROM``, ``IS NULL`` / ``IS TRUE`` -- into exact sets; everything else gets
 the conservative (full, full) with a note. These regions are what disjointness (and so the
 parallel composition of the privacy accounting) is proved from.
+
+Privacy: atoms become exact sets, NOT swaps TRUE and FALSE, and anything else gets (full, full).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ complement. Both are over-approximations: a record may be missing from a set onl
 predicate is certainly not TRUE (resp. FALSE) on it. The conservative answer for anything not
 analysed is (full, full) with a note naming the construct -- sound, because a larger region only
 makes disjointness harder to prove.
+
+Privacy: both regions over-approximate; what is not analysed is (full, full) with a note.
 """
 
 from __future__ import annotations
