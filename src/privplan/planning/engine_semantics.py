@@ -24,17 +24,17 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from privplan.engines.judge import Judge, JudgeError
 from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
+from privplan.planning.reads import DomainJudge, DomainTables, PublicCatalog
 from privplan.rewrite.engine_sql import DUPLICATES, released_key
 from privplan.sql.joins import public_name
 from privplan.sql.locate import with_location
 from privplan.sql.plan import CorePlan, GroupKey
-from privplan.sql.totality import family, make_total
+from privplan.sql.totality import ExpressionJudge, JudgeError, family, make_total
 
 
-def describe_public_joins(core: CorePlan, engine: Any, private_types: dict[str, str]
-                          ) -> dict[str, str]:
+def describe_public_joins(core: CorePlan, engine: PublicCatalog,
+                          private_types: dict[str, str]) -> dict[str, str]:
     """The engine types of the public columns the core uses (``__pub<j>_<c>``), read from the
     public tables' schemas; also records each join's public column types and the private key
     types on the join (public data: reading its schema reveals nothing private)."""
@@ -50,7 +50,7 @@ def describe_public_joins(core: CorePlan, engine: Any, private_types: dict[str, 
     return out
 
 
-def make_core_total(core: CorePlan, column_types: dict[str, str], judge: Judge,
+def make_core_total(core: CorePlan, column_types: dict[str, str], judge: ExpressionJudge,
                     sql: str) -> None:
     """Replace WHERE, every FILTER condition and every group key by its total version, and
     record each key's engine type. The regions were computed from the expressions as written;
@@ -86,7 +86,8 @@ read by the engine statement from a relation the engine makes once per session
 into the statement's text: the same values, cast by the same expression."""
 
 
-def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = None) -> None:
+def type_public_domains(core: CorePlan, judge: DomainJudge, sql: str,
+                        engine: DomainTables | None = None) -> None:
     """Each public key domain as the engine types and compares its values.
 
     The candidate values (CASE results as written, declared ``public_values``, a public table's
@@ -118,7 +119,8 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = No
     core.keys = tuple(keys)
 
 
-def _typed_uniform(key: GroupKey, target: str, judge: Judge, engine: Any) -> GroupKey:
+def _typed_uniform(key: GroupKey, target: str, judge: DomainJudge,
+                   engine: DomainTables | None) -> GroupKey:
     """One kind of Python value (str, or int within BIGINT): passed as one list, cast once per
     value by the same expression, as the engine statement will."""
     cast = released_key(f"CAST(x AS {target})", target)
@@ -135,7 +137,7 @@ def _typed_uniform(key: GroupKey, target: str, judge: Judge, engine: Any) -> Gro
                    domain_cast=cast, domain_table=table)
 
 
-def _typed_values(key: GroupKey, target: str, judge: Judge) -> GroupKey:
+def _typed_values(key: GroupKey, target: str, judge: DomainJudge) -> GroupKey:
     """Any other domain: each value cast on its own, as one VALUES row."""
     candidates = list(key.domain_literals or [typed_literal(v) for v in key.public_domain or ()])
     typed = [released_key(f"CAST({c} AS {target})", target) for c in candidates]
