@@ -66,11 +66,11 @@ def test_only_the_charge_appends_to_the_ledger() -> None:
                 arg = call.args[0] if call.args else None
                 if isinstance(arg, ast.Call) and getattr(arg.func, "id", None) == "LedgerEntry":
                     appending.append((path.relative_to(SRC).as_posix(), ".".join([*scope, fn.name])))
-    assert appending == [("session.py", "Session._charge")]
+    assert appending == [("session/session.py", "Session._charge")]
 
 
 def test_the_charge_takes_an_admission() -> None:
-    tree = ast.parse((SRC / "session.py").read_text())
+    tree = ast.parse((SRC / "session" / "session.py").read_text())
     charge = next(fn for scope, fn in _functions(tree)
                   if scope == ["Session"] and fn.name == "_charge")
     first = charge.args.args[1]
@@ -99,7 +99,7 @@ def test_an_admission_cannot_be_forged() -> None:
 
 
 def test_the_charge_is_called_after_the_gate_only() -> None:
-    tree = ast.parse((SRC / "session.py").read_text())
+    tree = ast.parse((SRC / "session" / "session.py").read_text())
     callers = []
     for scope, fn in _functions(tree):
         if _calls(fn, "_charge"):
