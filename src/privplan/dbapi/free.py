@@ -13,7 +13,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 import pandas as pd
@@ -27,7 +27,6 @@ from privplan import errors as _pe
 from privplan.dbapi.errors import OperationalError, ProgrammingError
 
 if TYPE_CHECKING:
-    from privplan.dbapi.connection import Connection
     from privplan.session.session import Session
 
 DEFAULT_SCHEMA = "main"  # DuckDB's: the schema of a policy table that declares none
@@ -186,7 +185,15 @@ def _catalog(session: Session) -> str | None:
     return None if name is None or name.lower() in _RESERVED_CATALOGS else name
 
 
-def _schema_answer(connection: Connection, sql: str) -> _Answer:
+class SchemaReader(Protocol):
+    """What a statement answered free reads of its connection
+    (:class:`~privplan.dbapi.connection.Connection` is one; it imports this module)."""
+
+    def _check_open(self) -> Session: ...
+    def describe_schema(self) -> tuple[TableInfo, ...]: ...
+
+
+def _schema_answer(connection: SchemaReader, sql: str) -> _Answer:
     """Run ``sql`` (an information_schema query) on a sandbox holding an empty replica of the
     policy's schema (:meth:`Connection.describe_schema`): a new in-memory DuckDB connection
     with file access disabled and its configuration locked, closed afterwards. It holds no
@@ -250,7 +257,7 @@ def _replicate(sandbox: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
                 for c in table.columns])
 
 
-def _free_answer(connection: Connection, sql: str) -> _Answer | None:
+def _free_answer(connection: SchemaReader, sql: str) -> _Answer | None:
     """The answer of a statement that reads no private row (a constant select or a schema
     query), or None: the statement is then a DP query for the Session."""
     try:

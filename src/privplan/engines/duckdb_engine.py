@@ -225,7 +225,7 @@ class DuckDBEngine:
         file whose 0xFF string sits in one row group of four). Every text column is read once
         here, before any query, and a table that fails is refused as a whole: the same
         outcome for every query (one check per registration, like the NOT NULL check of
-        ``typed_view.check_not_null``), never one that depends on a query's filter."""
+        ``catalog.check_not_null``), never one that depends on a query's filter."""
         try:
             types = self.columns(_quote(name))
         except PolicyError:

@@ -38,7 +38,8 @@ __all__ = ["Judge", "JudgeError", "judge"]
 
 
 class Judge:
-    """Binds and evaluates privplan-built expressions on an empty, locked DuckDB connection."""
+    """Binds and evaluates privplan-built expressions on an empty, locked DuckDB connection
+    (the judge planning is given: :class:`~privplan.planning.reads.DomainJudge`)."""
 
     def __init__(self) -> None:
         self._con = duckdb.connect(":memory:")

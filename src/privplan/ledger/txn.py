@@ -17,7 +17,8 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
@@ -28,10 +29,30 @@ from privplan.ledger.memory import LedgerEntry, _Hooks
 from privplan.ledger.record import Record, read_record
 from privplan.ledger.seal import head_mac
 
-if TYPE_CHECKING:
-    from privplan.ledger.store import SQLiteLedger
-
 FIELDS = "seq, query_id, sql, time, marginal, total_after, mechanisms"
+
+
+class ChargedLedger(Protocol):
+    """What a charging transaction reads and asks of its ledger
+    (:class:`~privplan.ledger.store.SQLiteLedger` is one; it imports this module, so the
+    transaction names what it needs instead of importing the store)."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def _key(self) -> bytes | None: ...
+    @property
+    def _ledger_id(self) -> str: ...
+    @property
+    def _seen(self) -> int: ...
+    @property
+    def _verified(self) -> ChainHead: ...
+
+    def _replaced(self, how: str) -> LedgerError: ...
+    def _owner_check(self, con: sqlite3.Connection, record: Record) -> None: ...
+    def _check_may_write(self, record: Record) -> None: ...
+    def _fetch(self, after: int, verify_from: ChainHead, through: int | None = None
+               ) -> tuple[list[tuple[Any, ...]], ChainHead]: ...
 
 
 class SQLiteCharging(_Hooks):
@@ -42,7 +63,7 @@ class SQLiteCharging(_Hooks):
     the session has consumed. ``head`` is the last entry the file records (read in this
     transaction; moved by this transaction's append)."""
 
-    def __init__(self, ledger: SQLiteLedger, con: sqlite3.Connection) -> None:
+    def __init__(self, ledger: ChargedLedger, con: sqlite3.Connection) -> None:
         super().__init__()
         self.ledger = ledger
         self.con = con

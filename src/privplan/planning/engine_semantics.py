@@ -26,16 +26,16 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from privplan.engines.judge import Judge, JudgeError
 from privplan.errors import InternalError, PolicyError, UnsupportedQueryError
+from privplan.planning.reads import DomainJudge, DomainTables, PublicCatalog
 from privplan.rewrite.engine_sql import DUPLICATES, released_key
 from privplan.sql.joins import public_name
 from privplan.sql.locate import with_location
 from privplan.sql.plan import CorePlan, GroupKey
-from privplan.sql.totality import family, make_total
+from privplan.sql.totality import ExpressionJudge, JudgeError, family, make_total
 
 
-def describe_public_joins(core: CorePlan, engine: Any) -> CorePlan:
+def describe_public_joins(core: CorePlan, engine: PublicCatalog) -> CorePlan:
     """The core with each public join's table, column types and private key types read from
     the public tables' schemas, and the engine types of the public columns it uses
     (``__pub<j>_<c>``) added to its source types (public data: reading its schema reveals
@@ -54,7 +54,7 @@ def describe_public_joins(core: CorePlan, engine: Any) -> CorePlan:
     return replace(core, joins=tuple(joins), source_types=out)
 
 
-def make_core_total(core: CorePlan, judge: Judge, sql: str) -> CorePlan:
+def make_core_total(core: CorePlan, judge: ExpressionJudge, sql: str) -> CorePlan:
     """The core with WHERE, every FILTER condition and every group key replaced by its total
     version (over the engine types of its source, ``core.source_types``), and each key's
     engine type recorded. The regions were computed from the expressions as written;
@@ -91,8 +91,8 @@ read by the engine statement from a relation the engine makes once per session
 into the statement's text: the same values, cast by the same expression."""
 
 
-def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = None
-                        ) -> CorePlan:
+def type_public_domains(core: CorePlan, judge: DomainJudge, sql: str,
+                        engine: DomainTables | None = None) -> CorePlan:
     """The core with each public key domain as the engine types and compares its values.
 
     The candidate values (CASE results as written, declared ``public_values``, a public table's
@@ -124,7 +124,8 @@ def type_public_domains(core: CorePlan, judge: Judge, sql: str, engine: Any = No
     return replace(core, keys=tuple(keys))
 
 
-def _typed_uniform(key: GroupKey, target: str, judge: Judge, engine: Any) -> GroupKey:
+def _typed_uniform(key: GroupKey, target: str, judge: DomainJudge,
+                   engine: DomainTables | None) -> GroupKey:
     """One kind of Python value (str, or int within BIGINT): passed as one list, cast once per
     value by the same expression, as the engine statement will."""
     cast = released_key(f"CAST(x AS {target})", target)
@@ -141,7 +142,7 @@ def _typed_uniform(key: GroupKey, target: str, judge: Judge, engine: Any) -> Gro
                    domain_cast=cast, domain_table=table)
 
 
-def _typed_values(key: GroupKey, target: str, judge: Judge) -> GroupKey:
+def _typed_values(key: GroupKey, target: str, judge: DomainJudge) -> GroupKey:
     """Any other domain: each value cast on its own, as one VALUES row."""
     candidates = list(key.domain_literals or [typed_literal(v) for v in key.public_domain or ()])
     typed = [released_key(f"CAST({c} AS {target})", target) for c in candidates]

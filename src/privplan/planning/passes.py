@@ -31,10 +31,11 @@ from privplan.planning.engine_semantics import (
     type_public_domains,
 )
 from privplan.planning.public_joins import resolve_public_joins
+from privplan.planning.reads import DomainJudge, DomainTables, PublicCatalog
 from privplan.rewrite.engine_sql import bounded_source, private_join_source
 from privplan.sql.plan import CorePlan
 
-__all__ = ["PASSES", "Binding", "SourceCatalog", "bind_core", "bounded_select"]
+__all__ = ["PASSES", "Binding", "PublicReads", "SourceCatalog", "bind_core", "bounded_select"]
 
 
 class SourceCatalog(Protocol):
@@ -47,6 +48,10 @@ class SourceCatalog(Protocol):
     def check_portable(self, core: CorePlan, types: dict[str, str]) -> None: ...
 
 
+class PublicReads(PublicCatalog, DomainTables, Protocol):
+    """The engine's reads of public tables the passes use (schemas, rows, long domains)."""
+
+
 @dataclass(frozen=True)
 class Binding:
     """What the passes may read. ``sql``: the query as planned (error locations); ``catalog``:
@@ -56,8 +61,8 @@ class Binding:
 
     sql: str
     catalog: SourceCatalog
-    public: Any
-    judge: Any
+    public: PublicReads
+    judge: DomainJudge
     copies: Callable[[str], str | None]
 
 

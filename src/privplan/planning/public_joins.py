@@ -19,6 +19,7 @@ from sqlglot import exp
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import ColumnSet
 from privplan.errors import UnsupportedQueryError
+from privplan.planning.reads import PublicCatalog
 from privplan.rewrite.engine_sql import key_sql, public_key_sql
 from privplan.sql.joins import PublicJoin, conjuncts, join_index, public_columns_of
 from privplan.sql.plan import CorePlan, GroupKey
@@ -42,7 +43,7 @@ def _on_public(node: exp.Expression, join: PublicJoin) -> str:
     return out.sql(dialect="duckdb")
 
 
-def _key_region(join: PublicJoin, engine: Any, condition: str | None) -> Region | None:
+def _key_region(join: PublicJoin, engine: PublicCatalog, condition: str | None) -> Region | None:
     """The private key values that can match a public row (satisfying ``condition``)."""
     if join.left or len(join.pairs) != 1:
         return None
@@ -59,7 +60,7 @@ def _key_region(join: PublicJoin, engine: Any, condition: str | None) -> Region 
     return Region.column(private_col, ColumnSet.points([r[0] for r in rows]))
 
 
-def resolve_public_joins(core: CorePlan, engine: Any) -> CorePlan:
+def resolve_public_joins(core: CorePlan, engine: PublicCatalog) -> CorePlan:
     """The core with its public joins checked for stability (a key unique in the public table,
     as the join compares it), the private key values that can match narrowing its regions, and
     each key over public columns given its public domain."""
@@ -124,7 +125,8 @@ def resolve_public_joins(core: CorePlan, engine: Any) -> CorePlan:
     return replace(core, joint_domains=_joint_domains(core, engine))
 
 
-def _joint_domains(core: CorePlan, engine: Any) -> tuple[tuple[tuple[int, ...], str, int], ...]:
+def _joint_domains(core: CorePlan, engine: PublicCatalog
+                   ) -> tuple[tuple[tuple[int, ...], str, int], ...]:
     """Keys that all read one (inner-joined) public table: their domain is the table's
     distinct rows of those keys, computed by the engine from the public table alone (the keys
     as the engine statement computes them), so ``GROUP BY b.title, b.author`` releases the

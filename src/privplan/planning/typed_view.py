@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from privplan.errors import PolicyError
 from privplan.rewrite.engine_sql import BINARY
 
-__all__ = ["check_not_null", "read_as_stored", "typed_source", "typed_view"]
+__all__ = ["read_as_stored", "typed_source", "typed_view"]
 
 _ENGINE_TYPES = {
     "int": ("BIGINT", ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -87,29 +86,3 @@ def typed_view(table_sql: str, columns: Mapping[str, Any],
     if all(item.startswith('"') and " AS " not in item for item in items):
         return table_sql, types
     return f'(SELECT {", ".join(items)} FROM {table_sql})', types
-
-
-
-
-def check_not_null(engine: Any, table: Any, view_sql: str) -> None:
-    """Refuse a table whose data contradicts a ``nullable: false`` declaration.
-
-    Why it is safe to read the data here: ``nullable: false`` makes "this column has no NULL"
-    part of the public policy (the planner then counts COUNT(col) as COUNT(*), one mechanism
-    instead of two). The check runs once per table and session, before anything is charged,
-    and the same for every query, so all it can reveal is that the data owner's declaration is
-    false; a table that contradicts it answers no query at all. (Were NULLs to appear later,
-    AVG would only be biased: sensitivities do not depend on it.)
-    """
-    strict = [c for c, col in table.columns.items() if not col.nullable]
-    if not strict:
-        return
-    bad = engine.null_columns(view_sql, strict)
-    if bad:
-        cols = ", ".join(bad)
-        raise PolicyError(
-            f"table '{table.name}': column(s) {cols} are declared `nullable: false` but hold "
-            f"NULLs (or values that do not convert to the declared type). Why: the "
-            f"declaration lets privplan count COUNT({bad[0]}) as COUNT(*), which NULLs "
-            f"would make wrong. Fix the data, or remove `nullable: false` from "
-            f"tables.{table.name}.columns.{bad[0]}. Nothing was charged.")

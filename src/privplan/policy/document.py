@@ -137,6 +137,6 @@ class Policy:
 
     def _repr_html_(self) -> str:
         """The notebook view: every table and column (see :func:`privplan.views.html.policy_html`)."""
-        from privplan.views.html import policy_html
+        from privplan.policy.html import policy_html
 
         return policy_html(self)

@@ -15,10 +15,10 @@ from typing import Any
 from privplan.engines.data_files import missing_csv_columns
 from privplan.engines.portable import check_portable, check_stored_types
 from privplan.errors import PolicyError
-from privplan.planning.typed_view import check_not_null, read_as_stored, typed_view
+from privplan.planning.typed_view import read_as_stored, typed_view
 from privplan.policy import Policy
 
-__all__ = ["SessionCatalog", "stand_in_name"]
+__all__ = ["SessionCatalog", "check_not_null", "stand_in_name"]
 
 
 def stand_in_name(table: str) -> str:
@@ -149,3 +149,27 @@ class SessionCatalog:
                         continue  # reported if a query uses it
                     self._public_schema[t.name] = set(cols)
         return self._public_schema
+
+
+def check_not_null(engine: Any, table: Any, view_sql: str) -> None:
+    """Refuse a table whose data contradicts a ``nullable: false`` declaration.
+
+    Why it is safe to read the data here: ``nullable: false`` makes "this column has no NULL"
+    part of the public policy (the planner then counts COUNT(col) as COUNT(*), one mechanism
+    instead of two). The check runs once per table and session, before anything is charged,
+    and the same for every query, so all it can reveal is that the data owner's declaration is
+    false; a table that contradicts it answers no query at all. (Were NULLs to appear later,
+    AVG would only be biased: sensitivities do not depend on it.)
+    """
+    strict = [c for c, col in table.columns.items() if not col.nullable]
+    if not strict:
+        return
+    bad = engine.null_columns(view_sql, strict)
+    if bad:
+        cols = ", ".join(bad)
+        raise PolicyError(
+            f"table '{table.name}': column(s) {cols} are declared `nullable: false` but hold "
+            f"NULLs (or values that do not convert to the declared type). Why: the "
+            f"declaration lets privplan count COUNT({bad[0]}) as COUNT(*), which NULLs "
+            f"would make wrong. Fix the data, or remove `nullable: false` from "
+            f"tables.{table.name}.columns.{bad[0]}. Nothing was charged.")

@@ -35,9 +35,3 @@ def describe_location(sql: str, node: exp.Expr | None) -> str:
 def with_location(message: str, sql: str, node: exp.Expr | None) -> str:
     loc = describe_location(sql, node)
     return f"{message}\n  at {loc}" if loc else message
-
-
-def snippet(node: exp.Expr, width: int = 60) -> str:
-    """The node's SQL, shortened to ``width`` characters for a message."""
-    text = node.sql(dialect="duckdb")
-    return text if len(text) <= width else text[:width - 3] + "..."

@@ -16,56 +16,31 @@ explanation, a policy and a session's totals come from query text, the policy an
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from html import escape
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+# (the policy's view, and the fragment basics every view shares, live with the policy: the
+# policy is core, and the core imports no face; policy_html is named here as before)
+from privplan.policy.html import _count, _list, _number, _text, _wrap, policy_html
+
 if TYPE_CHECKING:
-    from privplan.explain import Explanation, MechanismExplanation
-    from privplan.policy import ColumnPolicy, Policy, TablePolicy
-    from privplan.result import Result
-    from privplan.session.session import Session
+    from privplan.views.shown import (
+        ShownExplanation,
+        ShownMechanism,
+        ShownResult,
+        ShownSession,
+    )
 
 __all__ = ["MAX_ROWS", "explanation_html", "policy_html", "result_html", "session_html"]
 
 MAX_ROWS = 50
 """Rows of a result shown in a notebook; the rest are counted ("… N more rows")."""
-MAX_VALUES = 12
-"""Public values of one column shown in a policy; the rest are counted."""
-
-_STYLE = """<style>
-.privplan-repr { font-size: 0.92em; line-height: 1.45; margin: 0.2em 0; }
-.privplan-repr .pp-title { font-weight: 600; font-size: 1.05em; margin-bottom: 0.25em; }
-.privplan-repr table { border-collapse: collapse; margin: 0.35em 0; }
-.privplan-repr th, .privplan-repr td { padding: 0.15em 0.65em; vertical-align: top;
-  border-bottom: 1px solid rgba(127, 127, 127, 0.3); text-align: right; }
-.privplan-repr th { font-weight: 600; }
-.privplan-repr .pp-text, .privplan-repr table.pp-fields th { text-align: left; }
-.privplan-repr .pp-interval, .privplan-repr .pp-muted { opacity: 0.72; }
-.privplan-repr .pp-interval { white-space: nowrap; font-size: 0.92em; }
-.privplan-repr .pp-null { opacity: 0.55; font-style: italic; }
-.privplan-repr .pp-warn { color: #c2410c; font-weight: 600; }
-.privplan-repr .pp-ok { color: #15803d; }
-.privplan-repr code { white-space: pre-wrap; word-break: break-word; }
-.privplan-repr .pp-bar { display: inline-block; width: 14em; height: 0.8em;
-  vertical-align: middle; background: rgba(127, 127, 127, 0.25); border-radius: 3px;
-  overflow: hidden; margin-right: 0.5em; }
-.privplan-repr .pp-bar > span { display: block; height: 100%; background: #3b82f6; }
-.privplan-repr .pp-bar.pp-full > span { background: #c2410c; }
-.privplan-repr ul { margin: 0.2em 0; padding-left: 1.4em; }
-</style>"""
 
 
 # ============================================================================== formatting
 
 _FLOATS = ("float16", "float32", "float64", "longdouble")
 """numpy float types by name (float64 is a ``float``; the others are not)."""
-
-
-def _text(value: object) -> str:
-    """Any value as escaped text (``html.escape`` also escapes quotes, so the result is safe
-    inside an attribute too)."""
-    return escape(str(value), quote=True)
 
 
 def _is_null(value: object) -> bool:
@@ -76,17 +51,6 @@ def _is_null(value: object) -> bool:
     if isinstance(value, float) or type(value).__name__ in _FLOATS:
         return math.isnan(float(value))  # type: ignore[arg-type]
     return type(value).__name__ in ("NAType", "NaTType")
-
-
-def _number(value: float) -> str:
-    """A float as a person reads it: whole numbers without ``.0``, large ones in full (a noisy
-    sum's digits beyond the noise carry nothing, but an exponent hides its size), the rest to
-    six significant digits (as the text ``explain`` shows them)."""
-    if not math.isfinite(value):
-        return str(value)
-    if abs(value) < 1e15 and (value.is_integer() or abs(value) >= 1e6):
-        return f"{value:.0f}"
-    return f"{value:.6g}"
 
 
 def _value(value: object) -> str:
@@ -106,15 +70,6 @@ def _cost(value: object) -> str:
     return _text(describe() if callable(describe) else value)
 
 
-def _count(n: int, noun: str) -> str:
-    """``1 row``, ``2 rows``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _wrap(kind: str, body: Iterable[str]) -> str:
-    return f'<div class="privplan-repr privplan-{kind}">{_STYLE}{"".join(body)}</div>'
-
-
 def _fields(rows: Sequence[tuple[str, str]], css: str = "pp-fields") -> str:
     """A two-column table of (label, already-escaped HTML value)."""
     cells = "".join(f"<tr><th>{_text(label)}</th><td class=\"pp-text\">{value}</td></tr>"
@@ -122,16 +77,10 @@ def _fields(rows: Sequence[tuple[str, str]], css: str = "pp-fields") -> str:
     return f'<table class="{css}"><tbody>{cells}</tbody></table>'
 
 
-def _list(items: Iterable[str], css: str) -> str:
-    """An unordered list of plain strings (escaped), or nothing for no items."""
-    lis = "".join(f"<li>{_text(item)}</li>" for item in items)
-    return f'<ul class="{css}">{lis}</ul>' if lis else ""
-
-
 # ============================================================================== result
 
 
-def result_html(result: Result[Any], max_rows: int = MAX_ROWS) -> str:
+def result_html(result: ShownResult, max_rows: int = MAX_ROWS) -> str:
     """The released table, each noisy value next to its 95% interval, at most ``max_rows``
     rows; the query's cost and how each column was noised.
 
@@ -195,7 +144,7 @@ def result_html(result: Result[Any], max_rows: int = MAX_ROWS) -> str:
                             _list(result.notes, "pp-notes")])
 
 
-def _noise(result: Result[Any]) -> str:
+def _noise(result: ShownResult) -> str:
     """How each column was noised (its mechanism, std and 95% half-width), and the query's
     mechanisms in a collapsed ``<details>`` block."""
     items = []
@@ -219,7 +168,7 @@ def _noise(result: Result[Any]) -> str:
 # ============================================================================== explain
 
 
-def _mechanisms(mechanisms: Sequence[MechanismExplanation]) -> str:
+def _mechanisms(mechanisms: Sequence[ShownMechanism]) -> str:
     """One row per mechanism (sensitivity and noise in the column's units, as the text form
     shows them), then a row of its notes and relations to earlier queries."""
     head = ("<tr><th class=\"pp-text\">Mechanism</th><th class=\"pp-text\">Aggregate</th>"
@@ -257,7 +206,7 @@ def _mechanisms(mechanisms: Sequence[MechanismExplanation]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-def explanation_html(explanation: Explanation) -> str:
+def explanation_html(explanation: ShownExplanation) -> str:
     """What ``str(explanation)`` says, as a page: the query, its composed cost, the session's
     total before and after against the budget, each mechanism, and the worst case (the
     neighbouring pair of databases that costs most)."""
@@ -279,69 +228,6 @@ def explanation_html(explanation: Explanation) -> str:
         _mechanisms(e.mechanisms),
         _list((f"Note: {n}" for n in e.notes), "pp-notes"),
     ])
-
-
-# ============================================================================== policy
-
-
-def _column_row(col: ColumnPolicy) -> str:
-    values = "" if col.public_values is None else ", ".join(
-        str(v) for v in col.public_values[:MAX_VALUES])
-    if col.public_values is not None and len(col.public_values) > MAX_VALUES:
-        values += f", … {len(col.public_values) - MAX_VALUES} more"
-    other = []
-    if col.unit_level:
-        other.append("unit level")
-    if not col.nullable:
-        other.append("never NULL")
-    if col.resolution is not None:
-        other.append(f"resolution {float(col.resolution):g}")
-    bounds = ["" if b is None else _number(b) if isinstance(b, float) else str(b)
-              for b in (col.lower, col.upper)]
-    cells = [col.name, col.type, *bounds, values, ", ".join(other)]
-    return "<tr>" + "".join(f'<td class="pp-text">{_text(c)}</td>' for c in cells) + "</tr>"
-
-
-def _table_section(table: TablePolicy) -> str:
-    name = f"<b>{_text(table.qualified_name)}</b>"
-    if table.public:
-        facts = ["public (not protected, free to read)"]
-    else:
-        unit = ("each row is one person" if table.is_row_level
-                else f"privacy unit {table.privacy_unit}")
-        hood = {"add_remove": "add/remove one unit (unbounded DP)",
-                "replace": "replace one unit (bounded DP: the size is public)"}.get(
-                    table.neighbourhood, table.neighbourhood)
-        facts = ["private", unit, f"neighbourhood: {hood}"]
-        if not table.is_row_level:
-            facts.append(f"at most {table.max_rows_per_unit} rows per unit")
-        if table.max_groups_per_unit is not None:
-            facts.append(f"at most {table.max_groups_per_unit} groups per unit")
-        if table.max_rows_per_group_per_unit is not None:
-            facts.append(f"at most {table.max_rows_per_group_per_unit} rows per group per unit")
-    for key in ("source", "rows"):
-        if getattr(table, key) is not None:
-            facts.append(f"{key}: {getattr(table, key)}")
-    head = (f'<div class="pp-table" data-table="{_text(table.name)}">{name} · '
-            f"{_text(' · '.join(facts))}</div>")
-    if not table.columns:
-        return head + '<div class="pp-muted">columns: as the database has them</div>'
-    columns = "".join(_column_row(c) for c in table.columns.values())
-    return (head + '<table class="pp-columns"><thead><tr>'
-            + "".join(f'<th class="pp-text">{h}</th>' for h in
-                      ("Column", "Type", "Lower", "Upper", "Public values", "Other"))
-            + f"</tr></thead><tbody>{columns}</tbody></table>")
-
-
-def policy_html(policy: Policy) -> str:
-    """Each table: public or private, its privacy unit, neighbourhood and per-unit limits, and
-    its columns with their types, bounds and public domains."""
-    private = len(policy.private_tables())
-    public = len(policy.public_tables())
-    title = (f'<div class="pp-title">Privacy policy · {private} private, '
-             f"{_count(public, 'public table')}</div>")
-    return _wrap("policy", [title, *(_table_section(t) for t in policy.tables.values()),
-                            _list((f"Note: {n}" for n in policy.notes), "pp-notes")])
 
 
 # ============================================================================== session
@@ -367,7 +253,7 @@ def _bars(spent: Any, budget: Any) -> str:
     return "".join(out)
 
 
-def session_html(session: Session[Any]) -> str:
+def session_html(session: ShownSession) -> str:
     """The budget (kind, total, spent, remaining, with a bar), how many queries the ledger has
     answered, where the ledger lives, and the policy's tables. Reads the ledger (as
     :meth:`Session.spent` does) but never the data; a ledger that cannot be read is shown as

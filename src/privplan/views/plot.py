@@ -15,8 +15,7 @@ from privplan.errors import PolicyError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from privplan.result import Result
-    from privplan.session.session import Session
+    from privplan.views.shown import ShownResult, ShownSession
 
 
 def _pyplot() -> Any:
@@ -57,8 +56,9 @@ class Panels(tuple[Any, ...]):
     figure: Any
 
 
-def plot_result(result: Result, y: str | list[str] | None = None, x: str | list[str] | None = None,
-                *, ax: Any = None, title: str | None = None) -> Any:
+def plot_result(result: ShownResult, y: str | list[str] | None = None,
+                x: str | list[str] | None = None, *, ax: Any = None,
+                title: str | None = None) -> Any:
     """Bars of the noisy column(s) ``y`` over the group key(s) ``x``, each with its 95% interval
     as an error bar (per row where the result has one, else the column's half-width).
 
@@ -97,7 +97,7 @@ def plot_result(result: Result, y: str | list[str] | None = None, x: str | list[
     return panels
 
 
-def _columns(result: Result, given: str | list[str] | None, default: list[str]) -> list[str]:
+def _columns(result: ShownResult, given: str | list[str] | None, default: list[str]) -> list[str]:
     """The columns ``given`` (one name or a list), each checked to be in the result."""
     df = result.df
     cols = [given] if isinstance(given, str) else list(given) if given is not None else default
@@ -108,7 +108,7 @@ def _columns(result: Result, given: str | list[str] | None, default: list[str]) 
     return cols
 
 
-def _bars(ax: Any, result: Result, ys: list[str], labels: list[str], xs: list[str]) -> None:
+def _bars(ax: Any, result: ShownResult, ys: list[str], labels: list[str], xs: list[str]) -> None:
     """Bars of the columns ``ys`` (grouped when several) with their intervals on ``ax``."""
     width = 0.8 / len(ys)
     positions = list(range(len(result.df)))
@@ -132,7 +132,7 @@ def _bars(ax: Any, result: Result, ys: list[str], labels: list[str], xs: list[st
         ax.set_ylabel(ys[0])
 
 
-def _interval(result: Result, col: str) -> tuple[Any, Any]:
+def _interval(result: ShownResult, col: str) -> tuple[Any, Any]:
     """Per-row (low, high) of ``col``: its interval columns, else value ± half-width."""
     lo, hi = f"{col}_low", f"{col}_high"
     if lo in result.intervals.columns and hi in result.intervals.columns:
@@ -148,7 +148,7 @@ def _interval(result: Result, col: str) -> tuple[Any, Any]:
 # ============================================================================== budgets
 
 
-def budget_history(session: Session) -> pd.DataFrame:
+def budget_history(session: ShownSession) -> pd.DataFrame:
     """One row per query in the session's ledger (other sessions' charges included): its id,
     SQL, its cost on its own, what it added to the composed total, the composed total after it,
     and the sequential total (the sum of the costs on their own: what an engine that ignores
@@ -171,7 +171,7 @@ def budget_history(session: Session) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["query", "sql", "alone", "added", "total", "sequential"])
 
 
-def plot_budget(session: Session, *, ax: Any = None, title: str | None = None) -> Any:
+def plot_budget(session: ShownSession, *, ax: Any = None, title: str | None = None) -> Any:
     """The session's composed total after each query (general composition theorem) next to the
     sequential total, with the budget as a line; queries that added nothing are marked free.
     Returns the matplotlib Axes."""

@@ -11,7 +11,7 @@ from privplan.boundary import privplan_errors
 
 if TYPE_CHECKING:
     from privplan.session.pld import PLDAccounting
-    from privplan.session.session import Session
+    from privplan.views.shown import ShownSession
 
 
 class SessionViews:
@@ -27,7 +27,7 @@ class SessionViews:
         :func:`privplan.views.plot.budget_history`)."""
         from privplan.views.plot import budget_history
 
-        return budget_history(cast("Session[Any]", self))
+        return budget_history(cast("ShownSession", self))
 
     @privplan_errors
     def plot_budget(self, *, ax: Any = None, title: str | None = None) -> Any:
@@ -35,7 +35,7 @@ class SessionViews:
         line, free (disjoint) queries marked (needs matplotlib). Returns the matplotlib Axes."""
         from privplan.views.plot import plot_budget
 
-        return plot_budget(cast("Session[Any]", self), ax=ax, title=title)
+        return plot_budget(cast("ShownSession", self), ax=ax, title=title)
 
     def _exceeded(self, before: Any, after: Any) -> str:
         """What a refused charge says: spent, budget, the query's part, what to do."""
@@ -70,5 +70,5 @@ class SessionViews:
         ledger (see :func:`privplan.views.html.session_html`)."""
         from privplan.views.html import session_html
 
-        return session_html(cast("Session[Any]", self))
+        return session_html(cast("ShownSession", self))
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from privplan.analysis.node_text import snippet
 from privplan.analysis.regions import Region
-from privplan.sql.locate import snippet
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from privplan.analysis.literal_lists import ListFallback, LiteralList, literal_list
+from privplan.analysis.node_text import snippet as _snippet
 from privplan.errors import UnsupportedQueryError
-from privplan.sql.locate import snippet as _snippet
 from privplan.sql.locate import with_location
 from privplan.sql.long_lists import engine_list_sql
 from privplan.sql.totality.allow_list import (
