@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -189,10 +188,7 @@ def test_fifty_query_report_end_to_end(tmp_path: Path, demo_db: Path) -> None:
     ws = workspace(tmp_path, demo_db, "demo_monthly_50.yaml")
     spec = ReportSpec.load(ws / "demo_monthly_50.yaml")
     assert len(spec.queries) == 50
-    t0 = time.perf_counter()
-    run = run_report(spec, ws / "out", progress=False)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 60, elapsed
+    run = run_report(spec, ws / "out", progress=False)  # (its speed: benchmarks/, not here)
     assert run.ledger_path == ws / "demo_monthly_50.ledger.sqlite" and run.ledger_path.exists()
     assert run.total <= PureDP(1)
     assert run.plan.sequential.epsilon > 2 * run.total.epsilon  # disjointness pays off

@@ -287,9 +287,8 @@ def _check_replan(queries: Sequence[tuple[Any, Any, Any]], policy: Any, add: Any
     if policy is None:
         add("replan", True, "no policy recorded: queries not re-planned", skipped=True)
         return
-    from privplan.planning.costs import plan_costs
-    from privplan.sql.builder import build_plan
-    from privplan.sql.parse import parse_statement
+    from privplan.planning.options import QueryOptions
+    from privplan.planning.plan import plan_query
     from privplan.sql.per_unit import split_per_unit
 
     wrong, skipped, n = [], [], 0
@@ -300,11 +299,13 @@ def _check_replan(queries: Sequence[tuple[Any, Any, Any]], policy: Any, add: Any
             if found is not None:  # over its derived table, as the session planned it
                 sql = found.outer_sql
                 used = replace(policy, tables={**policy.tables, found.table.name: found.table})
-            plan = build_plan(sql, parse_statement(sql), used, {})
-            if any(core.joins for core in plan.cores):
+            # the session's own planning, from the text and the policy alone (no database:
+            # no binding passes, so joins with public tables cannot be re-planned here)
+            pq, _ = plan_query(sql, QueryOptions(), qb, policy=used, public_columns={},
+                               query_id=q["query_id"])
+            if any(core.joins for core in pq.plan.cores):
                 skipped.append(q["name"])
                 continue
-            pq = plan_costs(plan, qb, used, query_id=q["query_id"])
         except Exception as err:  # noqa: BLE001 - reported as a failed check
             wrong.append(f"{q['name']}: cannot be re-planned ({type(err).__name__}: {err})")
             continue

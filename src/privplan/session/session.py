@@ -42,10 +42,11 @@ from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
 from privplan.ledger.store import LedgerEntry, open_ledger
-from privplan.planning.costs import PlannedMeasure, PlannedQuery, plan_costs
+from privplan.planning.costs import PlannedMeasure, PlannedQuery
 from privplan.planning.engine_semantics import check_one_row_per_key, make_core_total
 from privplan.planning.options import QueryOptions
-from privplan.planning.passes import Binding, bind_core, bounded_select
+from privplan.planning.passes import Binding, bounded_select
+from privplan.planning.plan import plan_query
 from privplan.planning.query_budget import query_budget
 from privplan.policy import Policy
 from privplan.result import Result
@@ -66,7 +67,7 @@ from privplan.sql.builder import build_plan
 from privplan.sql.nesting import split_outer
 from privplan.sql.params import Style, bind_query
 from privplan.sql.parse import parse_statement, with_list_fallback
-from privplan.sql.per_unit import MARK, split_per_unit
+from privplan.sql.per_unit import split_per_unit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
 from privplan.views.session import SessionViews
@@ -408,18 +409,15 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         sql, budget = apply_dp_clause(sql, policy, self.kind, budget)
         options, budget = QueryOptions.from_keywords(budget)
         value = self.query_value(budget)
-        plan = build_plan(sql, parse_statement(sql), policy, self.catalog.public_columns(),
-                          clamps=options.clamps, listed_keys_first=options.listed_groups,
-                          schema_not_null=self.catalog.schema_not_null)
         binding = Binding(sql=sql, catalog=self.catalog, public=self.engine, judge=judge(),
                           copies=self.engine.materialized)
-        cores = tuple(options.apply(core) for core in plan.cores)
-        cores = tuple(bind_core(core, binding) for core in cores)
-        for core in cores:  # the accountant's model of a virtual table (a private join, a
-            if core.private_join is not None or MARK in core.table:  # per-unit table)
-                self._ensure_table(core.table_policy)
-        return plan_costs(replace(plan, cores=cores), value, policy,
-                          query_id=self.ledger.next_query_id())
+        planned, effects = plan_query(
+            sql, options, value, policy=policy, public_columns=self.catalog.public_columns(),
+            query_id=self.ledger.next_query_id(), binding=binding,
+            schema_not_null=self.catalog.schema_not_null)
+        for table in effects.virtual_tables:  # a private join's or a per-unit table's model
+            self._ensure_table(table)
+        return planned
 
     def _ensure_table(self, table: Any) -> None:
         """Give the accountant the model of a virtual (joined) table the first time it is seen."""
