@@ -19,7 +19,7 @@ import pytest
 from test_sql_examples import fmt  # the example-file format shared with the runner
 
 import privplan as pp
-import privplan.session.session as session_module
+import privplan.planning.plan as plan_module
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import PrivplanError
 from privplan.session.plan_cache import PlanCache, frozen_value
@@ -84,13 +84,13 @@ def test_cached_plans_answer_like_fresh_ones(path: Path, prepare: bool, demo_db:
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The query texts the session plans from scratch (build_plan calls)."""
     built: list[str] = []
-    real = session_module.build_plan
+    real = plan_module.build_plan
 
     def build(sql: str, *args: Any, **kwargs: Any) -> Any:
         built.append(sql)
         return real(sql, *args, **kwargs)
 
-    monkeypatch.setattr(session_module, "build_plan", build)
+    monkeypatch.setattr(plan_module, "build_plan", build)
     return built
 
 

@@ -18,6 +18,7 @@ from privplan.cli import EXIT_BUDGET, EXIT_USAGE
 from privplan.cli.report import EXIT_AUDIT_FAILED, add_report_commands, main
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import BudgetExceededError, PolicyError
+from privplan.planning.shapes import shape
 from privplan.report import (
     ReportSpec,
     column_errors,
@@ -395,7 +396,7 @@ def test_column_errors_match_result_accuracy(tmp_path: Path, demo_db: Path) -> N
     with open_session(spec) as sess:
         sql = ("SELECT hospital, COUNT(*) AS n, SUM(cost) AS c, AVG(cost) AS m FROM visits "
                "GROUP BY hospital")
-        errors = column_errors(sess._plan(sql, {"epsilon": 1}))
+        errors = column_errors(sess._plan(shape(sql, {"epsilon": 1}, sess.policy, sess.kind)))
         res = sess.sql(sql, epsilon=1)
     for e in errors:
         assert res.accuracy[e.column].std == e.std

@@ -74,6 +74,7 @@ import yaml
 from sqlglot import exp
 
 import privplan as pp
+from privplan.planning.shapes import shape
 from privplan.gate.edge_values import CANDIDATES
 from privplan.sql.totality import allow_list, checker
 from privplan.testing import noise_disabled
@@ -558,7 +559,8 @@ class LayoutRun:
             verdict = PLANNED.get(key)
             if verdict is None:
                 try:
-                    self.session(kind, use=False)._plan(sql, query_budget(kind))
+                    sess = self.session(kind, use=False)
+                    sess._plan(shape(sql, query_budget(kind), sess.policy, sess.kind))
                     verdict = ""
                 except REFUSALS as err:
                     verdict = mask(first_line(err), 120)

@@ -48,6 +48,7 @@ from privplan.planning.options import QueryOptions
 from privplan.planning.passes import Binding, bounded_select
 from privplan.planning.plan import plan_query
 from privplan.planning.query_budget import query_budget
+from privplan.planning.shapes import Shaped, route, shape
 from privplan.policy import Policy
 from privplan.result import Result
 from privplan.rewrite.engine_sql import (
@@ -61,13 +62,11 @@ from privplan.session.ledger import SessionLedger
 from privplan.session.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.session.pld import pld_accounting
 from privplan.session.subqueries import explain_nested, sql_nested
-from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
-from privplan.sql.bigquery_per_group import per_group_query
+from privplan.sql.bigquery import QUERY_OPTIONS
 from privplan.sql.builder import build_plan
-from privplan.sql.nesting import split_outer
 from privplan.sql.params import Style, bind_query
 from privplan.sql.parse import parse_statement, with_list_fallback
-from privplan.sql.per_unit import split_per_unit
+from privplan.sql.per_unit import PerUnit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
 from privplan.views.session import SessionViews
@@ -183,7 +182,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         subquery (the outer query is post-processing: it costs nothing). ``params=``: as
         for :meth:`sql`."""
         sql = bind_query(sql, params, _EXPLAIN_PARAMS)
-        nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
+        nested = route(sql, self.policy)
         if nested is not None:
             return explain_nested(self, nested, budget, sql)
         planned, _ = self.plan(sql, budget)
@@ -236,7 +235,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         public values, bound as SQL literals before anything is planned or charged
         (:mod:`privplan.sql.params`), so the query costs what it costs with the literals."""
         sql = bind_query(sql, params, _PARAMS)
-        nested = split_outer(sql) if split_per_unit(sql, self.policy) is None else None
+        nested = route(sql, self.policy)
         if nested is not None:
             return sql_nested(self, nested, budget)
         admission = self._admit(sql, budget)
@@ -355,24 +354,19 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
             return reuse(self, cached)
         generation = self.engine.generation
-        # BigQuery's AVG / contribution bounds with a privacy unit: per unit and group first
-        per_group = per_group_query(sql, self.policy, self.kind, budget)
-        text, budget = per_group if per_group is not None else (sql, budget)
-        per_unit = self._per_unit(text)
-        text, policy = per_unit if per_unit is not None else (text, None)
-        admission = self._prepare(text, budget, policy, shown=sql)
-        if per_unit is None and self.engine.generation == generation:
+        shaped = shape(sql, budget, self.policy, self.kind)  # (the front doors, in order)
+        if shaped.per_unit is not None:
+            self._define_per_unit(shaped.per_unit)
+        admission = self._prepare(shaped, shown=sql)
+        if shaped.per_unit is None and self.engine.generation == generation:
             self._plans.put(key, self.policy, admission)  # (see plan_cache)
         return admission
 
-    def _per_unit(self, sql: str) -> tuple[str, Policy] | None:
-        """A statement over a per-unit pre-aggregation (:mod:`privplan.sql.per_unit`): the
-        derived table is defined in the engine (a view over the base table's bounded rows; its
-        inner WHERE checked and made total like any WHERE) and added to a copy of the policy.
-        Returns the statement over the derived table and that policy, or None. Reads no row."""
-        found = split_per_unit(sql, self.policy)
-        if found is None:
-            return None
+    def _define_per_unit(self, found: PerUnit) -> None:
+        """The derived table of a per-unit pre-aggregation (:mod:`privplan.sql.per_unit`),
+        defined in the engine: a view over the base table's bounded rows (its inner WHERE
+        checked and made total like any WHERE), and its view over the gate's stand-ins in
+        the catalog. Reads no row."""
         inner = build_plan(found.where_sql, parse_statement(found.where_sql), self.policy,
                            self.catalog.public_columns()).cores[0]
         table_sql, types = self.catalog.typed_table(found.base)
@@ -382,37 +376,32 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         stand_ins: dict[str, dict[str, str]] = {}
         over = replace(inner, table_sql=self.catalog.stand_in_view(found.base, stand_ins))
         self.catalog.derived(found.table.name, derived_view_sql(found, over), stand_ins)
-        return found.outer_sql, replace(self.policy, tables={**self.policy.tables,
-                                                              found.table.name: found.table})
 
-    def _prepare(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None, *,
-                 shown: str | None = None) -> Admission:
+    def _prepare(self, shaped: Shaped, *, shown: str) -> Admission:
         """Everything before the charge, from the query text, the policy and the schema only
         (DESIGN.md invariant 8: a failure here spends nothing): plan, build and bind the
         engine statements, and admit them through the gate (engine statements over stand-in
         rows, privplan's own processing of their answers, the outer query on stand-in noisy
-        answers). ``policy``: the session's, or a copy with a derived table (see
-        :meth:`_per_unit`); ``shown``: the query as written (explain shows it)."""
-        planned = self._plan(sql, budget, policy)
-        if shown is not None:
-            planned = replace(planned, plan=replace(planned.plan, sql=shown))
+        answers). ``shaped``: the query after the front doors (its policy: the session's, or
+        a copy with a derived table); ``shown``: the query as written (explain shows it)."""
+        planned = self._plan(shaped)
+        planned = replace(planned, plan=replace(planned.plan, sql=shown))
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
         schemas = [self.engine.bind(stmt) for stmt in statements]
         return admit(self.engine, planned, statements, schemas)
 
-    def _plan(self, sql: str, budget: Mapping[str, Any], policy: Policy | None = None
-              ) -> PlannedQuery:
-        policy = policy or self.policy
-        # BigQuery's SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...): cut out, checked against the
-        # policy (which always wins), and its epsilon/delta become the budget
-        sql, budget = apply_dp_clause(sql, policy, self.kind, budget)
-        options, budget = QueryOptions.from_keywords(budget)
+    def _plan(self, shaped: Shaped) -> PlannedQuery:
+        """The query after the front doors, planned: its options and budget read from its
+        keywords, and :func:`~privplan.planning.plan.plan_query` with this session's binding
+        (the accountant learns the virtual tables it reads)."""
+        options, budget = QueryOptions.from_keywords(shaped.keywords)
         value = self.query_value(budget)
-        binding = Binding(sql=sql, catalog=self.catalog, public=self.engine, judge=judge(),
-                          copies=self.engine.materialized)
+        binding = Binding(sql=shaped.text, catalog=self.catalog, public=self.engine,
+                          judge=judge(), copies=self.engine.materialized)
         planned, effects = plan_query(
-            sql, options, value, policy=policy, public_columns=self.catalog.public_columns(),
+            shaped.text, options, value, policy=shaped.policy,
+            public_columns=self.catalog.public_columns(),
             query_id=self.ledger.next_query_id(), binding=binding,
             schema_not_null=self.catalog.schema_not_null)
         for table in effects.virtual_tables:  # a private join's or a per-unit table's model
