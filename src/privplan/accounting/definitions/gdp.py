@@ -2,8 +2,9 @@
 
 The weight is μ², so a value built from weights takes a square root (rounded up for a cost,
 down for a budget). μ-GDP implies (ε, δ(ε))-DP on the exact Gaussian curve
-(:func:`gdp_to_approx`). Its budgets are spent by the rounded Gaussian (μ = Δ/σ exactly), or by
-Laplace noise at the largest ε whose μ fits when that is less noisy.
+(:func:`gdp_to_approx`) and (μ²/2)-zCDP (``convert(..., ZCDP)``). Its budgets are spent by the
+rounded Gaussian (μ = Δ/σ exactly), or by Laplace noise at the largest ε whose μ fits when that
+is less noisy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from privplan.accounting.definitions.value import (
     _nonnegative,
     sqrt_fraction,
 )
+from privplan.accounting.definitions.zcdp import ZCDP
 
 __all__ = ["GDP", "gdp_to_approx"]
 
@@ -36,6 +38,18 @@ def gdp_to_approx(g: GDP, delta: Number) -> ApproxDP:
     return ApproxDP(curves.gdp_epsilon(g.exact_mu, d), d)
 
 
+def _gdp_to_zcdp(g: GDP) -> ZCDP:
+    """μ-GDP ⇒ (μ²/2)-zCDP. Exact, and tight (the Gaussian mechanism attains it).
+
+    Why: a pair of output distributions (P, Q) of a μ-GDP mechanism has T(P, Q) >= G_μ =
+    T(N(0, 1), N(μ, 1)), so by Blackwell's theorem (Dong–Roth–Su 2022, Thm 2.10) P and Q are
+    one randomised post-processing of N(0, 1) and N(μ, 1), and the Rényi divergence does not
+    grow under post-processing: D_α(P‖Q) <= D_α(N(0, 1)‖N(μ, 1)) = α·μ²/2 for every α > 1
+    (Bun–Steinke 2016, Lemma 2.4), which is (μ²/2)-zCDP.
+    """
+    return ZCDP(g.exact_mu**2 / 2)
+
+
 class GDP(PrivacyValue):
     """μ-Gaussian DP (Dong–Roth–Su). μ composes as sqrt(Σ μ_i²); the weight is μ²."""
 
@@ -44,7 +58,8 @@ class GDP(PrivacyValue):
     _symbols = ("μ",)
     _examples = ("0.5",)
     _title = "Gaussian DP"
-    _conversions = (Conversion(ApproxDP, gdp_to_approx, "gdp_to_approx", needs_delta=True),)
+    _conversions = (Conversion(ApproxDP, gdp_to_approx, "gdp_to_approx", needs_delta=True),
+                    Conversion(ZCDP, _gdp_to_zcdp))
     weight_power = 2
 
     def __init__(self, mu: Number) -> None:
