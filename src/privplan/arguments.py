@@ -20,6 +20,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from privplan.accounting.definitions import KINDS, PrivacyValue
+
 __all__ = ["ArgumentError", "accepts", "check_arguments", "checked_arguments"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,8 +29,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 _RECEIVERS = {"Session": "sess", "DPAccessor": "df.dp", "DPView": "view", "Connection": "con",
               "Cursor": "cur"}
 _MODULES = {"privplan.session.session": "pp", "privplan.dbapi.connection": "privplan.dbapi"}
-_BUDGETS = {"PureDP": "epsilon=0.5", "ApproxDP": "epsilon=0.5, delta=1e-6", "ZCDP": "rho=0.1",
-            "GDP": "mu=0.5"}
 _FIRST = {"sql": "q", "database": "'data.duckdb'"}  # how an example shows a required argument
 
 
@@ -104,7 +104,8 @@ class _Call:
         self.required_keywords = [p.name for p in params
                                   if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
         kind = getattr(args[0], "kind", None) if owner and args else None
-        self.budget = _BUDGETS.get(getattr(kind, "__name__", ""), "epsilon=0.5")
+        self.budget = (kind.keyword_example() if kind in KINDS  # (a session's definition)
+                       else "epsilon=0.5")
 
     def example(self, extra: str | None = None) -> str:
         """The call with its required arguments and ``extra`` (by default, for a query: its
@@ -148,7 +149,7 @@ def _too_many(call: _Call, value: Any) -> str:
         return (f"{call.title} takes the budget as a keyword, not as the positional argument "
                 f"{value!r} (a bare number could be any of epsilon, delta, rho or mu): "
                 f"{call.example(call.budget)}")
-    if type(value).__name__ in _BUDGETS and "budget" in call.keywords:
+    if isinstance(value, PrivacyValue) and "budget" in call.keywords:
         return (f"{call.title} takes a privacy value as the keyword budget=, not as a positional "
                 f"argument (after the query every argument is a keyword): "
                 f"{call.example('budget=' + repr(value))}")

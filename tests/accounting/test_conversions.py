@@ -269,7 +269,7 @@ def test_convert_needs_delta() -> None:
 def test_closed_forms_round_up_against_high_precision() -> None:
     import mpmath as mp  # (a test dependency: the high-precision oracle)
 
-    from privplan.accounting import conversions as c
+    from privplan.accounting import curves as c  # (the closed forms behind the conversions)
 
     def big(x: Fraction) -> object:
         return mp.mpf(x.numerator) / x.denominator

@@ -20,7 +20,6 @@ from typing import Any
 
 from privplan.accounting.allocation import advanced_total
 from privplan.accounting.allocation.pld import pld_total
-from privplan.accounting.definitions import ApproxDP
 from privplan.accounting.model import TableModel, UnitModel
 from privplan.accounting.solver import compose
 from privplan.analysis.region_sql import region_to_sql
@@ -266,7 +265,7 @@ def _noise_problem(rec: Mapping[str, Any], m: Any, kind: type) -> str:
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
         return f"bad noise record: {err}"
     if rec.get("threshold") is not None:
-        if not isinstance(m.cost, ApproxDP) or not isinstance(mech, DiscreteLaplace):
+        if m.cost.delta_or_none() is None or not isinstance(mech, DiscreteLaplace):
             return "partition selection must be discrete Laplace with an (ε, δ) cost"
         eps = mech.epsilon(delta_s)
         if m.cost.exact_epsilon != eps:
@@ -277,7 +276,7 @@ def _noise_problem(rec: Mapping[str, Any], m: Any, kind: type) -> str:
         if a < 0 or p ** a / (1 + p) > float(m.cost.exact_delta) * (1 + 1e-9):
             return "the selection threshold is too low for the recorded δ"
         return ""
-    expected = mech.cost(delta_s, kind, **({"delta": 0} if kind is ApproxDP else {}))
+    expected = mech.cost(delta_s, kind, delta=0)  # (spends no δ)
     if expected != m.cost:
         return f"cost {m.cost.describe()} but the noise costs {expected.describe()}"
     return ""

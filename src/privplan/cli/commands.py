@@ -113,7 +113,7 @@ def _open(args: argparse.Namespace) -> Any:
 def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
     """The session's privacy definition (the query's, or (ε, δ) for PLD) and its budget from
     --total/--total-delta (None without --total: the ledger's own is used)."""
-    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+    from privplan.accounting.definitions import ApproxDP
 
     kind: type = type(_budget(args))
     total = args.total
@@ -132,9 +132,8 @@ def _session_budget(args: argparse.Namespace) -> tuple[type, Any]:
         if "delta" in _keywords(kind) and args.total_delta is None:
             raise PolicyError("--total-delta is required with --delta: the session's total "
                               "δ (the query's --delta is its share). Nothing was spent.")
-        return kind, {PureDP: lambda: PureDP(total), ZCDP: lambda: ZCDP(total),
-                      GDP: lambda: GDP(total),
-                      ApproxDP: lambda: ApproxDP(total, args.total_delta)}[kind]()
+        # (--total is the first parameter, --total-delta the second: (ε, δ)'s δ)
+        return kind, kind(*(total, args.total_delta)[:len(_keywords(kind))])
 
 
 def _keywords(kind: Any) -> tuple[str, ...]:

@@ -13,13 +13,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
+from privplan.accounting.definitions import kind_named
 from privplan.accounting.model import GROWTHS, MechanismSpec, Partition
 from privplan.analysis.regions import Box, Region
 from privplan.analysis.sets import ColumnSet, Interval
 from privplan.errors import LedgerError
-
-_KINDS: dict[str, type[PrivacyValue]] = {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP, "GDP": GDP}
 
 
 def encode_value(v: Any) -> Any:
@@ -73,7 +71,7 @@ def encode_cost(cost: Any) -> dict[str, Any]:
 
 
 def decode_cost(d: dict[str, Any]) -> Any:
-    kind = _KINDS.get(d["kind"])
+    kind = kind_named(d["kind"])
     if kind is None:
         raise LedgerError(f"unknown privacy definition {d['kind']!r} in the ledger")
     return kind.from_weights(tuple(Fraction(w) for w in d["weights"]))

@@ -53,6 +53,7 @@ Privacy: the engine gives only cell counts on a policy-fixed grid; Δ is proven 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import isqrt
@@ -60,8 +61,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from privplan.accounting.conversions import gdp_to_pure_epsilon, pure_to_gdp
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
+from privplan.accounting.definitions import KINDS, ZCDP, PrivacyValue, PureDP
+from privplan.accounting.definitions.value import cost_in
 from privplan.errors import InternalError, UnsupportedQueryError
 from privplan.mechanisms import samplers
 from privplan.mechanisms.race import race
@@ -148,6 +149,13 @@ def quantile_utilities(counts: np.ndarray, q: Fraction) -> np.ndarray:
     return np.maximum(0, np.maximum(b * below - target, target - b * below_or_at))
 
 
+_EPSILON_OF: dict[str, Callable[[Fraction], Fraction]] = {
+    "epsilon": lambda eps: eps,  # (its ε-DP guarantee)
+    "rho": lambda rho: Fraction(isqrt(int(8 * rho * _DENOMINATOR**2)), _DENOMINATOR),  # ε²/8 <= ρ
+}
+"""ε from a parameter a budget names, by inverting :meth:`ExponentialMechanism.guarantees`."""
+
+
 @dataclass(frozen=True)
 class ExponentialMechanism:
     """Pick a grid cell with probability ∝ exp(-ε·U/(2Δ)) (``monotone``: ∝ exp(-ε·U/Δ), for
@@ -156,31 +164,28 @@ class ExponentialMechanism:
     epsilon: Fraction
     monotone: bool = False
 
+    def guarantees(self) -> tuple[PureDP, ZCDP]:
+        """ε-DP (McSherry–Talwar) and, being ε-bounded-range, (ε²/8)-zCDP (Cesar–Rogers 2021);
+        in other definitions the ε-DP guarantee's conversions (see the module docstring)."""
+        return PureDP(self.epsilon), ZCDP(self.epsilon * self.epsilon / 8)
+
     def cost(self, kind: type[PrivacyValue]) -> PrivacyValue:
         """The cost of one release in the definition ``kind`` (see the module docstring)."""
-        eps = self.epsilon
-        if kind is PureDP:
-            return PureDP(eps)
-        if kind is ApproxDP:
-            return ApproxDP(eps, 0)
-        if kind is ZCDP:
-            return ZCDP(eps * eps / 8)
-        if kind is GDP:
-            return pure_to_gdp(PureDP(eps))
-        raise TypeError(f"unknown privacy definition {kind!r}")
+        cost = cost_in(kind, self.guarantees()) if kind in KINDS else None
+        if cost is None:
+            raise TypeError(f"unknown privacy definition {kind!r}")
+        return cost
 
     @classmethod
     def calibrate(cls, budget: PrivacyValue, *, monotone: bool = False) -> ExponentialMechanism:
         """The largest ε (rounded down to a simple rational) whose cost fits ``budget``;
-        ``monotone``: the utilities are monotone (:func:`monotone_utility`)."""
-        if isinstance(budget, PureDP | ApproxDP):
-            eps = budget.exact_epsilon
-        elif isinstance(budget, ZCDP):  # ε = sqrt(8ρ), rounded down
-            eps = Fraction(isqrt(int(8 * budget.exact_rho * _DENOMINATOR**2)), _DENOMINATOR)
-        elif isinstance(budget, GDP):
-            eps = gdp_to_pure_epsilon(budget.exact_mu).exact_epsilon
-        else:
+        ``monotone``: the utilities are monotone (:func:`monotone_utility`). The budget names
+        the parameters it buys (:meth:`PrivacyValue.calibration`); ε is read from the first
+        one a guarantee of the mechanism inverts (ε itself, or ε = sqrt(8ρ) rounded down)."""
+        if not isinstance(budget, KINDS):
             raise TypeError(f"budget must be PureDP, ApproxDP, ZCDP or GDP, got {budget!r}")
+        eps = next((_EPSILON_OF[name](value) for name, value in budget.calibration()
+                    if name in _EPSILON_OF), Fraction(0))
         if eps.denominator > _DENOMINATOR:
             eps = Fraction(eps.numerator * _DENOMINATOR // eps.denominator, _DENOMINATOR)
         if eps <= 0:

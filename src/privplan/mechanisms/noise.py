@@ -16,22 +16,17 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import ClassVar, Final
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
-from privplan.accounting.conversions import (
-    gdp_to_approx,
-    gdp_to_pure_epsilon,
-    pure_to_gdp,
-    zcdp_to_approx,
-)
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
+from privplan.accounting.definitions import GDP, KINDS, ZCDP, PrivacyValue, PureDP
+from privplan.accounting.definitions.value import DeltaNeeded, cost_in, route
 from privplan.errors import InternalError, UnsupportedQueryError
 from privplan.mechanisms.rounded_gaussian import sample_rounded_gaussian
 from privplan.mechanisms.samplers import (
@@ -86,6 +81,27 @@ def _fmt(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else format(float(x), ".6g")
 
 
+_NEEDS_DELTA: Final = ("the (epsilon, delta) cost of Gaussian noise needs a delta: pass delta=, "
+                       "e.g. 1e-6")
+
+
+def _charged(guarantees: Sequence[PrivacyValue], kind: type[PrivacyValue], delta: object,
+             refusal: str) -> PrivacyValue:
+    """A release's cost in ``kind``: the noise's guarantee of that kind, else the first that
+    converts there (at ``delta`` where it reads a δ); ``refusal`` when none does."""
+    if kind not in KINDS:
+        names = [k.__name__ for k in KINDS]
+        raise TypeError(f"unknown privacy definition {kind!r}: use {', '.join(names[:-1])} or "
+                        f"{names[-1]}")
+    try:
+        cost = cost_in(kind, guarantees, delta)
+    except DeltaNeeded:
+        raise UnsupportedQueryError(_NEEDS_DELTA) from None
+    if cost is None:
+        raise UnsupportedQueryError(refusal)
+    return cost
+
+
 @dataclass(frozen=True)
 class DiscreteLaplace:
     """Discrete Laplace noise with scale t: P(z) ∝ exp(-|z|/t) on the integers.
@@ -95,11 +111,17 @@ class DiscreteLaplace:
     """
 
     scale: Fraction
+    calibrated_by: ClassVar[str] = "epsilon"  # (a budget's ε: see PrivacyValue.calibration)
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "scale", _positive_fraction(self.scale, "scale", "DiscreteLaplace")
         )
+
+    @classmethod
+    def calibrated(cls, sensitivity: int, epsilon: Fraction) -> DiscreteLaplace:
+        """t = Δ/ε, rounded up: ε-DP (or less)."""
+        return cls(_round_up(sensitivity / epsilon))
 
     def sample(self, size: int) -> Int64Array:
         """``size`` exact, independent noise values (int64)."""
@@ -116,18 +138,11 @@ class DiscreteLaplace:
 
         PureDP(ε = Δ/t) exactly; ApproxDP(ε, 0) (pure DP is (ε, 0)-DP, ``delta`` is ignored);
         ZCDP(ε²/2) (Bun–Steinke 2016 Prop. 1.4); GDP through ``pure_to_gdp`` (Dong–Roth–Su,
-        the ε-DP tradeoff function dominates G_μ), rounded up there.
+        the ε-DP tradeoff function dominates G_μ), rounded up there: the conversions of ε-DP
+        (its definition's, :mod:`privplan.accounting.definitions.pure`).
         """
-        eps = self.epsilon(sensitivity)
-        if kind is PureDP:
-            return PureDP(eps)
-        if kind is ApproxDP:
-            return ApproxDP(eps, 0)
-        if kind is ZCDP:
-            return ZCDP(eps * eps / 2)
-        if kind is GDP:
-            return pure_to_gdp(PureDP(eps))
-        raise TypeError(f"unknown privacy definition {kind!r}: use PureDP, ApproxDP, ZCDP or GDP")
+        guarantee = PureDP(self.epsilon(sensitivity))
+        return _charged((guarantee,), kind, delta, "no bound for Laplace noise")
 
     def variance(self) -> float:
         """2 e^{-1/t} / (1 - e^{-1/t})², the variance of the discrete Laplace (2t² - 1/6 +
@@ -160,11 +175,17 @@ class DiscreteGaussian:
     """
 
     sigma2: Fraction
+    calibrated_by: ClassVar[str] = "rho"
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "sigma2", _positive_fraction(self.sigma2, "sigma2", "DiscreteGaussian")
         )
+
+    @classmethod
+    def calibrated(cls, sensitivity: int, rho: Fraction) -> DiscreteGaussian:
+        """σ² = Δ²/(2ρ), rounded up: ρ-zCDP (or less)."""
+        return cls(_round_up(Fraction(sensitivity * sensitivity) / (2 * rho)))
 
     def sample(self, size: int) -> Int64Array:
         """``size`` exact, independent noise values (int64)."""
@@ -184,21 +205,12 @@ class DiscreteGaussian:
         (required); PureDP and GDP raise :class:`UnsupportedQueryError` (no pure bound exists;
         no proven μ bound is implemented).
         """
-        rho = self.rho(sensitivity)
-        if kind is ZCDP:
-            return ZCDP(rho)
-        if kind is ApproxDP:
-            if delta is None:
-                raise UnsupportedQueryError(
-                    "the (epsilon, delta) cost of Gaussian noise needs a delta: pass delta=, "
-                    "e.g. 1e-6"
-                )
-            return zcdp_to_approx(ZCDP(rho), delta)  # type: ignore[arg-type]
-        if kind is PureDP:
-            raise UnsupportedQueryError(_GAUSSIAN_PURE_DP)
-        if kind is GDP:
-            raise UnsupportedQueryError(_GAUSSIAN_GDP)
-        raise TypeError(f"unknown privacy definition {kind!r}: use PureDP, ApproxDP, ZCDP or GDP")
+        guarantee = ZCDP(self.rho(sensitivity))
+        # where the rounded Gaussian can be charged, what is missing is the discrete Gaussian's
+        # own μ bound; where it cannot (pure DP), no Gaussian noise fits
+        gaussian = route(kind, RoundedGaussian(Fraction(1)).guarantees(1))
+        return _charged((guarantee,), kind, delta,
+                        _GAUSSIAN_GDP if gaussian is not None else _GAUSSIAN_PURE_DP)
 
     def variance(self) -> float:
         """Var = Σ z² e^{-z²/2σ²} / Σ e^{-z²/2σ²}: below σ², and within 1e-30 of it for σ >= 2."""
@@ -235,11 +247,22 @@ class RoundedGaussian:
     """
 
     sigma: Fraction
+    calibrated_by: ClassVar[str] = "mu"
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "sigma", _positive_fraction(self.sigma, "sigma", "RoundedGaussian")
         )
+
+    @classmethod
+    def calibrated(cls, sensitivity: int, mu: Fraction) -> RoundedGaussian:
+        """σ = Δ/μ, rounded up: μ-GDP (or less)."""
+        return cls(_round_up(sensitivity / mu))
+
+    def guarantees(self, sensitivity: int) -> tuple[GDP, ZCDP]:
+        """(Δ/σ)-GDP and (Δ²/(2σ²))-zCDP, both exact for the Gaussian mechanism."""
+        mu = self.mu(sensitivity)
+        return GDP(mu), ZCDP(mu * mu / 2)
 
     def sample(self, size: int) -> Int64Array:
         """``size`` exact, independent noise values (int64)."""
@@ -258,21 +281,7 @@ class RoundedGaussian:
         (required; the exact Gaussian (ε, δ) curve, Dong–Roth–Su Cor. 2.13, rounded up);
         PureDP raises :class:`UnsupportedQueryError` (the privacy loss is unbounded).
         """
-        mu = self.mu(sensitivity)
-        if kind is GDP:
-            return GDP(mu)
-        if kind is ZCDP:
-            return ZCDP(mu * mu / 2)
-        if kind is ApproxDP:
-            if delta is None:
-                raise UnsupportedQueryError(
-                    "the (epsilon, delta) cost of Gaussian noise needs a delta: pass delta=, "
-                    "e.g. 1e-6"
-                )
-            return gdp_to_approx(GDP(mu), delta)  # type: ignore[arg-type]
-        if kind is PureDP:
-            raise UnsupportedQueryError(_GAUSSIAN_PURE_DP)
-        raise TypeError(f"unknown privacy definition {kind!r}: use PureDP, ApproxDP, ZCDP or GDP")
+        return _charged(self.guarantees(sensitivity), kind, delta, _GAUSSIAN_PURE_DP)
 
     def variance(self) -> float:
         """Σ n² P(n): σ² + 1/12 for σ >= 4 (Sheppard's correction; by Poisson summation the
@@ -320,6 +329,11 @@ values below 2^62, see :mod:`privplan.mechanisms.grid`), and noise of 2^6 such s
 deviations (probability below e^-60) still fits beside them."""
 
 
+_NOISES: Final[dict[str, type[DiscreteLaplace | DiscreteGaussian | RoundedGaussian]]] = {
+    n.calibrated_by: n for n in (DiscreteLaplace, DiscreteGaussian, RoundedGaussian)}
+"""The noise calibrated to each parameter a budget names (:meth:`PrivacyValue.calibration`)."""
+
+
 def calibrate(sensitivity: int, budget: PrivacyValue) -> NoiseMechanism:
     """The noise that releases a value of sensitivity Δ within ``budget``.
 
@@ -331,31 +345,26 @@ def calibrate(sensitivity: int, budget: PrivacyValue) -> NoiseMechanism:
       smaller (both are tried; in a sweep of μ from 0.5 to 12 the rounded Gaussian always won,
       by 1.7x at μ = 1, the two converging where both are almost always 0).
 
+    Which parameters a budget names is its definition's (:meth:`PrivacyValue.calibration`);
+    which noise each parameter calibrates is this module's (``calibrated_by``).
+
     Parameters are rounded *up* (only adding noise, by a relative 2^-20 at most): to an integer
     when >= 2^20, else to a multiple of 2^-20 when their exact denominator is larger. The
     result is checked: ``cost(Δ, type(budget))`` is within ``budget``, else
     :class:`InternalError`.
     """
     d = _sensitivity(sensitivity)
-    mech: NoiseMechanism
-    if isinstance(budget, PureDP | ApproxDP):
-        mech = DiscreteLaplace(_round_up(d / _positive_budget(budget.exact_epsilon, budget)))
-    elif isinstance(budget, ZCDP):
-        mech = DiscreteGaussian(
-            _round_up(Fraction(d * d) / (2 * _positive_budget(budget.exact_rho, budget)))
-        )
-    elif isinstance(budget, GDP):
-        mu = _positive_budget(budget.exact_mu, budget)
-        mech = RoundedGaussian(_round_up(d / mu))
-        eps = gdp_to_pure_epsilon(mu).exact_epsilon
-        if eps > 0:
-            laplace = DiscreteLaplace(_round_up(d / eps))
-            if laplace.std() < mech.std():
-                mech = laplace
-    else:
+    if not isinstance(budget, KINDS):
         raise TypeError(
             f"budget must be PureDP, ApproxDP, ZCDP or GDP, got {type(budget).__name__}"
         )
+    (first, value), *others = budget.calibration()
+    mech: NoiseMechanism = _NOISES[first].calibrated(d, _positive_budget(value, budget))
+    for parameter, other in others:  # (e.g. Laplace noise for a GDP budget: the less noisy)
+        if other > 0:
+            alternative = _NOISES[parameter].calibrated(d, other)
+            if alternative.std() < mech.std():
+                mech = alternative
     # the std of the discrete Laplace is about sqrt(2)·t and of the discrete Gaussian about σ
     # (compared exactly: such parameters overflow a float)
     too_noisy = (mech.scale > Fraction(MAX_NOISE_STD) / 2 if isinstance(mech, DiscreteLaplace)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.definitions import KINDS
 from privplan.errors import PolicyError
 from privplan.pandas.fingerprints import (
     _Dataset,
@@ -43,7 +43,6 @@ from privplan.policy import Policy
 from privplan.session.session import Session
 
 DEFAULT_TABLE = "df"
-_KINDS = (PureDP, ApproxDP, ZCDP, GDP)
 
 
 def _refuse_configured(frame: pd.DataFrame, kind: str, state: _State | None) -> None:
@@ -75,7 +74,7 @@ def _check_budget(budget: Any) -> None:
             "df.dp.configure: pass budget=, the total privacy loss this data may ever "
             "incur through df.dp, e.g. budget=pp.PureDP(1.0) (or pp.ApproxDP(eps, "
             "delta), pp.ZCDP(rho), pp.GDP(mu)).")
-    if type(budget) not in _KINDS:
+    if type(budget) not in KINDS:
         raise PolicyError(
             "df.dp.configure: budget must be a privacy value: pp.PureDP(eps), "
             f"pp.ApproxDP(eps, delta), pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")

@@ -21,7 +21,7 @@ from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
-from privplan.accounting.definitions import ApproxDP, PureDP
+from privplan.accounting.definitions import ApproxDP, PrivacyValue
 from privplan.accounting.model import Growth, MechanismSpec, Partition, TableModel
 from privplan.accounting.solver import Composition, compose
 from privplan.errors import InternalError, UnsupportedQueryError
@@ -87,7 +87,7 @@ def _partition(core: CorePlan, table_policy: Any) -> Partition | None:
     )
 
 
-def growth_of(m: Measure, kind: type) -> Growth:
+def growth_of(m: Measure, kind: type[PrivacyValue]) -> Growth:
     """How the cost of a measure grows with a unit's rows in one group's input.
 
     A per-row measure (a count or sum on a table with units of several rows) is calibrated to
@@ -101,7 +101,7 @@ def growth_of(m: Measure, kind: type) -> Growth:
     """
     if not m.per_row:
         return "flat"
-    return "linear" if kind in (PureDP, ApproxDP) else "square"
+    return "linear" if kind.weight_power == 1 else "square"
 
 
 def plan_costs(
@@ -118,13 +118,14 @@ def plan_costs(
         for m in core.measures:
             items.append((ci, m, part))
         if core.selection is not None:
-            if kind is ApproxDP and budget.exact_delta == 0:
+            delta = budget.delta_or_none()
+            if delta == 0:
                 key = next(k for k in core.keys if k.public_domain is None)
                 raise UnsupportedQueryError(
                     f"GROUP BY {key.sql}: its values are not public, so groups are released "
                     f"through DP partition selection, which needs δ > 0: pass delta= with "
                     f"epsilon= (e.g. delta=1e-6), or declare `public_values` for the key column.")
-            if kind is not ApproxDP:
+            if delta is None:
                 key = next(k for k in core.keys if k.public_domain is None)
                 raise UnsupportedQueryError(
                     f"GROUP BY {key.sql}: its values are not public, so groups can only be "
@@ -137,9 +138,7 @@ def plan_costs(
             items.append((ci, core.selection, part))
 
     def provisional(m: Measure) -> Any:
-        if kind is ApproxDP:
-            return ApproxDP(1, Fraction(1, 2) if m.kind == "select_count" else 0)
-        return kind.from_weights((Fraction(1),) * len(budget.weights()))
+        return kind.unit_cost(spends_delta=m.kind == "select_count")
 
     specs = [
         MechanismSpec(id=f"{query_id}.{m.id}", table=plan.cores[ci].table, region=m.region,
@@ -160,17 +159,15 @@ def plan_costs(
         if m.kind == "select_count":
             noise, threshold, cost = _selection(m, share, plan.cores[ci].min_units_per_group)
         elif m.kind == "quantile":  # the exponential mechanism: its ε is the whole share
-            if kind is ApproxDP:
-                share = ApproxDP(share.exact_epsilon, 0)
+            share = share.without_delta()
             noise = ExponentialMechanism.calibrate(share, monotone=m.monotone)
             cost, threshold = noise.cost(kind), None
         else:
-            if kind is ApproxDP:
-                share = ApproxDP(share.exact_epsilon, 0)
+            share = share.without_delta()
             if not _positive(share):
                 raise InternalError(f"zero budget share for {m.label}")  # pragma: no cover
             noise = noiselib.calibrate(m.sensitivity, share)
-            cost = noise.cost(m.sensitivity, kind, **({"delta": 0} if kind is ApproxDP else {}))
+            cost = noise.cost(m.sensitivity, kind, delta=0)  # (spends no δ)
             threshold = None
         final = MechanismSpec(id=spec.id, table=spec.table, region=spec.region, cost=cost,
                               partition=part, label=m.label, growth=spec.growth)

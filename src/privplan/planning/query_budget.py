@@ -29,7 +29,7 @@ def query_groups(value: Any) -> int | None:
 
 
 def query_budget(
-    session_kind: type,
+    session_kind: type[PrivacyValue],
     *,
     epsilon: Any = None,
     delta: Any = None,
@@ -67,7 +67,7 @@ def query_budget(
         if budget is not None:
             value = budget
         elif epsilon is not None:
-            if delta is not None or session_kind is ApproxDP:
+            if delta is not None or "delta" in session_kind.keywords():  # (an (ε, δ) session)
                 value = ApproxDP(epsilon, delta if delta is not None else 0)
             else:
                 value = PureDP(epsilon)

@@ -23,7 +23,6 @@ from privplan.accounting.allocation import (
     noise_exponent,
 )
 from privplan.accounting.allocation.pld import pld_total
-from privplan.accounting.definitions import GDP
 from privplan.accounting.solver import compose
 from privplan.errors import BudgetExceededError, InternalError, PolicyError, PrivplanError
 from privplan.explain import explain_planned
@@ -228,11 +227,10 @@ def _planned_queries(sess: Any, spec: ReportSpec, budgets: Sequence[Any],
 def _scaled(b: Any, factor: Fraction) -> Any:
     """``b`` with its additive weights (ε, δ; ρ; μ²) multiplied by ``factor`` (rounded down)."""
     from privplan.accounting.allocation import round_down
-    from privplan.accounting.definitions import sqrt_fraction
 
-    if type(b) is GDP:
-        return GDP(round_down(sqrt_fraction(b.weights()[0] * factor, round_up=False)))
-    return type(b).from_weights(tuple(round_down(w * factor) for w in b.weights()))
+    # (GDP: μ = sqrt(μ²·factor) rounded down, then short; the others' parameters are weights)
+    return type(b).from_weights_down(tuple(w * factor for w in b.weights())).map_parameters(
+        round_down)
 
 
 def _required_fraction(sess: Any, q: ReportQuery, budget: Any,

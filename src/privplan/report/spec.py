@@ -157,7 +157,7 @@ class ReportSpec:
                               "three rules only. Fix: write `composition: basic` (the default), "
                               "`advanced` or `pld`.")
         budget = parse_budget(data["budget"])
-        if composition in ("advanced", "pld") and not isinstance(budget, ApproxDP):
+        if composition in ("advanced", "pld") and budget.delta_or_none() is None:
             raise PolicyError(f"report spec: `composition: {composition}` needs an (ε, δ) budget "
                               "({epsilon: ..., delta: ...}): it spends a little δ to compose ε "
                               "more tightly, and this `budget` has no δ. Fix: write e.g. "
@@ -270,8 +270,7 @@ def parse_budget(value: Any) -> Any:
 
 
 def budget_dict(b: Any) -> dict[str, str]:
-    names = {PureDP: ("epsilon",), ApproxDP: ("epsilon", "delta"), ZCDP: ("rho",), GDP: ("mu",)}
-    return {n: str(p) for n, p in zip(names[type(b)], b._params)}
+    return {n: str(p) for n, p in zip(type(b).keywords(), b._params)}
 
 
 def _parse_queries(raw: Any) -> tuple[ReportQuery, ...]:

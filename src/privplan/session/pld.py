@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from privplan.accounting.conversions import gdp_to_approx
-from privplan.accounting.definitions import GDP, ApproxDP, PureDP
+from privplan.accounting.definitions import GDP, ApproxDP, PrivacyValue, same_kind
 from privplan.accounting.gdp_budget import approx_to_gdp, sequential_approx
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import PolicyError
@@ -53,12 +53,12 @@ class PLDAccounting:
     def query_budget(self, given: Mapping[str, Any]) -> GDP:
         """A query's keywords as the μ its noise is calibrated to (see the module docstring)."""
         budget, eps, delta = given.get("budget"), given.get("epsilon"), given.get("delta")
-        if isinstance(budget, PureDP):
-            budget = ApproxDP(budget.exact_epsilon, 0)  # (refused below, with what to pass)
-        if isinstance(budget, ApproxDP):
+        # an (ε, δ) as the value states it (ε-DP is (ε, 0): refused below, with what to pass)
+        approx = budget.stated_as(ApproxDP) if isinstance(budget, PrivacyValue) else None
+        if approx is not None:
             if len([v for v in given.values() if v is not None]) > 1:
                 raise PolicyError("pass budget= alone, or epsilon= with delta=, or mu=")
-            eps, delta = budget.exact_epsilon, budget.exact_delta
+            eps, delta = approx.exact_epsilon, approx.exact_delta
         elif eps is None:
             return query_budget(GDP, **given)  # mu= or budget=GDP(...), checked as usual
         # (ε, δ) of the query itself: the numbers are checked by the usual route first
@@ -92,8 +92,8 @@ class PLDAccounting:
                 f"(ε = {self.target.epsilon:g}, δ = {self.target.delta:g})")
         if worst is None:
             return text + "."
-        additive = sequential_approx([m.cost.exact_mu for m in worst
-                                      if isinstance(m.cost, GDP)], self.delta)
+        additive = sequential_approx([cast(GDP, m.cost).exact_mu for m in worst
+                                      if same_kind(m.cost, self.mu)], self.delta)
         return (f"{text}; additive (ε, δ) accounting of the releases the worst pair affects "
                 f"(each at δ/n, summed) would charge at least ε = {additive.epsilon:.4g}.")
 
@@ -105,7 +105,8 @@ def pld_accounting(budget: Any, composition: str) -> PLDAccounting | None:
         raise PolicyError(f"composition={composition!r}: use 'additive' (the default) or 'pld'")
     if composition == "additive":
         return None
-    if not isinstance(budget, ApproxDP) or not 0 < budget.exact_delta < 1:
+    delta = budget.delta_or_none() if isinstance(budget, PrivacyValue) else None
+    if delta is None or not 0 < delta < 1:
         raise PolicyError(
             "composition='pld' is for (ε, δ) budgets with 0 < δ < 1: pass "
             "budget=pp.ApproxDP(epsilon, delta); a GDP or zCDP budget already composes "

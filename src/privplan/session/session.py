@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar, overload
 import duckdb
 
 from privplan.accounting.accountant import Accountant
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.definitions import GDP, KINDS, ZCDP, ApproxDP, PureDP
 from privplan.accounting.model import TableModel
 from privplan.arguments import accepts, checked_arguments
 from privplan.assemble import NoisyColumns, assemble, noisy_columns
@@ -71,8 +71,6 @@ from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
 from privplan.views.session import SessionViews
 
-_KINDS = (PureDP, ApproxDP, ZCDP, GDP)
-
 B = TypeVar("B", PureDP, ApproxDP, ZCDP, GDP)
 """The session's privacy definition: every cost and total of a session is a value of it."""
 Num = float | Fraction | Decimal
@@ -106,7 +104,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
     ) -> None:
         self.policy = _as_policy(policy)
         self.prepare = bool(prepare)
-        if type(budget) not in _KINDS:
+        if type(budget) not in KINDS:
             raise PolicyError(
                 "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
                 f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}. Why: a bare number does not say "

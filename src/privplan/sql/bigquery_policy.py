@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+from privplan.accounting.definitions import ApproxDP, PrivacyValue, PureDP
 from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.policy import Policy, TablePolicy
 
@@ -56,12 +56,12 @@ class DPOptions:
         """
         self.budget()  # checks that epsilon is set
         assert self.epsilon is not None
-        if kind is PureDP:
-            return PureDP(self.epsilon)  # the exact Fraction (a float could overflow or round)
-        if kind is ApproxDP:
-            return ApproxDP(self.epsilon, self.delta or 0)
-        names: dict[type, str] = {ZCDP: "zCDP (rho=)", GDP: "Gaussian DP (mu=)"}
-        name = names.get(kind, kind.__name__)
+        # (exact Fractions: a float could overflow or round)
+        options = {"epsilon": self.epsilon, "delta": self.delta or Fraction(0)}
+        if issubclass(kind, PrivacyValue) and set(kind.keywords()) <= set(options):
+            return kind(**{n: options[n] for n in kind.keywords()})  # type: ignore[return-value]
+        name = (f"{kind.title()} ({', '.join(f'{n}=' for n in kind.keywords())})"
+                if issubclass(kind, PrivacyValue) else kind.__name__)
         raise PolicyError(
             f"this query's DIFFERENTIAL_PRIVACY options give an (ε, δ) budget but the session "
             f"composes {name}; privplan composes one privacy definition per session. Remove "

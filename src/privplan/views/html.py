@@ -232,14 +232,12 @@ def explanation_html(explanation: ShownExplanation) -> str:
 
 # ============================================================================== session
 
-_SYMBOLS = {"PureDP": ("ε",), "ApproxDP": ("ε", "δ"), "ZCDP": ("ρ",), "GDP": ("μ²",)}
-
 
 def _bars(spent: Any, budget: Any) -> str:
     """One bar per additive weight of the budget (ε; ε and δ; ρ; μ² for Gaussian DP): the
     share already composed. For GDP the weight is μ², what composition adds, so the bar and
     the remaining μ agree (μ = 0.5 of 1 spent leaves μ ≈ 0.87: a quarter of the budget)."""
-    symbols = _SYMBOLS.get(type(budget).__name__, ())
+    symbols = budget.weight_symbols()
     out = []
     for i, (used, total) in enumerate(zip(spent.weights(), budget.weights(), strict=True)):
         share = 1.0 if total == 0 and used > 0 else (0.0 if total == 0 else float(used / total))

@@ -21,7 +21,7 @@ import numpy as np
 from privplan.accounting.allocation.interface import Demand, round_down
 from privplan.accounting.allocation.linear_model import _Table
 from privplan.accounting.allocation.optimisation import _TINY
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP, sqrt_fraction
+from privplan.accounting.definitions import PrivacyValue
 from privplan.accounting.model import MechanismSpec
 from privplan.accounting.solver import Composition
 from privplan.errors import InternalError
@@ -32,20 +32,15 @@ Evaluator = Callable[[Sequence[PrivacyValue], str], Composition]
 
 def _budget_values(kind: type[PrivacyValue], budget: PrivacyValue, fractions: np.ndarray,
                    deltas: Sequence[Fraction], factor: float = 1.0) -> list[PrivacyValue]:
-    """Exact privacy values (rounded down) for fractions of the budget's allocated weight."""
+    """Exact privacy values (rounded down) for fractions of the budget's allocated weight (the
+    first: ε, ρ or μ²; a definition's other weight, δ, is ``deltas``)."""
     w = Fraction(budget.weights()[0])
     out: list[PrivacyValue] = []
     for q, x in enumerate(fractions):
         share = round_down(float(x) * factor * float(w)) if x < 1 or factor != 1 else w
         share = min(share, w)
-        if kind is PureDP:
-            out.append(PureDP(share))
-        elif kind is ZCDP:
-            out.append(ZCDP(share))
-        elif kind is GDP:
-            out.append(GDP(round_down(sqrt_fraction(share, round_up=False))))
-        else:
-            out.append(ApproxDP(share, deltas[q]))
+        weights = (share, deltas[q])[:len(kind.keywords())]
+        out.append(kind.from_weights_down(weights).rounded_roots(round_down))
     return out
 
 

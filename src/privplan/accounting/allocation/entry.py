@@ -59,7 +59,7 @@ from privplan.accounting.allocation.optimisation import (
 )
 from privplan.accounting.allocation.pld import pld_total
 from privplan.accounting.allocation.structure import _structure
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, Number, PrivacyValue, PureDP
+from privplan.accounting.definitions import KINDS, ApproxDP, Number, PrivacyValue
 from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.accounting.solver import Composition, compose
 from privplan.errors import BudgetExceededError, PolicyError
@@ -93,8 +93,9 @@ def allocate(
     # -- δ for partition selection ------------------------------------------------------------
     dprime: Fraction | None = None
     deltas = [Fraction(0)] * n
-    if isinstance(budget, ApproxDP):
-        dprime, deltas = _partition_deltas(arr, demands, budget, composition, delta_prime)
+    if budget.delta_or_none() is not None:
+        dprime, deltas = _partition_deltas(arr, demands, cast(ApproxDP, budget), composition,
+                                           delta_prime)
 
     # -- the linear model, the structure, the fractions ------------------------------------------
     model = _build_model(arr, demands, kind, budget_w, 0, prune=composition == "basic")
@@ -105,7 +106,7 @@ def allocate(
 
     # -- fit: exact budgets, composed with the history, scaled to the budget -------------------
     evaluate = _evaluator(demands, tables, kind, arr, history, exact, dprime,
-                          budget.exact_delta if isinstance(budget, ApproxDP) else None)
+                          budget.delta_or_none())
     fit_budgets, composed = _fit(evaluate, kind, budget, x, deltas, exact, composition, history)
     w_alloc = np.array([float(Fraction(b.weights()[0]) / budget_w) for b in fit_budgets])
     basic = composed if composition == "basic" else evaluate(fit_budgets, "basic")
@@ -127,13 +128,13 @@ def _check_request(demands: Sequence[Demand], budget: PrivacyValue, objective: s
                    composition: str, history: Sequence[MechanismSpec]) -> None:
     """Refuse a request the allocator cannot serve (in this order: the first problem is named)."""
     kind = type(budget)
-    if kind not in (PureDP, ApproxDP, ZCDP, GDP):
+    if kind not in KINDS:
         raise PolicyError(f"the report budget must be a privacy value, got {budget!r}")
     if objective not in ("max", "weighted_sum"):
         raise PolicyError(f"objective must be 'max' or 'weighted_sum', got {objective!r}")
     if composition not in ("basic", "advanced", "pld"):
         raise PolicyError(f"composition must be 'basic', 'advanced' or 'pld', got {composition!r}")
-    if composition in ("advanced", "pld") and kind is not ApproxDP:
+    if composition in ("advanced", "pld") and budget.delta_or_none() is None:
         raise PolicyError(f"{composition} composition is for (ε, δ) budgets: give epsilon and "
                           "delta")
     if composition in ("advanced", "pld") and history:

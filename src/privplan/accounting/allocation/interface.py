@@ -20,7 +20,7 @@ from decimal import ROUND_FLOOR, Decimal, localcontext
 from fractions import Fraction
 from typing import Any, Literal
 
-from privplan.accounting.definitions import ApproxDP, PrivacyValue, PureDP
+from privplan.accounting.definitions import PrivacyValue
 from privplan.accounting.model import MechanismSpec
 from privplan.accounting.solver import Composition
 
@@ -51,7 +51,7 @@ class Demand:
 
     @property
     def needs_delta(self) -> bool:
-        return any(isinstance(m.cost, ApproxDP) and m.cost.exact_delta > 0 for m in self.mechanisms)
+        return any((m.cost.delta_or_none() or 0) > 0 for m in self.mechanisms)
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class Allocation:
 
 def noise_exponent(kind: type[PrivacyValue]) -> float:
     """p with noise std ∝ b^-p in the allocated weight: 1 for ε (Laplace), 1/2 for ρ and μ²."""
-    return 1.0 if kind in (PureDP, ApproxDP) else 0.5
+    return 1.0 / kind.weight_power
 
 
 def round_down(x: float | Fraction, digits: int = _DIGITS) -> Fraction:

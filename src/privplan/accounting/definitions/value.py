@@ -1,9 +1,12 @@
-"""Privacy values: exact, immutable amounts of privacy loss in one of four definitions.
+"""What every privacy value is: exact parameters, additive weights, composition and order.
 
-``PureDP(epsilon)``, ``ApproxDP(epsilon, delta)``, ``ZCDP(rho)`` and ``GDP(mu)`` are both costs
-(what a release spends) and budgets (what a session may spend). Parameters are stored exactly as
-:class:`fractions.Fraction` (a float through its shortest repr, so ``0.1`` is ``1/10``), so
-sums and budget checks never drift.
+A privacy definition is a subclass of :class:`PrivacyValue` in a module of its own (``pure``,
+``approx``, ``zcdp``, ``gdp`` beside this one) that says what differs between definitions: its
+parameters and their names, how its weights map back to parameters, the conversions it implies
+(:class:`Conversion`, declared by the source), the noise parameters a budget of it may be
+calibrated to (:meth:`PrivacyValue.calibration`) and what it can spend (a δ, say). Nothing
+outside those modules asks *which* definition a value is: it asks the value. The package
+(``definitions/__init__.py``) registers the definitions in one line (:func:`register`).
 
 Composition within one definition (CSF'24, Section VI): ε and δ add (Thms VI.4, VI.7), ρ adds
 (VI.13, VI.14), μ composes as the ℓ2 norm sqrt(Σ μ_i²) (VI.21, VI.22). So every kind is
@@ -11,32 +14,29 @@ described by *additive weights*: (ε,), (ε, δ), (ρ,) and (μ²,); composing i
 ``from_weights`` maps back (for GDP through a square root rounded *up*, never under-charging).
 
 Privacy: values are exact fractions that compose by adding weights; μ's square root is rounded up.
-
->>> PureDP(0.1) + PureDP(0.2) == PureDP("0.3")
-True
->>> (GDP(3) + GDP(4)).mu
-5.0
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 Number = int | float | str | Decimal | Fraction
 
 __all__ = [
-    "GDP",
-    "KINDS",
-    "ZCDP",
-    "ApproxDP",
+    "Conversion",
+    "DeltaNeeded",
     "Number",
     "PrivacyValue",
-    "PureDP",
     "as_fraction",
+    "cost_in",
+    "register",
+    "route",
     "same_kind",
     "sqrt_fraction",
 ]
@@ -116,25 +116,83 @@ def _fmt(x: Fraction) -> str:
     return format(float(x), ".6g")
 
 
-_HINTS: dict[frozenset[str], str] = {
-    frozenset({"PureDP", "ZCDP"}): "pure_to_zcdp(...)",
-    frozenset({"PureDP", "ApproxDP"}): "pure_to_approx(...)",
-    frozenset({"PureDP", "GDP"}): "pure_to_gdp(...)",
-    frozenset({"ZCDP", "ApproxDP"}): "zcdp_to_approx(..., delta)",
-    frozenset({"GDP", "ApproxDP"}): "gdp_to_approx(..., delta)",
-    frozenset({"ZCDP", "GDP"}): (
-        "zcdp_to_approx(..., delta) and gdp_to_approx(..., delta) to compare both as ApproxDP"
-    ),
-}
+class DeltaNeeded(TypeError):
+    """A conversion that needs a δ (to read an unbounded privacy loss as (ε, δ)) was given none."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One implication between definitions, declared by the module of its source.
+
+    ``apply`` maps a value of the source to a value of ``target`` (with the δ to read it at when
+    ``needs_delta``); ``name`` is the public function messages name (``pure_to_zcdp``), or None
+    when the conversion is reached through ``convert`` only.
+    """
+
+    target: type[PrivacyValue]
+    apply: Callable[..., PrivacyValue]
+    name: str | None = None
+    needs_delta: bool = False
+
+    def __call__(self, value: PrivacyValue, delta: Any = None) -> PrivacyValue:
+        if not self.needs_delta:
+            return self.apply(value)
+        if delta is None:
+            raise DeltaNeeded(f"converting {type(value).__name__} to {self.target.__name__} "
+                              "needs delta=, e.g. 1e-6")
+        return self.apply(value, delta)
+
+    def hint(self) -> str:
+        """How a user writes it: ``pure_to_zcdp(...)``, ``zcdp_to_approx(..., delta)``."""
+        if self.name is None:
+            tail = ", delta=...)" if self.needs_delta else ")"
+            return f"convert(..., {self.target.__name__}{tail}"
+        return f"{self.name}(..., delta)" if self.needs_delta else f"{self.name}(...)"
+
+
+_REGISTERED: list[type[PrivacyValue]] = []
+
+
+def register(*kinds: type[PrivacyValue]) -> tuple[type[PrivacyValue], ...]:
+    """Make definitions known (the ledger reads them by name, messages list them in this
+    order); every definition registered so far, in order."""
+    _REGISTERED.extend(k for k in kinds if k not in _REGISTERED)
+    return tuple(_REGISTERED)
+
+
+def _hint(a: type[PrivacyValue], b: type[PrivacyValue]) -> str:
+    """What to convert two different kinds with: a conversion between them, else conversions
+    of both to a common definition (the first registered converts first)."""
+    for src, dst in ((a, b), (b, a)):
+        direct = src.conversion_to(dst)
+        if direct is not None:
+            return direct.hint()
+    order = {k: i for i, k in enumerate(_REGISTERED)}
+    first, second = sorted((a, b), key=lambda k: order.get(k, len(order)))
+    for conv in first.conversions():
+        other = second.conversion_to(conv.target)
+        if other is not None:
+            return f"{conv.hint()} and {other.hint()} to compare both as {conv.target.__name__}"
+    return "the conversions in privplan.accounting"
+
+
+V = TypeVar("V", bound="PrivacyValue")
 
 
 class PrivacyValue:
-    """Base of the four privacy values. Immutable, hashable, exact; see the module docstring."""
+    """Base of the privacy values. Immutable, hashable, exact; see the module docstring."""
 
     __slots__ = ("_params",)
     _names: ClassVar[tuple[str, ...]]
     _symbols: ClassVar[tuple[str, ...]]
     _examples: ClassVar[tuple[str, ...]]  # (a plausible value per parameter, for messages)
+    _title: ClassVar[str]  # (the definition as prose names it: "zCDP", "Gaussian DP")
+    _conversions: ClassVar[tuple[Conversion, ...]] = ()
+    _no_conversion: ClassVar[str] = "no other definition's guarantee is implied"
+    weight_power: ClassVar[int]
+    """At fixed noise, a release's weight grows as (its sensitivity)^weight_power: 1 for ε (and
+    so for (ε, δ) of Laplace noise), 2 for ρ and μ². So a unit's r rows cost r or r² times one
+    row's (``growth``), and noise std ∝ weight^(-1/weight_power) (the allocation's exponent)."""
     _params: tuple[Fraction, ...]
 
     # -- how a user names one (messages say the fix in these words) ---------------------------
@@ -152,6 +210,16 @@ class PrivacyValue:
     def constructor_hint(cls) -> str:
         """The value's constructor as a user writes it: ``pp.ApproxDP(eps, delta)``."""
         return f"pp.{cls.__name__}({', '.join('eps' if n == 'epsilon' else n for n in cls._names)})"
+
+    @classmethod
+    def title(cls) -> str:
+        """The definition as prose names it (``"zCDP"``, ``"Gaussian DP"``)."""
+        return cls._title
+
+    @classmethod
+    def weight_symbols(cls) -> tuple[str, ...]:
+        """A symbol per additive weight (``("ε", "δ")``; GDP's weight is ``"μ²"``)."""
+        return cls._symbols
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -189,11 +257,83 @@ class PrivacyValue:
         ws = tuple(_nonnegative(w, f"weight {i}", cls.__name__) for i, w in enumerate(weights))
         return cls._create(ws)
 
+    @classmethod
+    def from_weights_down(cls, weights: tuple[Fraction, ...]) -> Self:
+        """Like :meth:`from_weights`, rounded *down* (GDP: μ = sqrt(w) rounded down): a budget
+        that is never above the weights."""
+        return cls._from_weights(weights, round_up=False)
+
+    def map_parameters(self, fn: Callable[[Fraction], Fraction]) -> Self:
+        """Every parameter (ε, δ, ρ or μ, not a weight) through ``fn`` (e.g. rounded down)."""
+        return self._from_parameters(tuple(fn(p) for p in self._params))
+
+    def rounded_roots(self, fn: Callable[[Fraction], Fraction]) -> Self:
+        """The parameters that are roots of their weights (GDP's μ = sqrt(μ²): a long dyadic
+        fraction once rounded) through ``fn``; ε, δ and ρ are their weights, kept as they are."""
+        return self
+
+    @classmethod
+    def _from_parameters(cls, params: tuple[Fraction, ...]) -> Self:
+        return cls._create(tuple(_nonnegative(p, cls._names[i], cls.__name__)
+                                 for i, p in enumerate(params)))
+
+    # -- what a budget buys, what it may spend --------------------------------------------------
+    def calibration(self) -> tuple[tuple[str, Fraction], ...]:
+        """The noise parameters a release within this budget may be calibrated to, preferred
+        first: ``("epsilon", ε)`` for an ε-DP mechanism, ``("rho", ρ)`` for a ρ-zCDP one,
+        ``("mu", μ)`` for the Gaussian mechanism with Δ/σ = μ. Each fits the budget."""
+        raise NotImplementedError(f"{type(self).__name__} names no noise calibration")
+
+    def delta_or_none(self) -> Fraction | None:
+        """δ for a definition that spends one (partition selection, advanced and PLD
+        composition need it), None for one without a δ."""
+        return None
+
+    def without_delta(self) -> Self:
+        """This value as a budget for a mechanism that spends no δ (δ set to 0, if any)."""
+        return self
+
+    @classmethod
+    def unit_cost(cls, *, spends_delta: bool = False) -> Self:
+        """A provisional cost of one unit per weight, for splitting a budget by the theorem
+        (``spends_delta``: the mechanism spends δ, e.g. partition selection)."""
+        return cls.from_weights(tuple(Fraction(1) for _ in cls._names))
+
+    # -- conversions (declared by each definition as ``_conversions``) -------------------------
+    @classmethod
+    def conversions(cls) -> tuple[Conversion, ...]:
+        """The implications from this definition to others, in the order messages list them."""
+        return cls._conversions
+
+    @classmethod
+    def implications(cls) -> str:
+        """What this definition converts to, as a refusal lists it (``"ApproxDP (needs
+        delta=)"``; ``"none (...)"`` with the reason when it implies nothing)."""
+        if not cls._conversions:
+            return f"none ({cls._no_conversion})"
+        return ", ".join(c.target.__name__ + (" (needs delta=)" if c.needs_delta else "")
+                         for c in cls._conversions)
+
+    @classmethod
+    def conversion_to(cls, kind: object) -> Conversion | None:
+        """The conversion from this definition to ``kind``, None if it implies nothing there."""
+        return next((c for c in cls._conversions if c.target is kind), None)
+
+    def stated_as(self, kind: type[V]) -> V | None:
+        """This value as a ``kind`` value when that needs no δ (itself for its own kind; ε-DP is
+        (ε, 0)-DP), else None."""
+        if isinstance(self, kind):
+            return self
+        conv = self.conversion_to(kind)
+        if conv is None or conv.needs_delta:
+            return None
+        return conv(self)  # type: ignore[return-value]  # (a conversion to kind gives a kind)
+
     # -- arithmetic ---------------------------------------------------------------------------
     def _check_kind(self, other: PrivacyValue, verb: str) -> None:
         if type(self) is not type(other):
             a, b = type(self).__name__, type(other).__name__
-            hint = _HINTS.get(frozenset({a, b}), "the conversions in privplan.accounting")
+            hint = _hint(type(self), type(other))
             raise TypeError(f"cannot {verb} {a} and {b}: convert first, e.g. {hint}")
 
     def __add__(self, other: object) -> Self:
@@ -291,114 +431,33 @@ class PrivacyValue:
         return ", ".join(f"{s}={_fmt(p)}" for s, p in zip(self._symbols, self._params))
 
 
-class PureDP(PrivacyValue):
-    """ε-differential privacy. ε adds under composition."""
-
-    __slots__ = ()
-    _names = ("epsilon",)
-    _symbols = ("ε",)
-    _examples = ("0.5",)
-
-    def __init__(self, epsilon: Number) -> None:
-        object.__setattr__(self, "_params", (_nonnegative(epsilon, "epsilon", "PureDP"),))
-
-    @property
-    def epsilon(self) -> float:
-        return float(self._params[0])
-
-    @property
-    def exact_epsilon(self) -> Fraction:
-        return self._params[0]
-
-
-class ApproxDP(PrivacyValue):
-    """(ε, δ)-differential privacy. ε and δ both add under composition (CSF'24 VI.4, VI.7)."""
-
-    __slots__ = ()
-    _names = ("epsilon", "delta")
-    _symbols = ("ε", "δ")
-    _examples = ("0.5", "1e-6")
-
-    def __init__(self, epsilon: Number, delta: Number) -> None:
-        eps = _nonnegative(epsilon, "epsilon", "ApproxDP")
-        dlt = _nonnegative(delta, "delta", "ApproxDP")
-        if dlt >= 1:
-            raise ValueError(
-                f"ApproxDP: delta must be < 1 (delta >= 1 allows publishing the data), "
-                f"got {delta!r}. Use a delta well below 1 / (number of people), e.g. 1e-6"
-            )
-        object.__setattr__(self, "_params", (eps, dlt))
-
-    @property
-    def epsilon(self) -> float:
-        return float(self._params[0])
-
-    @property
-    def delta(self) -> float:
-        return float(self._params[1])
-
-    @property
-    def exact_epsilon(self) -> Fraction:
-        return self._params[0]
-
-    @property
-    def exact_delta(self) -> Fraction:
-        return self._params[1]
-
-
-class ZCDP(PrivacyValue):
-    """ρ-zero-concentrated DP (Bun–Steinke 2016). ρ adds under composition."""
-
-    __slots__ = ()
-    _names = ("rho",)
-    _symbols = ("ρ",)
-    _examples = ("0.1",)
-
-    def __init__(self, rho: Number) -> None:
-        object.__setattr__(self, "_params", (_nonnegative(rho, "rho", "ZCDP"),))
-
-    @property
-    def rho(self) -> float:
-        return float(self._params[0])
-
-    @property
-    def exact_rho(self) -> Fraction:
-        return self._params[0]
-
-
-class GDP(PrivacyValue):
-    """μ-Gaussian DP (Dong–Roth–Su). μ composes as sqrt(Σ μ_i²); the weight is μ²."""
-
-    __slots__ = ()
-    _names = ("mu",)
-    _symbols = ("μ",)
-    _examples = ("0.5",)
-
-    def __init__(self, mu: Number) -> None:
-        object.__setattr__(self, "_params", (_nonnegative(mu, "mu", "GDP"),))
-
-    def weights(self) -> tuple[Fraction, ...]:
-        return (self._params[0] ** 2,)
-
-    @classmethod
-    def _from_weights(cls, weights: tuple[Any, ...], *, round_up: bool) -> Self:
-        if len(weights) != 1:
-            raise ValueError(f"GDP has 1 weight (mu squared), got {len(weights)}")
-        w = _nonnegative(weights[0], "weight 0 (mu squared)", "GDP")
-        return cls._create((sqrt_fraction(w, round_up=round_up),))
-
-    @property
-    def mu(self) -> float:
-        return float(self._params[0])
-
-    @property
-    def exact_mu(self) -> Fraction:
-        return self._params[0]
-
-
-KINDS: tuple[type[PrivacyValue], ...] = (PureDP, ApproxDP, ZCDP, GDP)
-
-
 def same_kind(a: object, b: object) -> bool:
     """True iff a and b are privacy values of the same definition (and so may be composed)."""
     return isinstance(a, PrivacyValue) and type(a) is type(b)
+
+
+def route(kind: object, guarantees: Sequence[PrivacyValue]
+          ) -> tuple[PrivacyValue, Conversion | None] | None:
+    """How a mechanism that has every one of ``guarantees`` is charged in ``kind``: the
+    guarantee stated in ``kind`` (no conversion), else the first that converts there (and the
+    conversion); None when none does."""
+    for g in guarantees:
+        if type(g) is kind:
+            return g, None
+    for g in guarantees:
+        conv = g.conversion_to(kind)
+        if conv is not None:
+            return g, conv
+    return None
+
+
+def cost_in(kind: object, guarantees: Sequence[PrivacyValue], delta: Any = None
+            ) -> PrivacyValue | None:
+    """The cost in ``kind`` of a mechanism with all of ``guarantees`` (see :func:`route`), read
+    at ``delta`` where a conversion needs one (:class:`DeltaNeeded` if it is None); None when
+    no guarantee implies anything in ``kind``."""
+    found = route(kind, guarantees)
+    if found is None:
+        return None
+    g, conv = found
+    return g if conv is None else conv(g, delta)
