@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from privplan.accounting.definitions import ApproxDP, PrivacyValue
 from privplan.accounting.model import Growth, MechanismSpec, Partition, TableModel
@@ -27,6 +27,7 @@ from privplan.accounting.solver import Composition, compose
 from privplan.errors import InternalError, UnsupportedQueryError
 from privplan.mechanisms import noise as noiselib
 from privplan.mechanisms.exponential import ExponentialMechanism
+from privplan.sql.per_unit import charge_on_base
 from privplan.sql.plan import CorePlan, Measure, QueryPlan
 
 SELECTION_DELTA_SHARE = Fraction(1)  # all of δ goes to partition selection (counts use δ = 0)
@@ -104,19 +105,36 @@ def growth_of(m: Measure, kind: type[PrivacyValue]) -> Growth:
     return "linear" if kind.weight_power == 1 else "square"
 
 
-def plan_costs(
-    plan: QueryPlan, budget: Any, policy: Any, *, query_id: str = "q"
-) -> PlannedQuery:
-    """Allocate ``budget`` over the query's measures and calibrate their noise."""
-    kind: Any = type(budget)  # (a PrivacyValue subclass; kind-specific methods used)
-    items: list[tuple[int, Measure, Partition | None]] = []
-    tables: dict[str, TableModel] = {}
+class _Item(NamedTuple):
+    """One mechanism to allocate: its measure, core, partition, table and region, and the
+    weight of its provisional cost (1; a measure of a derived table accounted in base rows,
+    :func:`~privplan.sql.per_unit.charge_on_base`, keeps the budget share it had there)."""
+
+    core: int
+    measure: Measure
+    partition: Partition | None
+    table: str
+    region: Any
+    weight: Fraction = Fraction(1)
+
+
+def _items(plan: QueryPlan, budget: Any, policy: Any, tables: dict[str, TableModel]
+           ) -> list[_Item]:
+    """The query's mechanisms, and in ``tables`` the model of each table they read."""
+    kind: Any = type(budget)
+    items: list[_Item] = []
     for ci, core in enumerate(plan.cores):
         tp = core.table_policy if core.table_policy is not None else policy.table(core.table)
         tables[tp.name] = tp.table_model()
         part = _partition(core, tp)
         for m in core.measures:
-            items.append((ci, m, part))
+            base = charge_on_base(core, m, part, lambda x: growth_of(x, kind))
+            if base is None:
+                items.append(_Item(ci, m, part, core.table, m.region))
+            else:  # a SUM of a per-unit SUM or COUNT: in base rows, on the base table
+                tables[base.table.name] = base.table.table_model()
+                items.append(_Item(ci, base.measure, base.partition, base.table.name,
+                                   base.region, base.weight))
         if core.selection is not None:
             delta = budget.delta_or_none()
             if delta == 0:
@@ -135,16 +153,26 @@ def plan_costs(
                     f"in a session with an (ε, δ) budget (pp.ApproxDP, additive composition) and "
                     f"pass epsilon= and delta=."
                 )
-            items.append((ci, core.selection, part))
+            items.append(_Item(ci, core.selection, part, core.table, core.selection.region))
+    return items
 
-    def provisional(m: Measure) -> Any:
-        return kind.unit_cost(spends_delta=m.kind == "select_count")
+
+def plan_costs(
+    plan: QueryPlan, budget: Any, policy: Any, *, query_id: str = "q"
+) -> PlannedQuery:
+    """Allocate ``budget`` over the query's measures and calibrate their noise."""
+    kind: Any = type(budget)  # (a PrivacyValue subclass; kind-specific methods used)
+    tables: dict[str, TableModel] = {}
+    items = _items(plan, budget, policy, tables)
+
+    def provisional(m: Measure, w: Fraction) -> Any:
+        return kind.unit_cost(spends_delta=m.kind == "select_count", weight=w)
 
     specs = [
-        MechanismSpec(id=f"{query_id}.{m.id}", table=plan.cores[ci].table, region=m.region,
-                      cost=provisional(m), partition=part, label=m.label,
+        MechanismSpec(id=f"{query_id}.{m.id}", table=table, region=region,
+                      cost=provisional(m, w), partition=part, label=m.label,
                       growth=growth_of(m, kind))
-        for ci, m, part in items
+        for ci, m, part, table, region, w in items
     ]
     base = compose(specs, tables, kind).cost.weights()
     target = budget.weights()
@@ -153,7 +181,7 @@ def plan_costs(
     factors = [Fraction(t) / Fraction(b) if b > 0 else Fraction(t) for t, b in zip(target, base)]
 
     planned: list[PlannedMeasure] = []
-    for (ci, m, part), spec in zip(items, specs):
+    for (ci, m, part, *_), spec in zip(items, specs):
         cost: Any = spec.cost
         share = kind.from_weights(tuple(w * f for w, f in zip(cost.weights(), factors)))
         if m.kind == "select_count":

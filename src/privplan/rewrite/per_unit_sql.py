@@ -5,6 +5,10 @@ One row per unit, from the unit's *bounded* rows (:func:`bounded_source`: at mos
 filtered by the inner WHERE in its total form (checked and rewritten like any WHERE, so it cannot
 fail on some rows), with every aggregated column clamped to its declared bounds (NULL stays
 NULL): the derived values then lie inside the bounds the derived table's policy declares.
+A SUM of a float column adds the rows' values on the column's SUM grid (the bounded rows'
+``__grid_`` column, as a direct SUM does), an exact integer times the step: a float sum of n
+rows could leave [n·lo, n·hi] by its rounding, and the outer SUM's charge in base rows
+(:func:`privplan.sql.per_unit.charge_on_base`) relies on it staying inside.
 
 Privacy: a derived row comes from its unit's bounded rows, every aggregated column clamped.
 """
@@ -14,7 +18,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from privplan.rewrite.engine_sql import _clamp, _ident, bounded_source
+from privplan.mechanisms.grid import sum_grid
+from privplan.rewrite.engine_sql import _clamp, _ident, bounded_source, grid_column
 from privplan.sql.per_unit import PerUnit
 
 
@@ -36,9 +41,15 @@ def derived_view_sql(found: PerUnit, inner_core: Any) -> str:
         if c.func == "count_star":
             items.append(f"COUNT(*) AS {_ident(c.name)}")
             continue
+        assert c.column is not None  # (only COUNT(*) reads no column)
         col = base.columns[c.column]
         if c.func == "count":
             items.append(f"COUNT({_ident(c.column)}) AS {_ident(c.name)}")
+            continue
+        if c.func == "sum" and col.type == "float":  # exact: the sum of grid values
+            res = sum_grid(col)[0]
+            items.append(f"CAST(SUM({_ident(grid_column(c.column))}) AS DOUBLE) * "
+                         f"{res.numerator} / {res.denominator} AS {_ident(c.name)}")
             continue
         value = _clamp(_ident(c.column), _bound(col.lower), _bound(col.upper))  # type: ignore[arg-type]
         if col.type == "float":

@@ -38,24 +38,54 @@ add/remove; *replace* neighbours could make a row appear and another change, so 
 The derived table is accounted as a table of its own, one per inner query text, and its costs
 are added to the other tables' (a person is in every table), like a join of private tables.
 
+**What the outer query is charged** (:func:`charge_on_base`, the one place it is decided).
+Charged on the derived table, a unit pays for m derived rows of up to c base rows each: for
+``SUM(s)`` of a derived ``SUM(x)``, m·c·max(|lo|, |hi|), while the same answer written directly
+(``SUM(x) ... GROUP BY g``) pays for the unit's k rows: k·max(|lo|, |hi|). So a plain ``SUM`` of
+a derived SUM, COUNT(*) or COUNT(col) column (so ``SUM(n)`` is ``COUNT(*)``) is accounted on
+the *base* table instead, as the direct query is: one base row moves it by at most one row's
+bound (a derived row of n rows holds at most n rows' worth, clamped to c rows' worth), its
+region is the inner WHERE's and the outer constraints on inner keys, and its partition the
+outer keys with at most m groups of c rows per unit (c only when each outer group holds one
+derived row of the unit). Why this is sound: those rows are the base table's own bounded rows
+(the same k rows the direct query reads, chosen by :func:`bounded_source` before any WHERE),
+and a unit's outer sums are sums of its rows' values, so the accountant's unit of k rows in at
+most m groups of c covers them, for L1 and L2 alike (Σ over groups of (rows·bound)²). Only
+when it costs less than the derived table's charge, and never for a SUM that reads a derived
+value otherwise (an outer WHERE or FILTER on it, an expression, a clamp, the centred sums of
+AVG/VAR): those, MIN/MAX/quantiles and ``COUNT(*)`` of derived rows (m per unit, one per
+group) keep the derived table's charge. Costs on the two tables add up (a unit is in both).
+
 Privacy: a derived table's bounds follow from the policy; a unit changes only its own derived rows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
+from fractions import Fraction
 from typing import Any, NoReturn
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 
+from privplan.accounting.model import Growth, Partition, unit_multiplier
+from privplan.analysis.predicates import region_of
+from privplan.analysis.regions import Box, Region
+from privplan.analysis.sets import ColumnSet
 from privplan.errors import PrivplanError, UnsupportedQueryError
+from privplan.mechanisms import grid as gridlib
+from privplan.policy import ColumnPolicy, TablePolicy
 from privplan.sql.parse import parse_statement
+from privplan.sql.plan import Measure
 
-__all__ = ["MARK", "ROWS", "PerUnit", "derived_model_columns", "derived_rows", "split_per_unit"]
+__all__ = ["MARK", "ROWS", "BaseCharge", "DerivedTable", "PerUnit", "charge_on_base",
+           "derived_model_columns", "derived_rows", "split_per_unit"]
 
 MARK = "/per-unit/"
 """In a derived table's name: ``<base table>/per-unit/<hash of the inner query>``."""
@@ -71,6 +101,20 @@ class DerivedColumn:
     name: str
     func: str  # count_star, count, sum, avg, min, max
     column: str | None
+
+
+@dataclass(frozen=True)
+class DerivedTable(TablePolicy):
+    """A derived table's policy, and what it is made of: its base table, the inner WHERE, its
+    columns and keys, and how many base rows one derived row may hold (``rows_per_derived``),
+    so that :func:`charge_on_base` can account its SUM and COUNT columns in base rows."""
+
+    base: Any = None  # TablePolicy of the base table
+    where_sql: str | None = None
+    derived: tuple[DerivedColumn, ...] = ()
+    inner_keys: frozenset[str] = frozenset()  # the inner GROUP BY (the unit included)
+    group_keys: frozenset[str] = frozenset()  # those that vary within a unit
+    rows_per_derived: int = 1
 
 
 @dataclass(frozen=True)
@@ -140,7 +184,8 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
     name = f"{base.name.lower()}{MARK}{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     if shape.rows > 1:
         name += f"{ROWS}{shape.rows}"
-    table = _derived_table(name, base, key_names, columns, shape)
+    table = dc_replace(_derived_table(name, base, key_names, columns, shape),
+                       where_sql=_unqualified_where(inner))
     alias = sub.alias or "per_unit"
     outer = tree.copy()
     outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name, quoted=True),
@@ -152,6 +197,19 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
     return PerUnit(base=base, inner_sql=text, where_sql=check.sql(dialect="duckdb"),
                    outer_sql=outer.sql(dialect="duckdb"),
                    table=table, keys=tuple(key_names), columns=tuple(columns))
+
+
+def _unqualified_where(inner: exp.Select) -> str | None:
+    """The inner WHERE over the base table's column names (its region, :func:`charge_on_base`)."""
+    where = inner.args.get("where")
+    if where is None:
+        return None
+    node = where.this.copy()
+    for col in list(node.find_all(exp.Column)):
+        col.set("table", None)
+        col.set("db", None)
+        col.set("catalog", None)
+    return str(node.sql(dialect="duckdb"))
 
 
 def _base_table(inner: exp.Select, policy: Any) -> Any:
@@ -216,6 +274,7 @@ class Shape:
     rows: int
     rows_per_derived: int
     one_per_outer_group: bool
+    group_keys: frozenset[str] = frozenset()
 
 
 def _shape(base: Any, keys: list[str], outer_keys: set[str] | None) -> Shape:
@@ -231,7 +290,7 @@ def _shape(base: Any, keys: list[str], outer_keys: set[str] | None) -> Shape:
     per_group = base.max_rows_per_group_per_unit
     rows = min(k, groups) if groups else k
     one = outer_keys is not None and group_keys <= outer_keys
-    return Shape(rows, min(k, per_group) if per_group else k, one)
+    return Shape(rows, min(k, per_group) if per_group else k, one, frozenset(group_keys))
 
 
 def _outer_keys(tree: exp.Select) -> set[str] | None:
@@ -244,9 +303,7 @@ def _outer_keys(tree: exp.Select) -> set[str] | None:
 
 
 def _derived_table(name: str, base: Any, keys: list[str], columns: list[DerivedColumn],
-                   shape: Shape) -> Any:
-    from privplan.policy import ColumnPolicy, TablePolicy
-
+                   shape: Shape) -> DerivedTable:
     k = shape.rows_per_derived
     cols: dict[str, Any] = {}
     for key in keys:
@@ -265,10 +322,12 @@ def _derived_table(name: str, base: Any, keys: list[str], columns: list[DerivedC
                                     nullable=src.nullable,
                                     resolution=src.resolution if c.func == "sum" else None)
     per_group = shape.rows > 1 and shape.one_per_outer_group
-    return TablePolicy(name=name, columns=cols, privacy_unit=base.privacy_unit,
-                       neighbourhood="add_remove", max_rows_per_unit=shape.rows,
-                       max_groups_per_unit=shape.rows if per_group else None,
-                       max_rows_per_group_per_unit=1 if per_group else None)
+    return DerivedTable(name=name, columns=cols, privacy_unit=base.privacy_unit,
+                        neighbourhood="add_remove", max_rows_per_unit=shape.rows,
+                        max_groups_per_unit=shape.rows if per_group else None,
+                        max_rows_per_group_per_unit=1 if per_group else None,
+                        base=base, derived=tuple(columns), inner_keys=frozenset(keys),
+                        group_keys=shape.group_keys, rows_per_derived=k)
 
 
 def derived_rows(name: str) -> int:
@@ -281,3 +340,129 @@ def derived_model_columns(base: Any) -> frozenset[str]:
     """The unit-level columns of any derived table of ``base`` (its unit alone), so that the
     accountant's model of a derived table can be rebuilt from its name (ledger replay)."""
     return frozenset({base.privacy_unit})
+
+
+# ------------------------------------------------------------- SUM and COUNT in base rows
+
+
+@dataclass(frozen=True)
+class BaseCharge:
+    """A measure of a derived table accounted on its base table (:func:`charge_on_base`): its
+    sensitivity is one base row's, its region and partition are over the base table's columns."""
+
+    measure: Measure
+    table: Any  # TablePolicy of the base table
+    region: Region
+    partition: Partition | None
+    weight: Fraction  # its provisional cost per row, so that a unit's total is as it was
+    # on the derived table: the budget splits as before, and this measure's noise is smaller
+
+
+_ADDITIVE = ("sum", "count", "count_star")
+
+
+def charge_on_base(core: Any, m: Measure, partition: Partition | None,
+                   growth: Callable[[Measure], Growth]) -> BaseCharge | None:
+    """``SUM(d)`` over a derived SUM or COUNT column d, accounted in base rows on the base table,
+    or None (then it is charged on the derived table, ``partition`` being its partition there).
+
+    A derived row is the sum of the base rows of its unit and inner group, so a unit's derived
+    rows add up at most its k bounded rows, and the outer SUM moves by at most one base row's
+    bound per base row: a mechanism of the base table, whose unit model (k rows, at most m
+    groups of c rows when the outer groups hold one derived row each) is the direct query's.
+    Only a plain, uncentred SUM whose region and keys read only the inner keys qualifies (a
+    derived row's base rows then all share its keys, and all lie in that region or none do);
+    and only when this costs less than the derived table's charge, which stays sound."""
+    table = core.table_policy
+    if (not isinstance(table, DerivedTable) or m.kind != "sum" or m.centre
+            or m.expression is not None or int(table.base.max_rows_per_unit) < 2):
+        return None
+    col = next((c for c in table.derived if c.name == m.column and c.func in _ADDITIVE), None)
+    keys = [key.column for key in core.keys]
+    if col is None or any(key is None or key not in table.inner_keys for key in keys):
+        return None
+    region = _base_region(m, table)
+    if region is None:
+        return None
+    rebased = dc_replace(m, sensitivity=_base_row_bound(col, table, m), per_row=True)
+    part = _base_partition(core, table, [key for key in keys if key is not None])
+    power = 2 if growth(rebased) == "square" else 1  # (the privacy loss grows as Δ^power)
+    derived = _multiplier(growth(m), int(core.max_rows_per_unit), partition)
+    based = _multiplier(growth(rebased), int(table.base.max_rows_per_unit), part)
+    if based * rebased.sensitivity ** power >= derived * m.sensitivity ** power:
+        return None
+    return BaseCharge(rebased, table.base, region, part, Fraction(derived, based))
+
+
+def _base_row_bound(col: DerivedColumn, table: DerivedTable, m: Measure) -> int:
+    """The most one base row can add to ``SUM(d)`` on the measure's grid.
+
+    A derived row of n base rows holds n values in [lo, hi] (clamped; a float on its SUM grid,
+    :mod:`privplan.rewrite.per_unit_sql`), a SUM of them in [n·lo, n·hi] (COUNT(*): n, COUNT:
+    [0, n]); on the measure's grid, rounding to nearest stays within n times the grid points
+    enclosing [lo, hi] (those are integers, and the rounding is monotone). The measure then
+    clamps it to [m.lo, m.hi], at most c base rows' worth (the accountant never counts more than
+    c rows of a unit in a derived row): so the bound is the largest |clamp(n·e)| / min(n, c)
+    over the ends e and n = 1..k (NULLs only leave rows out)."""
+    if col.func == "count_star":
+        lo = hi = Fraction(1)
+    elif col.func == "count":
+        lo, hi = Fraction(0), Fraction(1)
+    else:
+        src = table.base.columns[col.column]
+        if src.type == "int":  # (integer sums are exact: the values themselves)
+            lo, hi = Fraction(str(src.lower)), Fraction(str(src.upper))
+        else:
+            res, glo, ghi = gridlib.sum_grid(src)
+            lo, hi = glo * res, ghi * res
+    step = Fraction(m.resolution)
+    ends = (math.floor(lo / step), math.ceil(hi / step))
+    c = table.rows_per_derived
+    worst = max(Fraction(abs(min(max(n * e, m.lo), m.hi)), min(n, c))
+                for n in range(1, int(table.base.max_rows_per_unit) + 1) for e in ends)
+    return max(1, math.ceil(worst))
+
+
+def _base_region(m: Measure, table: DerivedTable) -> Region | None:
+    """``m``'s region over the base table: its constraints on inner keys (a derived row's keys
+    are its base rows'), and the inner WHERE's region; None when it constrains a derived value
+    (other than the summed column's NOT NULL, which its NULL base rows leave out anyway)."""
+    boxes = []
+    for box in m.region.boxes:
+        kept = {}
+        for column, values in box.constraints:
+            if column in table.inner_keys:
+                kept[column] = values
+            elif column != m.column or values != ColumnSet.not_null():
+                return None
+        boxes.append(Box.of(kept))
+    inner = Region.full()
+    if table.where_sql is not None:
+        types = {name: c.type for name, c in table.base.columns.items()}
+        try:
+            where = sqlglot.parse_one(table.where_sql, dialect="duckdb")
+            inner = region_of(where, types)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - (checked before, as the inner query's WHERE)
+            inner = Region.full("inner WHERE not analysed")
+    return Region.of(boxes, m.region.notes).intersect(inner)
+
+
+def _base_partition(core: Any, table: DerivedTable, keys: list[str]) -> Partition | None:
+    """The outer GROUP BY over the base table: a unit meets at most m groups (it keeps m derived
+    rows), and, when the outer keys hold every inner key that varies within a unit (one derived
+    row of the unit per group), at most c of its base rows in each."""
+    if not keys:
+        return None
+    m = int(table.max_rows_per_unit)
+    groups = min(core.max_groups_per_unit or m, m, core.max_rows_per_query or m)
+    one = table.group_keys <= set(keys)
+    return Partition(keys=tuple(keys), key_columns=tuple(keys), max_groups_per_unit=groups,
+                     max_rows_per_group=table.rows_per_derived if one else None)
+
+
+def _multiplier(growth: Growth, rows: int, part: Partition | None) -> int:
+    """What the accountant charges one unit of ``rows`` rows, in one-row costs
+    (:func:`~privplan.accounting.model.unit_multiplier`; costs grow as Δ or Δ²)."""
+    return unit_multiplier(growth, rows, partitioned=part is not None,
+                           max_groups=part.max_groups_per_unit if part else None,
+                           max_rows_per_group=part.max_rows_per_group if part else None)

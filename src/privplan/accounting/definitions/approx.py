@@ -67,6 +67,6 @@ class ApproxDP(PrivacyValue):
         return type(self)(self.exact_epsilon, 0)
 
     @classmethod
-    def unit_cost(cls, *, spends_delta: bool = False) -> Self:
-        """(1, 1/2) for a mechanism that spends δ, else (1, 0) (δ must stay below 1)."""
-        return cls(1, Fraction(1, 2) if spends_delta else 0)
+    def unit_cost(cls, *, spends_delta: bool = False, weight: Fraction = Fraction(1)) -> Self:
+        """(w, 1/2) for a mechanism that spends δ, else (w, 0) (δ must stay below 1)."""
+        return cls(weight, Fraction(1, 2) if spends_delta else 0)

@@ -294,10 +294,10 @@ class PrivacyValue:
         return self
 
     @classmethod
-    def unit_cost(cls, *, spends_delta: bool = False) -> Self:
-        """A provisional cost of one unit per weight, for splitting a budget by the theorem
-        (``spends_delta``: the mechanism spends δ, e.g. partition selection)."""
-        return cls.from_weights(tuple(Fraction(1) for _ in cls._names))
+    def unit_cost(cls, *, spends_delta: bool = False, weight: Fraction = Fraction(1)) -> Self:
+        """A provisional cost of ``weight`` per weight coordinate, for splitting a budget by
+        the theorem (``spends_delta``: the mechanism spends δ, e.g. partition selection)."""
+        return cls.from_weights(tuple(weight for _ in cls._names))
 
     # -- conversions (declared by each definition as ``_conversions``) -------------------------
     @classmethod
