@@ -22,6 +22,7 @@ from privplan.errors import UnsupportedQueryError
 from privplan.sql.aggregates import AGGREGATES, SPELLINGS, Aggregate, aggregate_of, supported
 from privplan.sql.builder import build_plan
 from privplan.sql.parse import parse_statement
+from privplan.sql.plan import AggregateUse
 from privplan.testing import noise_disabled
 
 POLICY = pp.Policy.from_dict({"tables": {"t": {"privacy_unit": "row", "columns": {
@@ -86,7 +87,8 @@ def _planned_func(call: str) -> str:
 
 
 def _names(row: Aggregate) -> list[str]:
-    return [name for node in row.nodes for name in node.sql_names()] + list(row.spellings)
+    return list(dict.fromkeys([n for node in row.nodes for n in node.sql_names()]
+                              + list(row.spellings)))
 
 
 @pytest.mark.parametrize(("name", "row"), [(n, row) for row in ROWS for n in _names(row)],
@@ -139,3 +141,39 @@ def test_the_registry_is_consistent() -> None:
         assert not (row.counts_rows and row.additive)
         assert row.derived == (len(row.measures) > 1)
         assert row.min_count == (0 if not row.derived else 1 + getattr(row, "ddof", 0))
+
+
+def test_sem_interval_holds_the_true_value_when_its_parts_do() -> None:
+    """SEM's per-row interval (sqrt of VAR_POP's over the count's): for groups of values in
+    the bounds and noisy parts anywhere within their half-widths, the true SEM is inside."""
+    rng = np.random.default_rng(20)
+    sem = AGGREGATES["sem"]
+    use = AggregateUse(sql="SEM(x)", func="sem", column="x", count="c", sum="s",
+                       sum_sq="q", lower=-3, upper=7, centre=2)
+    for _ in range(2000):
+        x = rng.uniform(-3, 7, rng.integers(1, 12)) - 2  # (the parts are of x - centre)
+        true = float(np.std(x) / np.sqrt(len(x)))
+        halves = {"count": float(rng.choice([0, 1, 3, 20])), "sum": float(rng.uniform(0, 30)),
+                  "sum_sq": float(rng.uniform(0, 300))}
+        exact = {"count": float(len(x)), "sum": float(x.sum()), "sum_sq": float((x * x).sum())}
+        noisy = {p: v + rng.uniform(-1, 1) * halves[p] for p, v in exact.items()}
+        lo, hi = sem.interval(use, noisy, halves)
+        assert lo - 1e-9 <= true <= hi + 1e-9, (x, noisy, halves, lo, hi)
+    lo, hi = sem.interval(use, exact, dict.fromkeys(exact, 0.0))  # (exact parts: a point)
+    assert lo == pytest.approx(true) and hi == pytest.approx(true)
+
+
+def test_sem_is_answered_with_its_interval_and_listed() -> None:
+    sql = "SELECT g, SEM(x) AS v FROM t GROUP BY g ORDER BY g"
+    sess = pp.connect(":memory:", policy=POLICY, budget=pp.PureDP(100))
+    try:
+        sess.register("t", DATA)
+        with noise_disabled():
+            res = sess.sql(sql, epsilon=1)
+    finally:
+        sess.close()
+    want = _engine(sql)["v"].to_numpy(dtype=float)
+    low, high = (res.intervals[f"v_{end}"].to_numpy(dtype=float) for end in ("low", "high"))
+    assert ((low <= want + 1e-12) & (want <= high + 1e-12)).all()
+    assert res.accuracy["v"].method.startswith("SEM from noisy SUM/COUNT")
+    assert "STDDEV(_POP/_SAMP), SEM, and MEDIAN" in supported()

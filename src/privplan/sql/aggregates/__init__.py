@@ -45,6 +45,7 @@ AGGREGATES: Mapping[str, Aggregate] = _registry(  # one registration line per ag
     moments.VAR_SAMP,
     moments.STDDEV_POP,
     moments.STDDEV_SAMP,
+    moments.SEM,
     quantile.QUANTILE,
 )
 """Every aggregate privplan answers, by :attr:`Aggregate.name`, in registration order."""

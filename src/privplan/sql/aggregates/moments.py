@@ -1,4 +1,4 @@
-"""AVG, VAR and STDDEV: values derived from a noisy count, sum and sum of squares.
+"""AVG, VAR, STDDEV and SEM: values derived from a noisy count, sum and sum of squares.
 
 The sums are of (value - centre) on the column's grid (:mod:`privplan.sql.measures`), so the
 mean is S/C + centre and the population variance S2/C - (S/C)², which needs no centre. Each
@@ -12,6 +12,7 @@ Privacy: the values and intervals are functions of the noisy measures and the po
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,8 @@ from privplan.mechanisms.accuracy import ratio_interval, stddev_interval, varian
 from privplan.sql.aggregates.base import Aggregate, Part, floats, null_below
 from privplan.sql.plan import AggregateUse
 
-__all__ = ["AVG", "STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP", "Mean", "Spread"]
+__all__ = ["AVG", "SEM", "STDDEV_POP", "STDDEV_SAMP", "VAR_POP", "VAR_SAMP", "Mean", "Sem",
+           "Spread", "StandardError"]
 
 
 def _bounds(use: AggregateUse) -> tuple[float, float]:
@@ -87,6 +89,29 @@ class Spread(Aggregate):
                   values["count"], halves["count"], ddof=self.ddof, bounds=_bounds(use))
 
 
+class Sem(exp.Expression, exp.AggFunc):
+    """DuckDB's ``SEM(x)``, which sqlglot parses as an anonymous function: the parser makes
+    this node of it (its row's spelling)."""
+
+
+@dataclass(frozen=True)
+class StandardError(Spread):
+    """SEM: the standard error of the mean as DuckDB computes it, the population standard
+    deviation over the square root of the count."""
+
+    def value(self, use: AggregateUse, parts: Mapping[Part, Any]) -> np.ndarray:
+        c, var = self.variance(use, parts)
+        return null_below(c, self.min_count, np.sqrt(var / np.maximum(c, 1.0)))
+
+    def interval(self, use: AggregateUse, values: Mapping[Part, float],
+                 halves: Mapping[Part, float]) -> tuple[float, float]:
+        lo, hi = variance_interval(values["sum_sq"], halves["sum_sq"], values["sum"],
+                                   halves["sum"], values["count"], halves["count"],
+                                   bounds=_bounds(use))
+        c, half = values["count"], abs(halves["count"])  # (a group with a value has a row)
+        return math.sqrt(lo / max(c + half, 1.0)), math.sqrt(hi / max(c - half, 1.0))
+
+
 _SUMS: tuple[Part, ...] = ("sum", "count")
 _SQUARES: tuple[Part, ...] = ("sum", "count", "sum_sq")
 
@@ -100,3 +125,5 @@ STDDEV_POP = Spread("stddev_pop", (exp.StddevPop,), _SQUARES, listed="STDDEV(_PO
 STDDEV_SAMP = Spread("stddev_samp", (exp.Stddev, exp.StddevSamp), _SQUARES, listed="",
                      example="STDDEV_SAMP(x)", spellings=("STD",), centred=True, min_count=2,
                      ddof=1, root=True)
+SEM = StandardError("sem", (Sem,), _SQUARES, listed="SEM", example="SEM(x)", spellings=("SEM",),
+                    centred=True, min_count=1)
