@@ -2,10 +2,11 @@
 guarantee for privacy: a line starting with ``Privacy:`` in its module docstring.
 
 The modules: every module of the accounting, noise, analysis, planning, rewrite, gate and
-ledger packages (subpackages included), and the session's charge order
-(``session/session.py``), the plan builder and its measures (``sql/builder.py``,
-``sql/measures.py``), per-unit pre-aggregation (``sql/per_unit.py``) and the assembly of noisy
-answers (``assemble.py``). A new module in one of those packages needs its line too.
+ledger packages (subpackages included) and of the aggregates' rows (``sql/aggregates/``), the
+session's charge order (``session/session.py``), the plan builder and its measures
+(``sql/builder.py``, ``sql/measures.py``), per-unit pre-aggregation (``sql/per_unit.py``) and
+the assembly of noisy answers (``assemble.py``). A new module in one of those packages needs
+its line too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "privplan"
-PACKAGES = ("accounting", "mechanisms", "analysis", "planning", "rewrite", "gate", "ledger")
+PACKAGES = ("accounting", "mechanisms", "analysis", "planning", "rewrite", "gate", "ledger",
+            "sql/aggregates")
 MODULES = ("session/session.py", "sql/builder.py", "sql/measures.py", "sql/per_unit.py",
            "assemble.py")
 

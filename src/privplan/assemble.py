@@ -19,12 +19,7 @@ import pandas as pd
 
 from privplan.engines.post_processor import post_process
 from privplan.explain import halfwidth_95, noise_std
-from privplan.mechanisms.accuracy import (
-    joint_halfwidths,
-    ratio_interval,
-    stddev_interval,
-    variance_interval,
-)
+from privplan.mechanisms.accuracy import joint_halfwidths
 from privplan.mechanisms.exponential import cell_counts, quantile_utilities
 from privplan.planning.costs import PlannedMeasure, PlannedQuery, count_or_sum_noise
 from privplan.result import ColumnAccuracy
@@ -40,6 +35,7 @@ from privplan.rewrite.postprocess import (
     released,
     with_derived,
 )
+from privplan.sql.aggregates import AGGREGATES, Part, measure_ids
 from privplan.sql.plan import AggregateUse, CorePlan
 
 MAX_INTERVAL_ROWS = 200_000  # per-row derived intervals are computed in Python
@@ -331,7 +327,8 @@ def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | 
     for i, name, use in items:
         if use is None or i >= width:
             continue
-        if use.func == "quantile":
+        row = AGGREGATES[use.func]
+        if row.needs("quantile"):
             p = by_id[use.quantile]  # type: ignore[index]
             m = p.measure
             assert m.quantile is not None
@@ -343,7 +340,7 @@ def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | 
                        f"{float(m.resolution):g}); with 95% probability within "
                        f"{rank:.3g} rows of rank of the true quantile")
             continue
-        if use.func in ("count", "sum"):
+        if not row.derived:
             p, scale = count_or_sum_noise(use, by_id)
             acc = ColumnAccuracy(column=name, method=p.noise.describe(),
                                  std=noise_std(p.noise) * scale,
@@ -359,7 +356,7 @@ def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | 
         else:
             accuracy[name] = ColumnAccuracy(
                 column=name, std=None, halfwidth=None,
-                method=f"{use.func.upper()} from noisy SUM/COUNT; per-row 95% interval by "
+                method=f"{row.label} from noisy SUM/COUNT; per-row 95% interval by "
                        "interval arithmetic, each part at 95%/k (union bound)")
             if rows is not None and rows <= MAX_INTERVAL_ROWS:
                 lo, hi = _derived_intervals(rows, functools.partial(hidden, i), use, by_id)
@@ -367,26 +364,25 @@ def _accuracy(planned: PlannedQuery, items: list[tuple[int, str, AggregateUse | 
     return accuracy, bounds
 
 
+_HIDDEN: dict[Part, str] = {"count": "c", "sum": "s", "sum_sq": "q"}  # (hidden_column's parts)
+
+
 def _derived_intervals(rows: int, hidden: Callable[[str], np.ndarray], use: AggregateUse,
                        by_id: dict[str, PlannedMeasure]) -> tuple[list[float], list[float]]:
-    parts = [("c", use.count), ("s", use.sum)] + ([("q", use.sum_sq)] if use.sum_sq else [])
-    noises = [by_id[mid].noise for _, mid in parts]  # type: ignore[index]
+    """Each row's interval of a derived aggregate (its row's :meth:`~privplan.sql.aggregates.
+    base.Aggregate.interval`) from its noisy parts, each at 95%/k (union bound)."""
+    ids = measure_ids(use)
+    parts = [(part, ids[part], code) for part, code in _HIDDEN.items() if part in ids]
+    noises = [by_id[mid].noise for _, mid, _ in parts]
     halves = joint_halfwidths(noises)
-    scaled = [h * float(by_id[mid].measure.scale) for h, (_, mid) in zip(halves, parts)]  # type: ignore[index]
-    cols = {part: hidden(part) for part, _ in parts}
-    centre = float(use.centre)  # the parts are sums of (value - centre)
-    bounds = (float(use.lower) - centre, float(use.upper) - centre)
+    scaled = {part: h * float(by_id[mid].measure.scale)
+              for h, (part, mid, _) in zip(halves, parts)}
+    cols = {part: hidden(code) for part, _, code in parts}
+    row = AGGREGATES[use.func]
     lows, highs = [], []
     for r in range(rows):
-        c, s = cols["c"][r], cols["s"][r]
-        if use.func == "avg":
-            lo, hi = ratio_interval(s, scaled[1], c, scaled[0], bounds=bounds)
-            lo, hi = lo + centre, hi + centre
-        else:
-            q = cols["q"][r]
-            ddof = 1 if use.func.endswith("samp") else 0
-            fn = variance_interval if use.func.startswith("var") else stddev_interval
-            lo, hi = fn(q, scaled[2], s, scaled[1], c, scaled[0], ddof=ddof, bounds=bounds)
+        lo, hi = row.interval(use, {part: values[r] for part, values in cols.items()}, scaled)
         lows.append(lo)
         highs.append(hi)
     return lows, highs
+

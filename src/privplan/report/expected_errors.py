@@ -16,6 +16,7 @@ from privplan.errors import PolicyError
 from privplan.mechanisms.accuracy import interval_halfwidth
 from privplan.planning.costs import PlannedQuery, count_or_sum_noise
 from privplan.report.spec import ReportQuery
+from privplan.sql.aggregates import AGGREGATES
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,15 @@ def column_errors(planned: PlannedQuery) -> list[ColumnError]:
     for _, name, use in output_items(planned.plan.cores[0]):
         if use is None:
             continue
-        if use.func == "quantile":
+        row = AGGREGATES[use.func]
+        if row.needs("quantile"):
             p = by_id[use.quantile]  # type: ignore[index]
             m = p.measure
             rank = p.noise.rank_error(m.hi - m.lo + 1, m.sensitivity, m.quantile)
             out.append(ColumnError(name, None, None, f"{p.noise.describe()}; with 95% "
                                    f"probability within {rank:.3g} rows of rank"))
             continue
-        if use.func in ("count", "sum"):
+        if not row.derived:
             p, scale = count_or_sum_noise(use, by_id)
             out.append(ColumnError(name, p.noise.std() * scale,
                                    interval_halfwidth(p.noise) * scale, p.noise.describe()))
@@ -58,7 +60,7 @@ def column_errors(planned: PlannedQuery) -> list[ColumnError]:
             desc = "; ".join(f"{p.measure.label}: std "
                              f"{p.noise.std() * float(p.measure.scale):.4g}" for p in parts)
             out.append(ColumnError(name, None, None,
-                                   f"{use.func.upper()} from noisy parts ({desc}); per-row "
+                                   f"{row.label} from noisy parts ({desc}); per-row "
                                    "95% interval in the result"))
     return out
 

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from privplan.planning.memo import derived
 from privplan.rewrite.engine_sql import key_column, measure_column, measure_id_column
+from privplan.sql.aggregates import AGGREGATES, measure_ids
 from privplan.sql.builder import is_aggregate
 from privplan.sql.plan import AggregateUse, CorePlan
 
@@ -34,42 +35,16 @@ def derived_column(j: int) -> str:
 
 def derived_values(use: AggregateUse, frame: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
     """The aggregate's value from the noisy measures in ``frame`` (real units already applied;
-    a DataFrame or a mapping of column names to numeric arrays).
+    a DataFrame or a mapping of column names to numeric arrays): its row's
+    :meth:`~privplan.sql.aggregates.base.Aggregate.value`.
 
     Post-processing of DP outputs only (free of privacy cost). AVG/VAR/STDDEV are clamped into
     what the declared bounds allow, and are NULL (NaN) when the noisy count is below 1 (2 for
     sample variance), as SQL returns NULL for empty groups. Computed once here, vectorised, so
     the SQL of the outer query only ever refers to columns.
     """
-    if use.func == "count" or (use.func == "sum" and use.sum is None):
-        c = np.asarray(frame[measure_id_column(use.count)])
-        return c if use.multiplier == 1 else c * use.multiplier
-    if use.func == "sum":
-        return np.asarray(frame[measure_id_column(use.sum)])
-    if use.func == "quantile":  # the exponential mechanism's pick, already in column units
-        return np.asarray(frame[measure_id_column(use.quantile)])
-    c = np.asarray(frame[measure_id_column(use.count)], dtype=np.float64)
-    s = np.asarray(frame[measure_id_column(use.sum)], dtype=np.float64)
-    lo, hi = float(use.lower), float(use.upper)
-    mean = s / np.maximum(c, 1.0)  # of (value - centre): the variance below needs no centre
-    if use.func == "avg":
-        centre = float(use.centre)
-        return _null_below(c, 1, np.minimum(np.maximum(mean + centre, lo), hi))
-    q = np.asarray(frame[measure_id_column(use.sum_sq)], dtype=np.float64)
-    var = q / np.maximum(c, 1.0) - mean * mean
-    var = np.minimum(np.maximum(var, 0.0), ((hi - lo) / 2) ** 2)
-    minimum = 1
-    if use.func in ("var_samp", "stddev_samp"):
-        minimum = 2
-        cc = np.maximum(c, 2.0)
-        var = var * cc / (cc - 1.0)
-    if use.func.startswith("stddev"):
-        var = np.sqrt(var)
-    return _null_below(c, minimum, var)
-
-
-def _null_below(count: np.ndarray, minimum: int, value: np.ndarray) -> np.ndarray:
-    return np.where(count < minimum, np.nan, value)
+    parts = {part: frame[measure_id_column(mid)] for part, mid in measure_ids(use).items()}
+    return AGGREGATES[use.func].value(use, parts)
 
 
 def with_derived(core: CorePlan, frame: pd.DataFrame) -> pd.DataFrame:
@@ -315,7 +290,7 @@ def flat_output(core: CorePlan, items: list[tuple[int, str, AggregateUse | None]
     hidden_items: dict[str, Any] = {}
     if hidden:
         for i, _, use in items:
-            if use is not None and use.func not in ("count", "sum"):
+            if use is not None and AGGREGATES[use.func].derived:
                 for part, mid in (("c", use.count), ("s", use.sum), ("q", use.sum_sq)):
                     if mid is not None:
                         hidden_items[hidden_column(i, part)] = frame[
@@ -353,7 +328,7 @@ def post_select(core: CorePlan, table: str, *, hidden: bool = False) -> exp.Sele
             if not is_aggregate(node):
                 continue
             use = core.aggregates[node.sql(dialect="duckdb")]
-            if use.func in ("count", "sum"):
+            if not AGGREGATES[use.func].derived:
                 continue
             for part, mid in (("c", use.count), ("s", use.sum), ("q", use.sum_sq)):
                 if mid is not None:

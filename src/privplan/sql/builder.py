@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from sqlglot import exp
 
@@ -24,6 +24,7 @@ from privplan.errors import PolicyError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.mechanisms.exponential import monotone_utility, rank_sensitivity
 from privplan.policy import ColumnPolicy, Policy, TablePolicy
+from privplan.sql.aggregates import Aggregate, aggregate_of, supported
 from privplan.sql.columns_and_keys import (
     NOT_LITERAL,
     ColumnsAndKeys,
@@ -40,19 +41,8 @@ from privplan.sql.joins import (
 from privplan.sql.locate import with_location
 from privplan.sql.measures import _NUMERIC, MeasureBuilder
 from privplan.sql.plan import AggregateUse, CorePlan, Measure, MeasureKind, QueryPlan
-from privplan.sql.quantiles import QUANTILE_FUNCTIONS, quantile_call, within_group_as_arguments
+from privplan.sql.quantiles import quantile_call, within_group_as_arguments
 from privplan.sql.validate import NESTED_FIX, NESTED_WHY, refuse, validate_statement
-
-_AGGREGATES: dict[type[exp.Expression], str] = {
-    exp.Count: "count",
-    exp.Sum: "sum",
-    exp.Avg: "avg",
-    exp.VariancePop: "var_pop",
-    exp.Variance: "var_samp",
-    exp.StddevPop: "stddev_pop",
-    exp.Stddev: "stddev_samp",
-    exp.StddevSamp: "stddev_samp",
-}
 
 
 def build_plan(sql: str, statement: exp.Expression, policy: Policy,
@@ -265,23 +255,21 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
                     isinstance(node, exp.AggFunc) and isinstance(node.parent, exp.Filter)
                 ):
                     found.append(node)
-                elif (isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES
-                      and type(node) not in QUANTILE_FUNCTIONS):
+                elif isinstance(node, exp.AggFunc) and aggregate_of(node) is None:
                     self._refuse_aggregate(node)
         # SUMs first: an AVG/VAR of a column the query also sums shares that SUM's measure
         # (one mechanism fewer) instead of adding a centred sum of its own
         def is_sum(n: exp.Expression) -> bool:
-            return isinstance(n.this if isinstance(n, exp.Filter) else n, exp.Sum)
+            row = aggregate_of(n.this if isinstance(n, exp.Filter) else n)
+            return row is not None and row.needs("sum") and not row.centred
         for node in sorted(found, key=lambda n: not is_sum(n)):
             self._aggregate(node)
 
-    def _refuse_aggregate(self, node: exp.Expr) -> None:
+    def _refuse_aggregate(self, node: exp.Expr) -> NoReturn:
         name = node.sql(dialect="duckdb")
         refuse(self.sql, node, f"aggregate {name} refused",
-               "privplan answers COUNT, SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE, "
-               "STDDEV(_POP/_SAMP), and MEDIAN, PERCENTILE_CONT/_DISC, QUANTILE_CONT/_DISC, "
-               "APPROX_QUANTILE, MIN and MAX of a bounded numeric column; other aggregates "
-               "would release values that no noise is calibrated for.",
+               f"privplan answers {supported()}; other aggregates would release values that "
+               "no noise is calibrated for.",
                "Use one of the supported aggregates, or bucket the column and COUNT per bucket.")
 
     def _aggregate(self, node: exp.Expression) -> None:
@@ -293,25 +281,26 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         if isinstance(node, exp.Filter):
             cond = node.expression.this
             agg = node.this
-        if type(agg) in QUANTILE_FUNCTIONS:
-            self._quantile(key, agg, cond)
-            return
-        if type(agg) not in _AGGREGATES:
+        row = aggregate_of(agg)
+        if row is None:
             self._refuse_aggregate(agg)
+        if row.needs("quantile"):
+            self._quantile(key, row, agg, cond)
+            return
         for sub in agg.find_all(exp.AggFunc):
             if sub is not agg:
                 refuse(self.sql, sub, "nested aggregate refused", NESTED_WHY, NESTED_FIX)
-        func = _AGGREGATES[type(agg)]
+        func = row.label
         arg = agg.this
         if arg is None:
-            if func != "count":
-                refuse(self.sql, agg, f"{func.upper()}() refused", "it needs a column.",
-                       f"Write {func.upper()}(<column>).")
+            if not row.counts_rows:
+                refuse(self.sql, agg, f"{func}() refused", "it needs a column.",
+                       f"Write {func}(<column>).")
             arg = exp.Star()  # COUNT() is COUNT(*) in DuckDB
-        distinct, arg = self._distinct(func, arg, agg)
+        distinct, arg = self._distinct(row, arg, agg)
         distinct_units, distinct_values, distinct_grid = (
             distinct == "units", distinct == "values", distinct == "grid")
-        arg, case_cond, multiplier = self._unwrap_conditional(arg, func, agg)
+        arg, case_cond, multiplier = self._unwrap_conditional(arg, row, agg)
         if case_cond is not None:
             cond = case_cond if cond is None else cast(exp.Expression, exp.and_(cond, case_cond))
         if cond is not None:
@@ -319,26 +308,26 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
             cond = _strip_qualifiers(cond.copy())
         column: str | None = None
         if isinstance(arg, exp.Column) and arg.name.startswith("__pub"):
-            refuse(self.sql, agg, f"{func.upper()} over a public table's column refused",
+            refuse(self.sql, agg, f"{func} over a public table's column refused",
                    "aggregates are computed over the private table's own columns, whose bounds "
                    "the policy declares.", "Aggregate a private column.")
         if isinstance(arg, exp.Column):
             column = arg.name.lower()
             if distinct_grid:
-                self.aggregates[key] = self._derive_distinct(key, func, column, cond, agg)
+                self.aggregates[key] = self._derive_distinct(key, row, column, cond, agg)
                 return
-            if func != "count" and not distinct_values and column in self.clamps:
+            if not row.counts_rows and not distinct_values and column in self.clamps:
                 column = self._clamped_column(column, agg)
-        elif isinstance(arg, exp.Star) and func != "count":
-            refuse(self.sql, agg, f"{func.upper()}(*) refused",
+        elif isinstance(arg, exp.Star) and not row.counts_rows:
+            refuse(self.sql, agg, f"{func}(*) refused",
                    "only COUNT takes *; the other aggregates need a column.",
-                   f"Write {func.upper()}(<column>), or COUNT(*).")
+                   f"Write {func}(<column>), or COUNT(*).")
         elif isinstance(arg, exp.Star) or multiplier is not None:
             column = None
-        elif func != "count" and not distinct_values:
+        elif not row.counts_rows and not distinct_values:
             column = self._virtual_column(arg, func)
         else:
-            refuse(self.sql, arg, f"{func.upper()} over an expression refused",
+            refuse(self.sql, arg, f"{func} over an expression refused",
                    f"the bounds of `{arg.sql(dialect='duckdb')}` are not declared, so its "
                    "sensitivity is unknown.",
                    "Aggregate a column with declared lower/upper bounds, or use "
@@ -346,12 +335,13 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         if distinct_units or distinct_values:
             kind: MeasureKind = "count_units" if distinct_units else "count_distinct"
             m = self._measure(kind, column, cond, f"COUNT(DISTINCT {column})")
-            self.aggregates[key] = AggregateUse(sql=key, func="count", column=column, count=m.id)
+            self.aggregates[key] = AggregateUse(sql=key, func=row.name, column=column,
+                                                count=m.id)
             return
-        use = self._derive(key, func, column, cond, multiplier, agg)
+        use = self._derive(key, row, column, cond, multiplier, agg)
         self.aggregates[key] = use
 
-    def _distinct(self, func: str, arg: exp.Expression, agg: exp.Expression
+    def _distinct(self, row: Aggregate, arg: exp.Expression, agg: exp.Expression
                   ) -> tuple[str | None, exp.Expression]:
         """What an aggregate's DISTINCT means, and its column: ``units`` (COUNT(DISTINCT unit):
         one per unit), ``values`` (COUNT(DISTINCT col): one row adds at most one value),
@@ -361,18 +351,19 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
             return None, arg
         inner = arg.expressions
         column = inner[0] if len(inner) == 1 and isinstance(inner[0], exp.Column) else None
-        if column is not None and func == "count" and self.unit \
+        if column is not None and row.counts_rows and self.unit \
                 and column.name.lower() == self.unit:
             return "units", column
         if column is not None and not column.name.startswith("__pub"):
-            return ("values" if func == "count" else "grid"), column
-        refuse(self.sql, agg, f"{func.upper()}(DISTINCT ...) refused",
+            return ("values" if row.counts_rows else "grid"), column
+        refuse(self.sql, agg, f"{row.label}(DISTINCT ...) refused",
                "privplan answers aggregates of the DISTINCT values of one column "
                "(one row adds at most one distinct value).",
                "Write the aggregate over DISTINCT <column>, or GROUP BY the column "
                "and aggregate per group.")
 
-    def _quantile(self, key: str, agg: exp.Expression, cond: exp.Expression | None) -> None:
+    def _quantile(self, key: str, row: Aggregate, agg: exp.Expression,
+                  cond: exp.Expression | None) -> None:
         """A quantile aggregate (MEDIAN, PERCENTILE_*, QUANTILE_*, APPROX_QUANTILE, MIN, MAX):
         one exponential-mechanism measure (see :mod:`privplan.sql.quantiles`)."""
         call = quantile_call(self.sql, agg, self.table, self.clamps)
@@ -397,11 +388,11 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
                 per_row=self.k > 1, quantile=call.q,
                 monotone=monotone_utility(call.q, replace=replace))
             self.measures[mkey] = m
-        self.aggregates[key] = AggregateUse(sql=key, func="quantile", column=call.column,
+        self.aggregates[key] = AggregateUse(sql=key, func=row.name, column=call.column,
                                             quantile=m.id, lower=call.lower, upper=call.upper)
 
     def _unwrap_conditional(
-        self, arg: exp.Expression, func: str, agg: exp.Expression
+        self, arg: exp.Expression, row: Aggregate, agg: exp.Expression
     ) -> tuple[exp.Expression, exp.Expression | None, Any]:
         """CASE WHEN p THEN v [ELSE NULL|0] END (or IF(p, v, ...)) → (v, p, multiplier)."""
         cond = None
@@ -411,28 +402,27 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         elif isinstance(arg, exp.If):
             cond, value, default = arg.this, arg.args.get("true"), arg.args.get("false")
         else:
-            return arg, None, self._literal_multiplier(arg, func, agg)
-        zero_ok = func in ("sum", "count") and (
-            func == "sum" and literal_value(default) == 0
-        )
+            return arg, None, self._literal_multiplier(arg, row, agg)
+        zero_ok = row.additive and literal_value(default) == 0  # (adds nothing: a filter)
         if default is not None and not _is_null(default) and not zero_ok:
-            refuse(self.sql, arg, f"{func.upper()}(CASE ...) with this ELSE branch refused",
+            refuse(self.sql, arg, f"{row.label}(CASE ...) with this ELSE branch refused",
                    "only ELSE NULL (or ELSE 0 inside SUM) makes the CASE a filter privplan can "
                    "analyse.", "Write AGG(x) FILTER (WHERE <condition>) instead.")
-        return value, cond, self._literal_multiplier(value, func, agg)
+        return value, cond, self._literal_multiplier(value, row, agg)
 
-    def _literal_multiplier(self, value: exp.Expression, func: str, agg: exp.Expression) -> Any:
+    def _literal_multiplier(self, value: exp.Expression, row: Aggregate,
+                            agg: exp.Expression) -> Any:
         v = literal_value(value)
         if v is NOT_LITERAL:
             return None
         if v is None:
-            refuse(self.sql, value, f"{func.upper()}(NULL) refused", "it is always NULL.",
+            refuse(self.sql, value, f"{row.label}(NULL) refused", "it is always NULL.",
                    "Aggregate a column.")
-        if func == "count":
+        if row.counts_rows:
             return 1
-        if func == "sum" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if row.additive and isinstance(v, (int, float)) and not isinstance(v, bool):
             return v
-        refuse(self.sql, agg, f"{func.upper()} of a constant refused",
+        refuse(self.sql, agg, f"{row.label} of a constant refused",
                "it is a function of a count only.", "Use COUNT(*) (times the constant).")
         return None  # pragma: no cover
 
@@ -442,7 +432,7 @@ class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
         try:
             bounded = bound_expression(arg, self.table.columns)
         except NotBoundable as err:
-            refuse(self.sql, err.node, f"{func.upper()} over an expression refused",
+            refuse(self.sql, err.node, f"{func} over an expression refused",
                    f"{err.why}, so the expression's range (and its sensitivity) is unknown.",
                    "Aggregate a column with declared lower/upper bounds, or +, -, * and / by a "
                    "number of such columns, or SUM(CASE WHEN <condition> THEN <column> ELSE 0 "

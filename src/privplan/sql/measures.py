@@ -23,6 +23,7 @@ from privplan.analysis.sets import ColumnSet
 from privplan.errors import InternalError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.policy import ColumnPolicy, ColumnType, TablePolicy
+from privplan.sql.aggregates import Aggregate
 from privplan.sql.expression_bounds import Bounded
 from privplan.sql.plan import AggregateUse, Measure, MeasureKind
 from privplan.sql.validate import refuse
@@ -140,45 +141,42 @@ class MeasureBuilder:
             return f"the expression over '{self.table.name}' columns {list(virtual[1].columns)}"
         return f"column '{self.table.name}.{column}'"
 
-    def _derive(self, key: str, func: str, column: str | None, cond: exp.Expression | None,
-                multiplier: Any, agg: exp.Expression) -> AggregateUse:
-        if func == "count" or multiplier is not None:
+    def _derive(self, key: str, row: Aggregate, column: str | None,
+                cond: exp.Expression | None, multiplier: Any,
+                agg: exp.Expression) -> AggregateUse:
+        """The measures of ``row``'s call over ``column`` (None: ``*`` or a constant): a
+        count (of rows, or of a constant's rows: SUM(3) is 3 × COUNT), else a sum on the
+        column's grid and the count and sum of squares the row needs, centred for AVG/VAR."""
+        if row.counts_rows or multiplier is not None:
             m = self._measure("count", column, cond, f"COUNT({column or '*'})")
-            return AggregateUse(sql=key, func="count" if func == "count" else "sum",
-                                column=column, count=m.id,
-                                multiplier=1 if func == "count" else multiplier)
-        assert column is not None
+            return AggregateUse(sql=key, func=row.name, column=column, count=m.id,
+                                multiplier=1 if row.counts_rows else multiplier)
+        assert column is not None and row.needs("sum")
         col = self._col(column)
-        if col.type not in _NUMERIC:
-            refuse(self.sql, agg, f"{func.upper()} over {col.type} column '{column}' refused",
-                   "only int and float columns can be summed or averaged.",
-                   "Aggregate a numeric column.")
-        lower, upper = col.require_bounds(f"{func.upper()}({column})", self.table.name)
+        self._numeric(col, column, row, agg)
+        lower, upper = col.require_bounds(f"{row.label}({column})", self.table.name)
         cond_sql = cond.sql(dialect="duckdb") if cond is not None else None
         # AVG/VAR/STDDEV sum (value - centre) unless the query sums the column anyway
         centre = Fraction(0)
-        if func != "sum" and ("sum", column, cond_sql, Fraction(0), False) not in self.measures:
+        if row.centred and ("sum", column, cond_sql, Fraction(0), False) not in self.measures:
             centre = self._centre(column)
         # VAR/STDDEV: the sum on the squares' grid too, so that Σ(g-c)²/n - (Σ(g-c)/n)² is
         # exactly the variance of the grid values (with sums on two grids the centre would
         # multiply their rounding difference)
         fine, _, _ = gridlib.sum_grid(col)
-        coarse = (func not in ("sum", "avg") and bool(centre)
+        coarse = (row.needs("sum_sq") and bool(centre)
                   and self._square_resolution(fine, lower, upper) != fine)
         s = self._measure("sum", column, cond, f"SUM({column})", centre=centre, coarse=coarse)
-        if func == "sum":
-            return AggregateUse(sql=key, func="sum", column=column, sum=s.id,
-                                lower=lower, upper=upper)
-        c = self._measure("count", column, cond, f"COUNT({column})")
-        if func == "avg":
-            return AggregateUse(sql=key, func="avg", column=column, sum=s.id, count=c.id,
-                                lower=lower, upper=upper, centre=centre)
-        q = self._measure("sum_sq", column, cond, f"SUM({column}²)", centre=centre)
-        return AggregateUse(sql=key, func=func, column=column, sum=s.id, count=c.id,  # type: ignore[arg-type]
-                            sum_sq=q.id, lower=lower, upper=upper, centre=centre)
+        c = self._measure("count", column, cond, f"COUNT({column})") \
+            if row.needs("count") else None
+        q = self._measure("sum_sq", column, cond, f"SUM({column}²)", centre=centre) \
+            if row.needs("sum_sq") else None
+        return AggregateUse(sql=key, func=row.name, column=column, sum=s.id,
+                            count=c.id if c else None, sum_sq=q.id if q else None,
+                            lower=lower, upper=upper, centre=centre if row.centred else 0)
 
-    def _derive_distinct(self, key: str, func: str, column: str, cond: exp.Expression | None,
-                         agg: exp.Expression) -> AggregateUse:
+    def _derive_distinct(self, key: str, row: Aggregate, column: str,
+                         cond: exp.Expression | None, agg: exp.Expression) -> AggregateUse:
         """SUM/AVG/VAR/STDDEV over the DISTINCT values of a bounded column, from measures over
         the distinct values of its clamped grid value g: SUM(DISTINCT g), COUNT(DISTINCT g)
         and the sum of the distinct g² (one set of distinct values, so all on one grid: the
@@ -190,32 +188,32 @@ class MeasureBuilder:
         values are the grid's: with noise off this is the plain SQL answer when the values lie
         on the grid and within the bounds (clamping can merge values the SQL keeps apart)."""
         col = self._col(column)
-        if col.type not in _NUMERIC:
-            refuse(self.sql, agg, f"{func.upper()} over {col.type} column '{column}' refused",
-                   "only int and float columns can be summed or averaged.",
-                   "Aggregate a numeric column.")
+        self._numeric(col, column, row, agg)
         if column in self.clamps:
-            refuse(self.sql, agg, f"{func.upper()}(DISTINCT {column}) with per-query bounds "
+            refuse(self.sql, agg, f"{row.label}(DISTINCT {column}) with per-query bounds "
                    "refused", "distinct values are taken of the policy's grid.",
                    "Remove the per-query bounds for this aggregate.")
-        lower, upper = col.require_bounds(f"{func.upper()}(DISTINCT {column})", self.table.name)
+        lower, upper = col.require_bounds(f"{row.label}(DISTINCT {column})", self.table.name)
         fine, _, _ = gridlib.sum_grid(col)  # (VAR's squares need the coarser grid only when
-        coarse = (func not in ("sum", "avg")  # it differs: then SUM and AVG share measures)
+        coarse = (row.needs("sum_sq")  # it differs: then SUM and AVG share measures)
                   and self._square_resolution(fine, lower, upper) != fine)
+        assert row.needs("sum")
         s = self._measure("sum_distinct", column, cond, f"SUM(DISTINCT {column})",
                           coarse=coarse)
-        if func == "sum":
-            return AggregateUse(sql=key, func="sum", column=column, sum=s.id,
-                                lower=lower, upper=upper)
         c = self._measure("count_distinct_grid", column, cond, f"COUNT(DISTINCT {column})",
-                          coarse=coarse)
-        if func == "avg":
-            return AggregateUse(sql=key, func="avg", column=column, sum=s.id, count=c.id,
-                                lower=lower, upper=upper)
+                          coarse=coarse) if row.needs("count") else None
         q = self._measure("sum_sq_distinct", column, cond, f"SUM(DISTINCT {column}²)",
-                          coarse=True)
-        return AggregateUse(sql=key, func=func, column=column, sum=s.id, count=c.id,  # type: ignore[arg-type]
-                            sum_sq=q.id, lower=lower, upper=upper)
+                          coarse=True) if row.needs("sum_sq") else None
+        return AggregateUse(sql=key, func=row.name, column=column, sum=s.id,
+                            count=c.id if c else None, sum_sq=q.id if q else None,
+                            lower=lower, upper=upper)
+
+    def _numeric(self, col: ColumnPolicy, column: str, row: Aggregate,
+                 agg: exp.Expression) -> None:
+        if col.type not in _NUMERIC:
+            refuse(self.sql, agg, f"{row.label} over {col.type} column '{column}' refused",
+                   "only int and float columns can be summed or averaged.",
+                   "Aggregate a numeric column.")
 
     def _centre(self, column: str) -> Fraction:
         """The centre of AVG/VAR sums of ``column``: the middle point of the grid of its sum

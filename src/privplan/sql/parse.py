@@ -14,6 +14,7 @@ from sqlglot.tokens import TokenType
 
 from privplan.analysis.literal_lists import ListFallback, literal_lists_off
 from privplan.errors import ParseError, UnsupportedQueryError
+from privplan.sql.aggregates import SPELLINGS
 from privplan.sql.grouping_sets import expand_grouping_sets
 from privplan.sql.locate import with_location
 from privplan.sql.long_lists import ScannedLists, attach_lists, scan_lists
@@ -103,7 +104,7 @@ def _finish(sql: str, tree: exp.Expression, top: int | None) -> exp.Expression:
     check_depth(sql, tree)
     if top is not None:
         _apply_top(sql, tree, top)
-    _smartnoise_spellings(tree)
+    _aggregate_spellings(tree)
     _one_argument_counts(sql, tree)
     return expand_grouping_sets(tree)
 
@@ -138,15 +139,13 @@ def _one_argument_counts(sql: str, tree: exp.Expr) -> None:
                 sql, node))
 
 
-# SmartNoise SQL's spellings of DuckDB's VARIANCE and STDDEV (sample statistics in both)
-_SPELLINGS: dict[str, type[exp.Func]] = {"var": exp.Variance, "std": exp.Stddev}
-
-
-def _smartnoise_spellings(tree: exp.Expression) -> None:
-    """Rewrite VAR(x) and STD(x) (SmartNoise SQL; DuckDB has neither) as VARIANCE(x) and
-    STDDEV(x). A select item that is exactly such a call keeps its spelling as its name."""
+def _aggregate_spellings(tree: exp.Expression) -> None:
+    """Rewrite the other spellings of registered aggregates (:data:`privplan.sql.aggregates.
+    SPELLINGS`: SmartNoise SQL's VAR(x) and STD(x), which DuckDB has neither of) as the
+    aggregate's node (VARIANCE(x) and STDDEV(x), sample statistics in both). A select item
+    that is exactly such a call keeps its spelling as its name."""
     for node in list(tree.find_all(exp.Anonymous)):
-        cls = _SPELLINGS.get(node.name.lower())
+        cls = SPELLINGS.get(node.name.lower())
         if cls is None or len(node.expressions) != 1:
             continue
         spelled = node.sql(dialect=DEFAULT_DIALECT)

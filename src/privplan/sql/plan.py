@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from sqlglot import exp
 
@@ -22,9 +22,9 @@ MeasureKind = Literal["count", "count_units", "count_distinct", "sum", "sum_sq",
                       "quantile", "sum_distinct", "sum_sq_distinct", "count_distinct_grid"]
 COUNT_KINDS = frozenset({"count", "count_units", "count_distinct", "select_count",
                          "count_distinct_grid"})  # released in rows, whatever the grid
-AggregateFunc = Literal[
-    "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp", "quantile"
-]
+AggregateFunc: TypeAlias = str
+"""The name of an aggregate's row in :data:`privplan.sql.aggregates.AGGREGATES` (``"count"``,
+``"var_samp"``, ...): what parsing, the measures and post-processing read of the function."""
 
 
 @dataclass(frozen=True)
