@@ -17,9 +17,11 @@ from privplan.sql.bigquery import (
     KNOWN_OPTIONS,
     DPOptions,
     apply_dp_clause,
+    blanked,
     explain_bigquery,
     rewrite_dp_aggregates,
     split_dp_clause,
+    without_clauses,
 )
 from privplan.testing import noise_disabled
 
@@ -80,7 +82,8 @@ def _same_plan(a, b) -> None:
 
 def test_split_the_example() -> None:
     sql, opts = split_dp_clause(EXAMPLE)
-    assert sql == "SELECT  hospital, COUNT(*) FROM visits GROUP BY hospital"
+    assert " ".join(sql.split()) == "SELECT hospital, COUNT(*) FROM visits GROUP BY hospital"
+    assert len(sql) == len(EXAMPLE)  # (the clause blanked in place)
     assert opts == DPOptions(
         epsilon=Fraction(1), delta=Fraction(1, 100000), max_groups_contributed=2,
         privacy_unit_column="patient_id", clause=EXAMPLE[7:EXAMPLE.index(")") + 1])
@@ -99,7 +102,8 @@ def test_split_the_example() -> None:
 ])
 def test_rest_is_byte_identical(prefix: str, clause: str, suffix: str) -> None:
     sql, opts = split_dp_clause(prefix + clause + suffix)
-    assert sql == prefix + suffix
+    assert sql == prefix + blanked(clause) + suffix  # (in place: positions still hold)
+    assert sql == without_clauses(prefix + clause + suffix)
     assert opts is not None and opts.clause == clause
     assert opts.epsilon == Fraction(1, 2)
     assert opts.budget() == pp.PureDP(0.5)  # delta absent, NULL or 0
@@ -107,12 +111,12 @@ def test_rest_is_byte_identical(prefix: str, clause: str, suffix: str) -> None:
 
 def test_clause_without_options() -> None:
     sql, opts = split_dp_clause("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM visits")
-    assert sql == "SELECT  COUNT(*) FROM visits"
+    assert sql == "SELECT " + " " * 25 + " COUNT(*) FROM visits"
     assert opts == DPOptions(clause="WITH DIFFERENTIAL_PRIVACY")
     with pytest.raises(pp.PolicyError, match="no epsilon"):
         opts.budget()
     sql, opts = split_dp_clause("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS() COUNT(*) FROM t")
-    assert sql == "SELECT  COUNT(*) FROM t" and opts.epsilon is None
+    assert sql == "SELECT " + " " * 35 + " COUNT(*) FROM t" and opts.epsilon is None
 
 
 @pytest.mark.parametrize("sql", [

@@ -65,7 +65,7 @@ from privplan.session.subqueries import explain_nested, sql_nested
 from privplan.sql.bigquery import QUERY_OPTIONS
 from privplan.sql.builder import build_plan
 from privplan.sql.params import Style, bind_query
-from privplan.sql.parse import parse_statement, with_list_fallback
+from privplan.sql.parse import with_list_fallback
 from privplan.sql.per_unit import PerUnit
 from privplan.sql.plan import CorePlan
 from privplan.sql.virtual_tables import table_model as virtual_table_model
@@ -365,11 +365,11 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         defined in the engine: a view over the base table's bounded rows (its inner WHERE
         checked and made total like any WHERE), and its view over the gate's stand-ins in
         the catalog. Reads no row."""
-        inner = build_plan(found.where_sql, parse_statement(found.where_sql), self.policy,
-                           self.catalog.public_columns()).cores[0]
+        inner = build_plan(found.source, found.where_statement(), self.policy,
+                           self.catalog.public_columns()).cores[0]  # (errors point at source)
         table_sql, types = self.catalog.typed_table(found.base)
         inner = make_core_total(replace(inner, table_sql=table_sql, source_types=types),
-                                judge(), found.where_sql)
+                                judge(), found.source)
         self.engine.create_view(found.table.name, derived_view_sql(found, inner))
         stand_ins: dict[str, dict[str, str]] = {}
         over = replace(inner, table_sql=self.catalog.stand_in_view(found.base, stand_ins))

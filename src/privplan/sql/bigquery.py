@@ -194,12 +194,50 @@ def _refuse_report(sql: str) -> None:
                 "WITH REPORT(...)." + _where(sql, tok.start))
 
 
+def blanked(text: str) -> str:
+    """``text`` as spaces, its line breaks kept (positions after it stay where they were)."""
+    return "".join(c if c == "\n" else " " for c in text)
+
+
+def without_clauses(sql: str) -> str:
+    """``sql`` with every ``WITH DIFFERENTIAL_PRIVACY [OPTIONS(...)]`` clause right after a
+    ``SELECT`` blanked (:func:`blanked`): the text sqlglot parses for a statement whose DP
+    subqueries carry their own clauses (:mod:`privplan.sql.nesting`). Unchanged when it has none
+    or cannot be tokenized (the normal path reports that)."""
+    if not isinstance(sql, str) or not _QUICK.search(sql):
+        return sql
+    try:
+        tokens = _tokens(sql)
+    except ParseError:
+        return sql
+    out, last = [], 0
+    for i, tok in enumerate(tokens[:-1]):
+        nxt = tokens[i + 1]
+        if (tok.token_type != TokenType.WITH or i == 0
+                or tokens[i - 1].token_type != TokenType.SELECT
+                or nxt.token_type not in (TokenType.VAR, TokenType.IDENTIFIER)
+                or nxt.text.upper() not in _CLAUSE_KEYWORDS):
+            continue
+        end = i + 1
+        if (i + 3 < len(tokens) and tokens[i + 2].text.upper() == "OPTIONS"
+                and tokens[i + 3].token_type == TokenType.L_PAREN):
+            close = matching_paren(tokens, i + 3)
+            if close is None:
+                return sql
+            end = close
+        out += [sql[last:tok.start], blanked(sql[tok.start:tokens[end].end + 1])]
+        last = tokens[end].end + 1
+    return "".join(out) + sql[last:]
+
+
 def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
     """Cut ``WITH DIFFERENTIAL_PRIVACY [OPTIONS(...)]`` out of ``sql``.
 
     Returns ``(sql_without_clause, options)``; ``(sql, None)`` when there is no clause. Only the
     clause's own characters (from ``WITH`` to the closing parenthesis of ``OPTIONS``) are
-    removed; everything else is byte-identical. Raises :class:`UnsupportedQueryError` for an
+    blanked (spaces, line breaks kept); everything else is byte-identical and in its place, so
+    positions in the result are positions in ``sql`` (and the result is the same slice of a
+    statement whose clauses were all blanked at once: :func:`without_clauses`). Raises :class:`UnsupportedQueryError` for an
     unknown or repeated option, a clause not right after ``SELECT``, or more than one clause,
     and :class:`ParseError` for malformed options.
     """
@@ -241,7 +279,7 @@ def split_dp_clause(sql: str) -> tuple[str, DPOptions | None]:
     options = _parse_options(sql, tokens, i + 4, end) if end > i + 1 else {}
     start, stop = tokens[i].start, tokens[end].end + 1
     opts = DPOptions(clause=sql[start:stop], **options)
-    stripped = sql[:start] + sql[stop:]
+    stripped = sql[:start] + blanked(sql[start:stop]) + sql[stop:]
     selects = [t for t in tokens if t.token_type == TokenType.SELECT]
     public = opts.group_selection_strategy == "PUBLIC_GROUPS"
     if len(selects) > 1:

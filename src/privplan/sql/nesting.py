@@ -31,7 +31,10 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from privplan.errors import UnsupportedQueryError
+from privplan.errors import PrivplanError, UnsupportedQueryError
+from privplan.sql.bigquery import without_clauses
+from privplan.sql.derive import Edit, extent, moved
+from privplan.sql.parse import parse_statement, remember
 from privplan.sql.tokens import matching_paren, with_depth
 
 __all__ = ["INNER", "Nested", "has_clause", "inner_name", "split_outer"]
@@ -85,23 +88,27 @@ def split_outer(sql: str) -> Nested | None:
         sql = wrapped
         tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
     ctes = _cte_names(tokens)
+    whole = _whole(sql)
     spans = [(a, b) for a, b in _subqueries(tokens)
-             if not _reads_only(sql[tokens[a].end + 1: tokens[b].start], ctes)]
+             if not _reads_only(sql, _cut(sql, tokens[a].end + 1, tokens[b].start), ctes, whole)]
     if not spans:
         return None
-    inners, outer, last, in_from = [], [], 0, False
+    inners, outer, last, in_from, cuts = [], [], 0, False, []
     for i, (start, end) in enumerate(spans):
         before = tokens[start - 1].token_type if start else None
         in_from = in_from or before == TokenType.FROM or (
             before == TokenType.ALIAS and tokens[0].token_type == TokenType.WITH)
         inners.append(sql[tokens[start].end + 1: tokens[end].start].strip())
+        cuts.append(_cut(sql, tokens[start].end + 1, tokens[end].start))
         outer.append(sql[last: tokens[start].start] + f"(SELECT * FROM {inner_name(i)})")
         last = tokens[end].end + 1
     outer_sql = "".join(outer) + sql[last:]
-    try:
-        tree = sqlglot.parse_one(outer_sql, dialect="duckdb")
-    except (SqlglotParseError, TokenError):
-        return None  # the normal path reports the syntax error
+    tree: exp.Expr | None = _outer_tree(whole, cuts) if whole is not None else None
+    if tree is None:
+        try:
+            tree = sqlglot.parse_one(outer_sql, dialect="duckdb")
+        except (SqlglotParseError, TokenError):
+            return None  # the normal path reports the syntax error
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     names = {inner_name(i) for i in range(len(inners))}
     for table in tree.find_all(exp.Table):
@@ -117,6 +124,50 @@ def split_outer(sql: str) -> Nested | None:
     return Nested(inners=tuple(inners), outer=outer_sql)
 
 
+def _cut(sql: str, start: int, stop: int) -> tuple[int, int]:
+    """The character span of the inner query written in ``sql[start:stop]``, spaces trimmed."""
+    text = sql[start:stop]
+    return start + len(text) - len(text.lstrip()), start + len(text.rstrip())
+
+
+def _whole(sql: str) -> tuple[str, exp.Expression] | None:
+    """The statement's one parse (its DP clauses blanked, so positions hold) and the text
+    parsed, or None when it does not parse as a whole: then each part is parsed on its own."""
+    text = without_clauses(sql)
+    try:
+        return text, parse_statement(text)
+    except (PrivplanError, SqlglotParseError, TokenError, ValueError, RecursionError):
+        return None
+
+
+def _outer_tree(whole: tuple[str, exp.Expression], cuts: list[tuple[int, int]]
+                ) -> exp.Expression | None:
+    """The outer query's tree, derived from the statement's one parse, each inner query's
+    tree kept for its text (:func:`privplan.sql.parse.remember`): the inner queries are then
+    planned from it, not parsed again. None when an inner query is not one node of it."""
+    text, tree = whole[0], whole[1].copy()
+    nodes = [_query_at(tree, a, b) for a, b in cuts]
+    if any(node is None for node in nodes):
+        return None
+    for i, (node, (a, b)) in enumerate(zip(nodes, cuts)):
+        assert node is not None
+        part = text[a:b]
+        remember(part, moved(node, part, [Edit(0, a, ""), Edit(b, len(text), "")]))
+        node.replace(exp.select("*").from_(inner_name(i)))
+    return tree
+
+
+def _query_at(tree: exp.Expr, a: int, b: int) -> exp.Expr | None:
+    """The query node (the body of a subquery or WITH query) whose tokens span ``[a, b)``
+    exactly: its first and last tokens the first and last of the text there."""
+    for node in tree.find_all(exp.Subquery, exp.CTE):
+        body = node.this
+        if isinstance(body, exp.Query) and (span := extent(body)) is not None \
+                and span[0] >= a and span[1] == b - 1:
+            return body
+    return None
+
+
 def _cte_names(tokens: list[Any]) -> set[str]:
     """The names of a leading WITH's queries (``name AS (`` at the top level)."""
     if not tokens or tokens[0].token_type != TokenType.WITH:
@@ -130,16 +181,21 @@ def _cte_names(tokens: list[Any]) -> set[str]:
     return names
 
 
-def _reads_only(sql: str, ctes: set[str]) -> bool:
-    """Whether the subquery ``sql`` reads other WITH queries only (``my_table2 AS (SELECT …
-    FROM my_table1)``): it then post-processes their answers and stays in the outer query."""
-    if not ctes:
+def _reads_only(sql: str, cut: tuple[int, int], ctes: set[str],
+                whole: tuple[str, exp.Expression] | None) -> bool:
+    """Whether the subquery at ``cut`` reads other WITH queries only (``my_table2 AS (SELECT
+    … FROM my_table1)``): it then post-processes their answers and stays in the outer query.
+    A subquery with a DIFFERENTIAL_PRIVACY clause is a DP query."""
+    part = sql[cut[0]:cut[1]]
+    if not ctes or without_clauses(part) != part:
         return False
-    try:
-        tables = [t.name.lower() for t in sqlglot.parse_one(sql, dialect="duckdb")
-                  .find_all(exp.Table)]
-    except (SqlglotParseError, TokenError):
-        return False  # (a DIFFERENTIAL_PRIVACY clause: a DP query)
+    node = _query_at(whole[1], *cut) if whole is not None else None
+    if node is None:
+        try:
+            node = sqlglot.parse_one(part, dialect="duckdb")
+        except (SqlglotParseError, TokenError):
+            return False
+    tables = [t.name.lower() for t in node.find_all(exp.Table)]
     return bool(tables) and all(t in ctes for t in tables)
 
 

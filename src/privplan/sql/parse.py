@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
@@ -12,7 +13,7 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from privplan.analysis.literal_lists import ListFallback, literal_lists_off
+from privplan.analysis.literal_lists import ListFallback, literal_lists_off, literal_lists_on
 from privplan.errors import ParseError, UnsupportedQueryError
 from privplan.sql.aggregates import SPELLINGS
 from privplan.sql.grouping_sets import expand_grouping_sets
@@ -35,19 +36,52 @@ def parse_statement(sql: str, dialect: str = DEFAULT_DIALECT) -> exp.Expression:
         raise ParseError(
             f"the SQL is not valid Unicode at character {err.start + 1} (an unpaired surrogate "
             f"{sql[err.start]!r}): pass text that encodes as UTF-8.") from None
+    key = (sql, dialect, literal_lists_on())
+    tree = _TREES.get(key)
+    if tree is None:
+        tree = _TREES[key] = _parsed_or_scanned(sql, dialect)
+        _keep_few()
+    else:
+        _TREES.move_to_end(key)
+    return tree.copy()
+
+
+def _parsed_or_scanned(sql: str, dialect: str) -> exp.Expression:
     scanned = scan_lists(sql) if dialect == DEFAULT_DIALECT else None
     if scanned is not None:
         tree = _parse_scanned(sql, scanned, dialect)
         if tree is not None:
             return tree
-    return _parsed(sql, dialect).copy()
+    return _parsed(sql, dialect)
 
 
-@functools.lru_cache(maxsize=16)
+def _keep_few() -> None:
+    while len(_TREES) > _KEPT:
+        _TREES.popitem(last=False)
+
+
+_KEPT = 64
+_TREES: OrderedDict[tuple[str, str, bool], exp.Expression] = OrderedDict()
+"""Statements' trees by text, most recently used last: the front doors a query crosses (the
+DP clause, BigQuery's per-group form, the per-unit split, the outer query's split) and the
+planner read the same text, and each gets its own copy of one parse (a failed parse is not
+kept: it raises again). Texts derived from a statement (its DP subqueries, the outer query over
+a per-unit table) are kept with the part of the statement's tree they stand for
+(:func:`remember`)."""
+
+
+def remember(sql: str, tree: exp.Expr, dialect: str = DEFAULT_DIALECT) -> None:
+    """Keep ``tree`` as the parse of ``sql``: the part of a parsed statement that the derived
+    text ``sql`` spells exactly, its positions moved to the text (:mod:`privplan.sql.derive`;
+    ``tests/sql/test_derive.py`` checks each derivation against sqlglot parsing the text)."""
+    key = (sql, dialect, literal_lists_on())
+    _TREES[key] = cast(exp.Expression, tree.copy())  # (a statement's part: a node)
+    _TREES.move_to_end(key)
+    _keep_few()
+
+
 def _parsed(sql: str, dialect: str) -> exp.Expression:
-    """One statement's tree, parsed once per text: the front doors a query crosses (the DP
-    clause, BigQuery's per-group form, the per-unit split) and the planner read the same text,
-    and each gets its own copy of one parse (a failed parse is not kept: it raises again)."""
+    """One statement's tree, parsed and finished (TOP, aggregate spellings, GROUPING SETS)."""
     sql, top = _top(sql, dialect)
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]

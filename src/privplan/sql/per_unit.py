@@ -64,7 +64,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from fractions import Fraction
 from typing import Any, NoReturn
@@ -73,6 +73,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
 
 from privplan.accounting.model import Growth, Partition, unit_multiplier
 from privplan.analysis.predicates import region_of
@@ -81,8 +82,11 @@ from privplan.analysis.sets import ColumnSet
 from privplan.errors import PrivplanError, UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
 from privplan.policy import ColumnPolicy, TablePolicy
-from privplan.sql.parse import parse_statement
+from privplan.sql.bigquery import without_clauses
+from privplan.sql.derive import Edit, extent, moved, placed, spliced
+from privplan.sql.parse import parse_statement, remember
 from privplan.sql.plan import Measure
+from privplan.sql.tokens import matching_paren
 
 __all__ = ["MARK", "ROWS", "BaseCharge", "DerivedTable", "PerUnit", "charge_on_base",
            "derived_model_columns", "derived_rows", "split_per_unit"]
@@ -110,7 +114,7 @@ class DerivedTable(TablePolicy):
     so that :func:`charge_on_base` can account its SUM and COUNT columns in base rows."""
 
     base: Any = None  # TablePolicy of the base table
-    where_sql: str | None = None
+    where_region: Any = None  # the inner WHERE's region over the base columns (None: no WHERE)
     derived: tuple[DerivedColumn, ...] = ()
     inner_keys: frozenset[str] = frozenset()  # the inner GROUP BY (the unit included)
     group_keys: frozenset[str] = frozenset()  # those that vary within a unit
@@ -128,10 +132,18 @@ class PerUnit:
     where_sql: str  # ``SELECT COUNT(*) FROM <base> [WHERE <inner where>]``: planned as any
     # query, it checks the inner WHERE and gives its total form (the inner query itself
     # groups by the unit, which a DP query may not)
-    outer_sql: str
+    outer_sql: str  # the statement as written, its subquery replaced by the derived table
     table: Any  # TablePolicy of the derived table
     keys: tuple[str, ...]
     columns: tuple[DerivedColumn, ...]
+    source: str = ""  # the statement as written: where the where-statement's positions point
+    where_tree: exp.Expression | None = field(default=None, compare=False, repr=False)
+
+    def where_statement(self) -> exp.Expression:
+        """The tree of :attr:`where_sql`, from the statement's one parse (a copy: sqlglot
+        trees are mutable); its positions are in :attr:`source`."""
+        assert self.where_tree is not None
+        return self.where_tree.copy()
 
 
 def _refuse(node: exp.Expression, what: str, why: str, fix: str) -> NoReturn:
@@ -142,8 +154,8 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
     """The per-unit pre-aggregation of ``sql``, or None when ``sql`` is not a SELECT over one
     subquery that groups a user-level private table by its privacy unit (everything else
     goes the usual way)."""
-    if not isinstance(sql, str) or sql.upper().count("SELECT") < 2:
-        return None
+    if not isinstance(sql, str) or sql.upper().count("SELECT") < 2 or without_clauses(sql) != sql:
+        return None  # (a DP clause: BigQuery's per-group door, or a DP subquery)
     try:
         tree = parse_statement(sql)  # (the planner's one parse of this text: sql.parse)
     except (PrivplanError, SqlglotParseError, TokenError, ValueError):
@@ -185,22 +197,68 @@ def split_per_unit(sql: str, policy: Any) -> PerUnit | None:
     if shape.rows > 1:
         name += f"{ROWS}{shape.rows}"
     table = dc_replace(_derived_table(name, base, key_names, columns, shape),
-                       where_sql=_unqualified_where(inner))
-    alias = sub.alias or "per_unit"
-    outer = tree.copy()
-    outer.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name, quoted=True),
-                                              alias=exp.TableAlias(
-                                                  this=exp.to_identifier(alias)))))
+                       where_region=_inner_region(inner, base))
+    outer_sql = _over_derived(sql, tree, sub, name)
     check = inner.copy()
-    check.set("expressions", [exp.Count(this=exp.Star())])
+    check.set("expressions", [exp.Count(this=exp.Star(), big_int=True)])  # (as parsed)
     check.set("group", None)
     return PerUnit(base=base, inner_sql=text, where_sql=check.sql(dialect="duckdb"),
-                   outer_sql=outer.sql(dialect="duckdb"),
-                   table=table, keys=tuple(key_names), columns=tuple(columns))
+                   outer_sql=outer_sql, table=table, keys=tuple(key_names),
+                   columns=tuple(columns), source=sql, where_tree=check)
 
 
-def _unqualified_where(inner: exp.Select) -> str | None:
-    """The inner WHERE over the base table's column names (its region, :func:`charge_on_base`)."""
+def _over_derived(sql: str, tree: exp.Select, sub: exp.Subquery, name: str) -> str:
+    """The statement as written with its parenthesised subquery replaced by the derived
+    table (its alias kept as written); its tree, derived from the one parse, is kept for the
+    text (:func:`remember`: the statement is parsed once). When the subquery's place in the
+    text cannot be found, the text is the tree written out (and parsed again when planned)."""
+    alias = sub.args.get("alias")
+    table = exp.Table(this=exp.to_identifier(name, quoted=True),
+                      alias=alias.copy() if alias is not None else exp.TableAlias(
+                          this=exp.to_identifier("per_unit")))
+    outer = tree.copy()
+    outer.set("from_", exp.From(this=table))
+    span = _subquery_span(sql, sub)
+    if span is None:
+        return str(outer.sql(dialect="duckdb"))
+    written = table.this.sql(dialect="duckdb")
+    edit = Edit(span[0], span[1], written + ("" if alias is not None else " AS per_unit"))
+    text = spliced(sql, [edit])
+    derived = moved(outer, text, [edit])
+    put = derived.args["from_"].this
+    placed(put.this, text, span[0])
+    if alias is None:
+        placed(put.args["alias"].this, text, span[0] + len(written) + len(" AS "))
+    remember(text, derived)
+    return text
+
+
+def _subquery_span(sql: str, sub: exp.Subquery) -> tuple[int, int] | None:
+    """Where the parenthesised ``(SELECT …)`` of ``sub`` is written in ``sql`` (from its
+    ``(`` to its ``)``), or None if the tokens do not show it plainly."""
+    inner = extent(sub.this)
+    if inner is None:
+        return None
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
+    except (TokenError, ValueError):
+        return None
+    opens = [i for i, t in enumerate(tokens) if t.token_type == TokenType.L_PAREN
+             and t.start < inner[0]]
+    for i in reversed(opens):
+        close = matching_paren(tokens, i)
+        if close is None or tokens[close].start <= inner[1]:
+            continue
+        if tokens[i + 1].token_type != TokenType.SELECT:
+            return None
+        return tokens[i].start, tokens[close].end + 1
+    return None
+
+
+def _inner_region(inner: exp.Select, base: Any) -> Region | None:
+    """The inner WHERE's region over the base table's columns (None: no WHERE), for
+    :func:`charge_on_base`; a WHERE the analysis cannot read is the whole table (sound: the
+    region only narrows which measures a unit's change reaches)."""
     where = inner.args.get("where")
     if where is None:
         return None
@@ -209,7 +267,11 @@ def _unqualified_where(inner: exp.Select) -> str | None:
         col.set("table", None)
         col.set("db", None)
         col.set("catalog", None)
-    return str(node.sql(dialect="duckdb"))
+    types = {name: c.type for name, c in base.columns.items()}
+    try:
+        return region_of(node, types)
+    except Exception:  # noqa: BLE001 - (checked before the charge, as the inner query's WHERE)
+        return Region.full("inner WHERE not analysed")
 
 
 def _base_table(inner: exp.Select, policy: Any) -> Any:
@@ -436,14 +498,7 @@ def _base_region(m: Measure, table: DerivedTable) -> Region | None:
             elif column != m.column or values != ColumnSet.not_null():
                 return None
         boxes.append(Box.of(kept))
-    inner = Region.full()
-    if table.where_sql is not None:
-        types = {name: c.type for name, c in table.base.columns.items()}
-        try:
-            where = sqlglot.parse_one(table.where_sql, dialect="duckdb")
-            inner = region_of(where, types)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - (checked before, as the inner query's WHERE)
-            inner = Region.full("inner WHERE not analysed")
+    inner = table.where_region if table.where_region is not None else Region.full()
     return Region.of(boxes, m.region.notes).intersect(inner)
 
 
