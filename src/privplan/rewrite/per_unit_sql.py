@@ -6,9 +6,12 @@ filtered by the inner WHERE in its total form (checked and rewritten like any WH
 fail on some rows), with every aggregated column clamped to its declared bounds (NULL stays
 NULL): the derived values then lie inside the bounds the derived table's policy declares.
 A SUM of a float column adds the rows' values on the column's SUM grid (the bounded rows'
-``__grid_`` column, as a direct SUM does), an exact integer times the step: a float sum of n
-rows could leave [n·lo, n·hi] by its rounding, and the outer SUM's charge in base rows
-(:func:`privplan.sql.per_unit.charge_on_base`) relies on it staying inside.
+``__grid_`` column, as a direct SUM does): the sum of those integers is exact in the engine,
+and only scaling it back by the step is one DOUBLE step (a few ulps at most). A float sum of n
+rows could instead drift out of [n·lo, n·hi] by its rounding order; here the value is within
+rounding of the exact sum of the grid values, and the outer query clamps the derived column to
+its declared bounds like any column, so the outer SUM's charge in base rows
+(:func:`privplan.sql.per_unit.charge_on_base`) holds whatever the last rounding.
 
 Privacy: a derived row comes from its unit's bounded rows, every aggregated column clamped.
 """
@@ -46,7 +49,7 @@ def derived_view_sql(found: PerUnit, inner_core: Any) -> str:
         if c.func == "count":
             items.append(f"COUNT({_ident(c.column)}) AS {_ident(c.name)}")
             continue
-        if c.func == "sum" and col.type == "float":  # exact: the sum of grid values
+        if c.func == "sum" and col.type == "float":  # the exact sum of grid integers, scaled
             res = sum_grid(col)[0]
             items.append(f"CAST(SUM({_ident(grid_column(c.column))}) AS DOUBLE) * "
                          f"{res.numerator} / {res.denominator} AS {_ident(c.name)}")

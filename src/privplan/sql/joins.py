@@ -16,33 +16,42 @@ anything else involving public columns is conservatively the whole domain.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from sqlglot import exp
 
 from privplan.errors import PolicyError
+from privplan.policy.model import FrozenMap
 from privplan.sql.locate import with_location
 from privplan.sql.validate import did_you_mean, refuse
 
 
-@dataclass
+@dataclass(frozen=True)
 class PublicJoin:
-    """One ``[LEFT] JOIN public_table ON private.a = public.b [AND …]``."""
+    """One ``[LEFT] JOIN public_table ON private.a = public.b [AND …]``. Frozen, like the
+    core that holds it: the binding passes return new joins (``dataclasses.replace``)."""
 
     index: int
     table: Any  # TablePolicy of the public table
     alias: str
-    pairs: list[tuple[str, str]]  # (private column, public column)
+    pairs: tuple[tuple[str, str], ...]  # (private column, public column)
     left: bool
-    columns: set[str] = field(default_factory=set)  # public columns the query uses
-    table_sql: str = ""  # filled by the session
-    stability: int = 1  # filled by the session: max public rows per key
-    known: set[str] = field(default_factory=set)  # the public table's columns
-    using: set[str] = field(default_factory=set)  # USING columns (read from the private side)
-    column_types: dict[str, str] = field(default_factory=dict)  # public column -> engine type
-    key_types: dict[str, str] = field(default_factory=dict)  # private key column -> engine type
+    columns: frozenset[str] = frozenset()  # public columns the query uses
+    table_sql: str = ""  # set by a binding pass
+    stability: int = 1  # set by a binding pass: max public rows per key
+    known: frozenset[str] = frozenset()  # the public table's columns
+    using: frozenset[str] = frozenset()  # USING columns (read from the private side)
+    column_types: Mapping[str, str] = field(default_factory=lambda: FrozenMap())
+    # (public column -> engine type; and below, private key column -> engine type)
+    key_types: Mapping[str, str] = field(default_factory=lambda: FrozenMap())
+
+    def __post_init__(self) -> None:
+        for name in ("column_types", "key_types"):
+            if not isinstance(getattr(self, name), FrozenMap):
+                object.__setattr__(self, name, FrozenMap(getattr(self, name)))
 
 
 class _PrivateJoin(Exception):
@@ -189,7 +198,6 @@ def _rename_right_columns(sql: str, select: exp.Select, left: Any, right: Any,
 
 
 def _virtual_table(left: Any, right: Any) -> Any:
-    from dataclasses import replace as dc_replace
 
     columns = dict(left.columns)
     for name, col in right.columns.items():
@@ -245,10 +253,13 @@ def _resolve_public(
         scope[alias.lower()] = (str(j), table)
         scope[table.name.lower()] = (str(j), table)
         known = set(table.columns) or set((public_columns or {}).get(table.name, ()))
-        joins.append(PublicJoin(index=j, table=table, alias=alias, pairs=[],
-                                left=side == "LEFT", known=known))
+        using = node.args.get("using") or []
+        joins.append(PublicJoin(index=j, table=table, alias=alias, pairs=(),
+                                left=side == "LEFT", known=frozenset(known),
+                                using=frozenset(i.name.lower() for i in using)))
     for j, node in enumerate(joins_ast):
-        joins[j].pairs = _pairs(sql, node, joins[j], private, scope)
+        joins[j] = dc_replace(joins[j], pairs=tuple(_pairs(sql, node, joins[j], private, scope)))
+    used: dict[int, set[str]] = {join.index: set() for join in joins}
     for col in list(select.find_all(exp.Column)):
         if isinstance(col.this, exp.Star) or _inside_join(col):
             continue
@@ -262,14 +273,14 @@ def _resolve_public(
                 refuse(sql, col, f"unknown column '{col.name}' in public table "
                        f"'{join.table.name}'", "it is not declared in the policy.",
                        f"Declare it, or fix the name{did_you_mean(name, join.known)}.")
-            join.columns.add(name)
+            used[join.index].add(name)
             new = exp.column(public_name(join.index, name))
             if col.parent is select and col in select.expressions:  # keep the output name
                 col.replace(exp.alias_(new, col.name))
             else:
                 col.replace(new)
     select.set("joins", None)
-    return joins
+    return [dc_replace(join, columns=frozenset(used[join.index])) for join in joins]
 
 
 def _inside_join(node: exp.Expression) -> bool:
@@ -302,8 +313,7 @@ def _owner(sql: str, col: exp.Column, private: Any, joins: list[PublicJoin],
 def _pairs(sql: str, node: exp.Join, join: PublicJoin, private: Any,
            scope: dict[str, tuple[str, Any]]) -> list[tuple[str, str]]:
     using = node.args.get("using")
-    if using:
-        join.using = {i.name.lower() for i in using}
+    if using:  # (read into join.using when the join was made)
         return [(i.name.lower(), i.name.lower()) for i in using]
     on = node.args.get("on")
     if on is None:

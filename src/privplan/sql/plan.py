@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias
 from sqlglot import exp
 
 from privplan.analysis.regions import Region
+from privplan.policy.model import FrozenMap
 
 MeasureKind = Literal["count", "count_units", "count_distinct", "sum", "sum_sq", "select_count",
                       "quantile", "sum_distinct", "sum_sq_distinct", "count_distinct_grid"]
@@ -118,7 +119,7 @@ class CorePlan:
     where_region: Region
     keys: tuple[GroupKey, ...]
     measures: tuple[Measure, ...]
-    aggregates: dict[str, AggregateUse]  # by the aggregate node's SQL
+    aggregates: Mapping[str, AggregateUse]  # by the aggregate node's SQL (read-only)
     select: exp.Select  # the user's SELECT (a private copy) for post-processing
     selection: Measure | None = None  # partition-selection count, when keys are not public
     notes: tuple[str, ...] = ()
@@ -146,6 +147,15 @@ class CorePlan:
     stand_in_tables: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the engine's type of each column the core's expressions read (the source pass)
     source_types: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """The mappings read-only too (a frozen dataclass freezes only its fields)."""
+        for name in ("aggregates", "source_types"):
+            if not isinstance(getattr(self, name), FrozenMap):
+                object.__setattr__(self, name, FrozenMap(getattr(self, name)))
+        if not isinstance(self.stand_in_tables, FrozenMap):
+            object.__setattr__(self, "stand_in_tables", FrozenMap(
+                {k: FrozenMap(v) for k, v in self.stand_in_tables.items()}))
 
     @property
     def grouped(self) -> bool:
