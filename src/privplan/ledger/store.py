@@ -532,8 +532,9 @@ class SQLiteLedger(LedgerHistory):
         process committed since this one's last write (stamped then: see
         :meth:`_after_write`), not written since. SQLite itself does not notice a file
         overwritten in place: it keeps the pages it cached while the WAL is unchanged, and
-        would append to a file it no longer describes. The checks in :class:`~privplan.ledger.txn.SQLiteCharging` (the
-        ledger's id, the last entry verified, the recorded head) then read the file itself."""
+        would append to a file it no longer describes. The checks in
+        :class:`~privplan.ledger.txn.SQLiteCharging` (the ledger's id, the last entry
+        verified, the recorded head) then read the file itself."""
         now = file_stamp(self.path)
         if now is None or now.identity != self._stamp.identity:
             raise self._replaced("it was deleted, moved or replaced, or its directory was")
