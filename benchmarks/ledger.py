@@ -30,6 +30,14 @@ each ledger together (a barrier), so creation, the budget record and the first c
 It counts opens refused, charges refused wrongly (the budget never runs out) or failed, chains
 ``privplan ledger verify`` refuses, and totals that are not exactly every charge.
 
+``--per-charge N`` (a section, run alone or before the sizes): the fixed cost of a charged
+query, in one warm session per ledger setting — in memory, and a new durable ledger under each
+``durability`` setting (``full``, the default: one flush per charge; ``copyable``: also copied
+into the main file, the behaviour before; ``process``: no flush, opt-in) — N rounds, each
+running the same small query once in every session in a rotated order (interleaved: a shared
+machine's noise falls on all of them alike); medians, and each durable setting's ratio to the
+in-memory one (issue 38's acceptance: ≤ 2× with the crash guarantee unchanged).
+
 The cached ledgers are written without a checkpoint; a first session on each writes one (its
 first charge), as any session does every ``CHECKPOINT_EVERY`` entries.
 
@@ -37,7 +45,8 @@ Targets (issue: the ledger): open < 0.5 s and an admission < 50 ms at 100k entri
 assertions: it prints a table and writes ``benchmarks/results/ledger.json``.
 
 Run: ``python benchmarks/ledger.py [--sizes 1000 10000 100000] [--repeat 3]
-[--race 1:50 2:200 8:50 32:10]``
+[--race 1:50 2:200 8:50 32:10] [--per-charge 300]`` (``--sizes`` with no value skips the
+sizes)
 """
 
 from __future__ import annotations
@@ -69,6 +78,8 @@ from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger.chain import ChainHead, entry_hash, head_check
 from privplan.ledger.checkpoint import CHECKPOINT_EVERY
 from privplan.ledger.codec import encode_cost, encode_mechanism
+from privplan.ledger.durability import SETTINGS
+from privplan.ledger.store import SQLiteLedger
 
 DATA = Path(__file__).parent / ".data"
 HOSPITALS = "ABCD"
@@ -274,6 +285,60 @@ def _accounting_timer(sess: pp.Session) -> Callable[[], float]:
     return done
 
 
+# ------------------------------------------------------------------------------ per charge
+
+
+def per_charge(db: Path, policy: pp.Policy, rounds: int) -> dict[str, Any]:
+    """Median time of one charged query (the same text: planned once, then from the plan cache)
+    in a warm session per setting, interleaved round by round in a rotated order."""
+    folder = DATA / "per_charge"
+    folder.mkdir(exist_ok=True)
+    modes: list[str] = ["memory", *SETTINGS]
+    sessions: dict[str, pp.Session] = {}
+    for mode in modes:
+        ledger: Any = None
+        if mode != "memory":
+            path = folder / f"{mode}.sqlite"
+            _clear(path)
+            ledger = SQLiteLedger(path, durability=mode)
+        sessions[mode] = pp.connect(db, policy=policy, budget=PureDP(10**9), ledger=ledger)
+    query = "SELECT COUNT(*) FROM visits WHERE age = 30"
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    try:
+        for sess in sessions.values():  # warm: plan cached, accountant built, files created
+            for _ in range(3):
+                sess.sql(query, epsilon=0.001)
+        for r in range(rounds):
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                t0 = time.perf_counter()
+                sessions[mode].sql(query, epsilon=0.001)
+                times[mode].append(time.perf_counter() - t0)
+    finally:
+        for sess in sessions.values():
+            sess.close()
+    for mode in SETTINGS:
+        _clear(folder / f"{mode}.sqlite")
+    med = {m: 1000 * statistics.median(v) for m, v in times.items()}
+    return {"rounds": rounds, "median_ms": med,
+            "p90_ms": {m: 1000 * statistics.quantiles(v, n=10)[-1] for m, v in times.items()},
+            "ratio_to_memory": {m: med[m] / med["memory"] for m in SETTINGS}}
+
+
+def _per_charge_section(db: Path, policy: pp.Policy, rounds: int) -> None:
+    row = per_charge(db, policy, rounds)
+    print(f"\nper charged query ({rounds} interleaved rounds, medians; p90):")
+    for mode, ms_ in row["median_ms"].items():
+        ratio = row["ratio_to_memory"].get(mode)
+        flushes = "" if mode == "memory" else (
+            "  (flushed: power loss)" if SETTINGS[mode].survives_power_loss
+            else "  (not flushed: process kill only)")
+        print(f"  {mode:>9}: {ms_:6.2f} ms  p90 {row['p90_ms'][mode]:6.2f} ms"
+              + (f"  x{ratio:.2f} of memory" if ratio else "") + flushes)
+    print("acceptance (reported, not asserted): full <= 2x memory")
+    write_json(Path(__file__).parent / "results" / "ledger_per_charge.json",
+               {"machine": machine_info(), "per_charge": row})
+
+
 # ------------------------------------------------------------------------------ concurrency
 
 
@@ -358,6 +423,10 @@ def main() -> None:
                         help="pld: the ledger of an (ε, δ) session with PLD accounting")
     parser.add_argument("--out", default=None,
                         help="default: results/ledger.json (ledger_pld.json with --composition pld)")
+    parser.add_argument("--per-charge", type=int, default=0, metavar="N",
+                        help="the fixed cost of a charged query: in memory and under each "
+                             "durability setting, N interleaved rounds; results in "
+                             "results/ledger_per_charge.json")
     parser.add_argument("--race", nargs="*", default=[], metavar="P:L",
                         help="concurrency: P processes creating and charging L new ledgers "
                              "together (e.g. 2:200 8:50); results in results/ledger_race.json")
@@ -370,6 +439,8 @@ def main() -> None:
     if not db.exists():
         write_demo_database(db, rows=2_000)
     policy = pp.Policy.from_yaml(demo_policy_path())
+    if args.per_charge:
+        _per_charge_section(db, policy, args.per_charge)
     if args.race:
         _race_section(args.race, db)
     if not args.sizes:

@@ -169,13 +169,16 @@ def test_a_backup_taken_during_a_session_restores_the_exact_spent(db: Path,
     assert verify_ledger(ledger).ok
 
 
-def test_a_plain_copy_between_charges_of_an_open_session_misses_nothing(db: Path,
-                                                                       tmp_path: Path) -> None:
-    """Each charge ends with the WAL copied into the file, so a ``cp`` of the file alone taken
-    while a session is open (between its charges) holds every committed charge; it used to
-    miss what was still in the WAL (restored: spent 0.12 -> 0.04, and verify said OK)."""
+def test_a_plain_copy_between_charges_of_a_copyable_ledger_misses_nothing(
+        db: Path, tmp_path: Path) -> None:
+    """``durability="copyable"``: each charge ends with the WAL copied into the file, so a
+    ``cp`` of the file alone taken while a session is open (between its charges) holds every
+    committed charge; it used to miss what was still in the WAL (restored: spent 0.12 -> 0.04,
+    and verify said OK). (The default, ``"full"``, leaves that copy to SQLite: see the next
+    test.)"""
     ledger, copy = tmp_path / "l.sqlite", tmp_path / "copy.sqlite"
-    with _session(db, ledger) as s:
+    led = SQLiteLedger(ledger, durability="copyable")
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(5), ledger=led) as s:
         for a in range(12):
             s.sql(f"SELECT COUNT(*) FROM visits WHERE age >= {a}", epsilon=0.01)
         spent = s.spent()
@@ -184,6 +187,27 @@ def test_a_plain_copy_between_charges_of_an_open_session_misses_nothing(db: Path
     with _session(db, copy) as s:
         assert s.spent() == spent == pp.PureDP(0.12)
     assert verify_ledger(copy).ok
+
+
+def test_the_default_ledger_is_whole_in_its_backup_and_in_its_file_once_closed(
+        db: Path, tmp_path: Path) -> None:
+    """``durability="full"`` (the default) flushes each charge into the WAL only: a plain copy
+    of the main file alone while a session is open may miss the newest charges, which is why
+    copies are made with ``privplan ledger backup`` (WAL included). Once the last session
+    closes, SQLite copies the WAL into the file, and the file alone holds every charge."""
+    ledger, backup, copy = (tmp_path / n for n in ("l.sqlite", "b.sqlite", "c.sqlite"))
+    with _session(db, ledger) as s:
+        for a in range(12):
+            s.sql(f"SELECT COUNT(*) FROM visits WHERE age >= {a}", epsilon=0.01)
+        spent = s.spent()
+        assert Path(f"{ledger}-wal").stat().st_size > 0  # (the newest charges are there)
+        assert backup_ledger(ledger, backup) == (12, spent)
+    assert not Path(f"{ledger}-wal").exists()
+    shutil.copy(ledger, copy)
+    for path in (backup, copy):
+        with _session(db, path) as s:
+            assert s.spent() == spent == pp.PureDP(0.12)
+        assert verify_ledger(path).ok
 
 
 def test_without_the_key_an_older_copy_or_another_ledger_is_indistinguishable(

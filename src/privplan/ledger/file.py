@@ -114,6 +114,29 @@ def file_stamp(path: Path) -> FileStamp | None:
     return FileStamp(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def close_leaving(con: sqlite3.Connection, path: Path, ours: bool) -> None:
+    """Close a ledger connection. When the file at ``path`` is no longer the one it opened
+    (``ours`` False: overwritten in place, truncated), SQLite must not copy the WAL into it,
+    as it does when its last connection closes: that would write this ledger's newest pages
+    into whatever now sits there. A read-only connection holding a read transaction while
+    ``con`` closes keeps it from being the last (so it copies nothing), and, read-only, cannot
+    write when it closes itself. (Since each charge is no longer copied into the main file
+    before it returns, the WAL holds pages the main file lacks: see
+    :mod:`privplan.ledger.durability`.)"""
+    guard = None
+    if not ours:
+        with contextlib.suppress(*_DB_ERRORS):
+            guard = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                    isolation_level=None)
+            guard.execute("BEGIN")
+            guard.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    try:
+        con.close()
+    finally:
+        if guard is not None:
+            guard.close()
+
+
 def _claim(ledger: Any) -> None:
     """A ledger object remembers which entries its session has admitted, so it can serve one
     session only: a second session on the same object would skip the first one's charges and

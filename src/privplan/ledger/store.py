@@ -4,8 +4,10 @@ The ledger is the single source of truth for what has been spent: the composed t
 recomputed from its entries with the composition theorem. Admission is an atomic
 check-and-charge: :meth:`charging` gives exclusive access (for SQLite a ``BEGIN IMMEDIATE``
 write transaction, so several processes sharing one file serialise), the caller catches up with
-entries other processes committed, checks the budget, and appends; the entry is committed (WAL,
-``synchronous=FULL``) before the caller may release anything (DESIGN.md invariant 3).
+entries other processes committed, checks the budget, and appends; the entry is committed (WAL;
+by default ``synchronous=FULL``: flushed to disk, one flush per charge) before the caller may
+release anything (DESIGN.md invariant 3). What each ``durability`` setting survives:
+:mod:`privplan.ledger.durability`.
 
 In-memory state follows the durable write, never precedes it (invariant 9): what a charging
 transaction reads or appends is *staged* (:mod:`privplan.ledger.txn`), and applied only after
@@ -49,6 +51,7 @@ from privplan.errors import LedgerError
 from privplan.ledger.chain import ChainHead, changed, root_hash, verify_rows
 from privplan.ledger.checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint
 from privplan.ledger.codec import decode_cost, decode_mechanism, encode_cost
+from privplan.ledger.durability import apply, durability_of
 from privplan.ledger.file import (
     _DB_ERRORS,
     FORMAT,
@@ -60,6 +63,7 @@ from privplan.ledger.file import (
     _claim,
     _create,
     _failure,
+    close_leaving,
     file_stamp,
 )
 from privplan.ledger.history import LedgerHistory
@@ -96,11 +100,14 @@ class SQLiteLedger(LedgerHistory):
     """A durable ledger in one SQLite file, safe to share between processes.
 
     ``key``: the owner key (bytes or text; default ``PRIVPLAN_LEDGER_KEY_FILE`` or
-    ``PRIVPLAN_LEDGER_KEY``), see :mod:`privplan.ledger.seal`."""
+    ``PRIVPLAN_LEDGER_KEY``), see :mod:`privplan.ledger.seal`. ``durability``: ``"full"``
+    (default, or ``PRIVPLAN_LEDGER_DURABILITY``), ``"copyable"`` or ``"process"`` — what a
+    charge that returned survives, see :mod:`privplan.ledger.durability`."""
 
     def __init__(self, path: str | Path, *, timeout: float = 120.0,
-                 key: bytes | str | None = None) -> None:
+                 key: bytes | str | None = None, durability: str | None = None) -> None:
         self.path = Path(path)
+        self.durability = durability_of(durability)
         # re-entrant: a read made inside a charge (same thread) must not wait for itself
         self._lock = threading.RLock()
         self._failure_hooks: list[Callable[[], None]] = []
@@ -128,8 +135,7 @@ class SQLiteLedger(LedgerHistory):
                 self._check_integrity()
                 self._stamp = self._open_stamp()
                 self._verify()
-                self.con.execute("PRAGMA journal_mode=WAL")
-                self.con.execute("PRAGMA synchronous=FULL")
+                apply(self.con, self.durability)
                 break
             except _DB_ERRORS as err:
                 with contextlib.suppress(Exception):
@@ -481,25 +487,33 @@ class SQLiteLedger(LedgerHistory):
                 self._forget()
                 raise _failure(self.path, err, "recording a charge") from None
             if self.con.total_changes != changes:
-                self._checkpoint_wal()
+                self._after_write()
             if committed is not None:
                 committed()
 
-    def _checkpoint_wal(self) -> None:
-        """After a write: copy the WAL into the main file now (a passive checkpoint, which
-        waits for no one). Then the main file alone holds every committed charge (a plain copy
-        of it misses nothing), and the file's stamp, taken now, shows any later change made
-        without SQLite (see :meth:`_check_file`)."""
+    def _after_write(self) -> None:
+        """After a write: stamp the main file (see :meth:`_check_file`), having first copied
+        the WAL into it when the setting says so (``"copyable"``: a passive checkpoint, which
+        waits for no one; then the main file alone holds every committed charge).
+
+        Without that copy the stamp holds all the same: the main file is written only by a
+        checkpoint, and SQLite checkpoints only inside a COMMIT (every 1000 WAL pages) or when
+        the last connection closes — this connection's own ran before the stamp, another
+        process's changes ``data_version``, and none runs while this one is open and idle."""
         self._quiet = None
         try:
             # (read first: a commit by another process after this point, whose checkpoint may
             # write the file after the stamp, changes it)
             (version,) = self.con.execute("PRAGMA data_version").fetchone()
-            busy, frames, copied = self.con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            whole = True
+            if self.durability.copies:
+                busy, frames, copied = self.con.execute(
+                    "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                whole = busy == 0 and frames == copied
         except sqlite3.Error:
             return
         stamp = file_stamp(self.path)
-        if busy == 0 and frames == copied and stamp is not None:
+        if whole and stamp is not None:
             self._quiet = (version, stamp)
             self._min_size = max(self._min_size, stamp.size)
 
@@ -515,11 +529,12 @@ class SQLiteLedger(LedgerHistory):
     def _check_file(self) -> None:
         """(Under the write lock.) The file at the path must be the one this session opened:
         the same inode, no smaller than it was (SQLite never shrinks it), and, when no other
-        process committed since this one's last write (after which the WAL was copied into
-        it), not written since. SQLite itself does not notice a file overwritten in place: it
-        keeps the pages it cached while the WAL is unchanged, and would append to a file it no
-        longer describes. The checks in :class:`~privplan.ledger.txn.SQLiteCharging` (the
-        ledger's id, the last entry verified, the recorded head) then read the file itself."""
+        process committed since this one's last write (stamped then: see
+        :meth:`_after_write`), not written since. SQLite itself does not notice a file
+        overwritten in place: it keeps the pages it cached while the WAL is unchanged, and
+        would append to a file it no longer describes. The checks in
+        :class:`~privplan.ledger.txn.SQLiteCharging` (the ledger's id, the last entry
+        verified, the recorded head) then read the file itself."""
         now = file_stamp(self.path)
         if now is None or now.identity != self._stamp.identity:
             raise self._replaced("it was deleted, moved or replaced, or its directory was")
@@ -554,7 +569,14 @@ class SQLiteLedger(LedgerHistory):
             self._seal_head(txn.head)
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connection; a file found replaced or overwritten is left as it is
+        (:func:`~privplan.ledger.file.close_leaving`)."""
+        try:
+            self._check_file()
+            ours = True
+        except (LedgerError, *_DB_ERRORS):
+            ours = False
+        close_leaving(self.con, self.path, ours)
 
 
 def _busy(err: BaseException) -> bool:
