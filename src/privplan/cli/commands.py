@@ -60,9 +60,8 @@ def _budget(args: argparse.Namespace) -> Any:
     if (stray or (args.total_delta is not None and not pld_total
                   and not any(leader_of(k) == given[0] for k in seconds))) and seconds:
         second = (stray or seconds)[0]
-        kind = kind_with(second)
         raise PolicyError(f"--{second} and --total-{second} go with --{leader_of(second)} "
-                          f"({kind.title()}), not --{given[0]}. Nothing was spent.")
+                          f"({kind_with(second).title()}), not --{given[0]}. Nothing was spent.")
     flags = "/".join(f"--{k}" for k in budget_keywords())
     with _valid_budget(f"query budget ({flags})"):
         kind = kind_for(values)
