@@ -283,3 +283,17 @@ def test_pandas_var_and_std_read_the_spread_rows() -> None:
     spreads = {(row.root, row.ddof): row.label for row in AGGREGATES.values()
                if type(row) is Spread}
     assert {(m == "std", d): _spread(m, d) for m in ("var", "std") for d in (0, 1)} == spreads
+
+
+def test_per_unit_inner_aggregates_are_registered() -> None:
+    """The inner table of a per-unit pre-aggregation stays in :mod:`privplan.sql.per_unit`
+    (each of its exact SQL aggregates goes with the bound rule there that bounds the derived
+    column); each is an aggregate the registry answers too."""
+    from sqlglot import exp
+
+    from privplan.sql.aggregates import aggregate_of
+    from privplan.sql.per_unit import _FUNCS
+
+    for node, name in _FUNCS.items():
+        row = aggregate_of(node(this=exp.column("x")))
+        assert row is not None and name in (row.name, node.key)
