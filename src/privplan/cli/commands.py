@@ -29,34 +29,51 @@ __all__ = ["EXIT_BUDGET", "EXIT_FOUND", "EXIT_USAGE", "build_parser", "main"]
 
 
 def _budget(args: argparse.Namespace) -> Any:
-    """The query's budget from exactly one of --epsilon (with --delta), --rho, --mu: no default
-    (a silent ε = 1 spent more than asked), and no mix (--epsilon with --rho ran as zCDP and read
-    --total as ρ)."""
-    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
+    """The query's budget from exactly one leading flag of a registered definition (--epsilon,
+    with --delta; --rho; --mu): no default (a silent ε = 1 spent more than asked), and no mix
+    (--epsilon with --rho ran as zCDP and read --total as ρ)."""
+    from privplan.accounting.definitions import (
+        budget_keywords,
+        build,
+        join_or,
+        keyword_menu,
+        kind_for,
+        kind_with,
+        leader_of,
+        leading_keywords,
+    )
 
-    given = [f for f in ("epsilon", "rho", "mu") if getattr(args, f) is not None]
+    values = {k: getattr(args, k) for k in budget_keywords() if getattr(args, k) is not None}
+    given = [k for k in leading_keywords() if k in values]
     if not given:
         raise PolicyError(
-            "say how much privacy budget this query may use: --epsilon E (with --delta D for "
-            "(ε, δ)-DP), --rho R (zCDP) or --mu M (Gaussian DP). Why: every answer spends "
-            "budget, and privplan never picks the amount for you. Nothing was spent.")
+            f"say how much privacy budget this query may use: {join_or(keyword_menu(_flag))}. "
+            "Why: every answer spends budget, and privplan never picks the amount for you. "
+            "Nothing was spent.")
     if len(given) > 1:
         raise PolicyError(
             f"--{given[0]} and --{given[1]} are two privacy definitions; give one (the "
             "session's --total is read in the same definition). Nothing was spent.")
     pld_total = getattr(args, "composition", "additive") == "pld" and args.total_delta is not None
-    if given != ["epsilon"] and (args.delta is not None
-                                 or (args.total_delta is not None and not pld_total)):
-        raise PolicyError(f"--delta and --total-delta go with --epsilon ((ε, δ)-DP), not "
-                          f"--{given[0]}. Nothing was spent.")
-    with _valid_budget("query budget (--epsilon/--delta/--rho/--mu)"):
-        if args.rho is not None:
-            return ZCDP(args.rho)
-        if args.mu is not None:
-            return GDP(args.mu)
-        if args.delta is not None:
-            return ApproxDP(args.epsilon, args.delta)
-        return PureDP(args.epsilon)
+    seconds = [k for k in budget_keywords() if k not in leading_keywords()]
+    stray = [k for k in seconds if k in values and leader_of(k) != given[0]]
+    if (stray or (args.total_delta is not None and not pld_total
+                  and not any(leader_of(k) == given[0] for k in seconds))) and seconds:
+        second = (stray or seconds)[0]
+        raise PolicyError(f"--{second} and --total-{second} go with --{leader_of(second)} "
+                          f"({kind_with(second).title()}), not --{given[0]}. Nothing was spent.")
+    flags = "/".join(f"--{k}" for k in budget_keywords())
+    with _valid_budget(f"query budget ({flags})"):
+        kind = kind_for(values)
+        if kind is None:
+            raise ValueError(f"{' with '.join(f'--{k}' for k in values)} name no privacy "
+                             "definition")
+        return build(kind, values)
+
+
+def _flag(keyword: str) -> str:
+    """A budget keyword as its flag with a placeholder: ``--epsilon E``."""
+    return f"--{keyword} {keyword[0].upper()}"
 
 
 @contextlib.contextmanager
@@ -71,10 +88,21 @@ def _valid_budget(what: str) -> Iterator[None]:
 
 
 def _add_budget_args(p: argparse.ArgumentParser, eps_help: str) -> None:
-    p.add_argument("--epsilon", type=float, default=None, help=eps_help)
-    p.add_argument("--delta", type=float, default=None, help="δ for (ε, δ)-DP (with --epsilon)")
-    p.add_argument("--rho", type=float, default=None, help="zCDP ρ instead of ε")
-    p.add_argument("--mu", type=float, default=None, help="Gaussian DP μ instead of ε")
+    """One flag per keyword of the registered definitions (``eps_help`` for the first)."""
+    from privplan.accounting.definitions import budget_keywords, kind_with, leading_keywords
+
+    first = budget_keywords()[0]
+    instead = kind_with(first).symbol(first)
+    for keyword in budget_keywords():
+        kind = kind_with(keyword)
+        if keyword == first:
+            text = eps_help
+        elif keyword in leading_keywords():
+            text = f"{kind.title()} {kind.symbol(keyword)} instead of {instead}"
+        else:
+            lead = kind.keywords()[0]
+            text = f"{kind.symbol(keyword)} for {kind.title()} (with --{lead})"
+        p.add_argument(f"--{keyword}", type=float, default=None, help=text)
 
 
 def _query_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 
+from privplan.accounting.definitions import budget_keywords
 from privplan.cli.args import check_args
 from privplan.errors import BudgetExceededError, PrivplanError
 
@@ -62,7 +63,9 @@ def say_error(err: PrivplanError) -> int:
     return EXIT_BUDGET if budget else EXIT_USAGE
 
 
-_KEYWORD = re.compile(r"(?<![\w.\-])(epsilon|delta|rho|mu|ledger)=(\.\.\.|[-+]?[0-9][0-9.eE+\-]*)?")
+_KEYWORD = re.compile(r"(?<![\w.\-])(" + "|".join(map(re.escape, (*budget_keywords(), "ledger")))
+                      + r")=(\.\.\.|[-+]?[0-9][0-9.eE+\-]*)?")
+"""A Python keyword of the API (each registered definition's budget keywords, ``ledger``)."""
 _SQL_OPTIONS = re.compile(r"OPTIONS\s*\([^)]*\)", re.IGNORECASE)
 _PHRASES = (("composition='additive'", "--composition additive"),
             ("(pp.ApproxDP, additive composition)", "(--epsilon with --delta, additive composition)"),

@@ -73,7 +73,8 @@ from typing import Any, Self
 
 import pandas as pd
 
-from privplan.arguments import checked_arguments
+from privplan.accounting.definitions import budget_keywords, keyword_menu
+from privplan.arguments import accepts, checked_arguments
 from privplan.result import Result
 from privplan.session.session import Session
 from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
@@ -200,23 +201,22 @@ def Binary(value: bytes | bytearray | memoryview) -> bytes:
 
 # ------------------------------------------------------------------------- connection
 
-_BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
+_BUDGET_KEYS = budget_keywords()
+"""The per-query budget keywords (each registered definition's: epsilon, delta, rho, mu)."""
 
 
 @checked_arguments
+@accepts(*_BUDGET_KEYS)
 def connect(
     database: Any = ":memory:",
     *,
     policy: Any = None,
     budget: Any = None,
     ledger: Any = None,
-    epsilon: Any = None,
-    delta: Any = None,
-    rho: Any = None,
-    mu: Any = None,
     intervals: bool = False,
     composition: str = "additive",
     engine: None = None,
+    **defaults: Any,
 ) -> Connection:
     """Open a DB-API connection over a new :class:`privplan.Session`.
 
@@ -236,7 +236,7 @@ def connect(
     refuse_engine_keyword(engine, "privplan.dbapi.connect")
     session_given(database)
     keywords: dict[str, Any] = {"policy": policy, "budget": budget, "ledger": ledger,
-                                "epsilon": epsilon, "delta": delta, "rho": rho, "mu": mu}
+                                **{k: defaults.get(k) for k in _BUDGET_KEYS}}
     if is_url(database):
         given = {k: v for k, v in keywords.items() if v is not None}
         given.update({k: v for k, v, default in (("intervals", intervals, False),
@@ -262,15 +262,18 @@ def connect(
 class Connection:
     """A DB-API connection: a privplan session plus a default per-query budget."""
 
-    def __init__(self, session: Session, *, epsilon: Any = None, delta: Any = None,
-                 rho: Any = None, mu: Any = None, budget: Any = None,
-                 intervals: bool = False) -> None:
+    def __init__(self, session: Session, *, budget: Any = None, intervals: bool = False,
+                 **defaults: Any) -> None:
         if not isinstance(intervals, bool):
             raise InterfaceError(f"intervals must be True or False, got {intervals!r}")
         self.intervals = intervals
         self._session: Session | None = session
-        self._defaults = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
-                                            ("mu", mu), ("budget", budget)) if v is not None}
+        unknown = [k for k in defaults if k not in _BUDGET_KEYS]
+        if unknown:
+            raise TypeError(f"Connection() got an unexpected keyword argument {unknown[0]!r}: "
+                            f"the budget keywords are {', '.join(_BUDGET_KEYS)} and budget")
+        self._defaults = {k: v for k, v in (*defaults.items(), ("budget", budget))
+                          if v is not None}
         if self._defaults:
             _resolve_budget(session, self._defaults)  # fail now, not at the first query
         self._cursors: list[Cursor] = []
@@ -407,16 +410,14 @@ class Cursor:
         return self._description
 
     @checked_arguments
+    @accepts(*_BUDGET_KEYS)
     def execute(
         self,
         operation: str,
         parameters: Sequence[Any] | Mapping[str, Any] | None = None,
         *,
-        epsilon: Any = None,
-        delta: Any = None,
-        rho: Any = None,
-        mu: Any = None,
         budget: Any = None,
+        **given: Any,
     ) -> Cursor:
         """Answer one DP query, charging it first. Keyword budget parameters override the
         connection's defaults for this query (a statement answered free ignores them). Returns
@@ -433,8 +434,8 @@ class Cursor:
             self._answer(free.rows, free.columns, zero)
             return self
         refuse_table_read(session.policy, sql)  # pandas.read_sql_table: says why, spends nothing
-        explicit = {k: v for k, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho),
-                                      ("mu", mu), ("budget", budget)) if v is not None}
+        explicit = {k: v for k, v in (*given.items(), ("budget", budget))
+                    if v is not None}
         with _Translating():
             sql, kwargs = apply_dp_clause(sql, session.policy, session.kind, explicit)
         if not kwargs:
@@ -442,9 +443,8 @@ class Cursor:
         if not kwargs:
             raise ProgrammingError(
                 "no privacy budget for this query, and privplan never picks one for you (every "
-                "answer spends some of the session's budget): pass epsilon= (with delta= for "
-                "(ε, δ)-DP), "
-                "rho=, mu= or budget= to execute(), set a default with "
+                f"answer spends some of the session's budget): pass {', '.join(keyword_menu())} "
+                "or budget= to execute(), set a default with "
                 "privplan.dbapi.connect(..., epsilon=...), or use BigQuery's SELECT WITH "
                 "DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) syntax")
         extra = {k: kwargs.pop(k) for k in QUERY_OPTIONS if k in kwargs}

@@ -16,11 +16,22 @@ from typing import Any
 from sqlalchemy import exc
 from sqlalchemy.engine import URL
 
+from privplan.accounting.definitions import (
+    budget_keywords,
+    build,
+    join_or,
+    keyword_menu,
+    kind_for,
+    leader_of,
+    leading_keywords,
+)
+
 __all__ = ["EXAMPLE", "connect_arguments"]
 
-_TOTALS = ("budget_epsilon", "budget_rho", "budget_mu")
-_DEFAULTS = ("epsilon", "delta", "rho", "mu")
-_PARAMETERS = ("policy", "ledger", *_TOTALS, "budget_delta", *_DEFAULTS, "intervals",
+_TOTALS = tuple(f"budget_{k}" for k in leading_keywords())  # (budget_epsilon, _rho, _mu)
+_SECONDS = tuple(f"budget_{k}" for k in budget_keywords() if k not in leading_keywords())
+_DEFAULTS = budget_keywords()  # (epsilon, delta, rho, mu: each registered definition's)
+_PARAMETERS = ("policy", "ledger", *_TOTALS, *_SECONDS, *_DEFAULTS, "intervals",
                "composition")
 _EXAMPLE = ("privplan:///data.duckdb?policy=policy.yaml&ledger=ledger.sqlite"
             "&budget_epsilon=3&epsilon=0.5")
@@ -45,10 +56,35 @@ def _number(parameter: str, text: str) -> Decimal:
     return value
 
 
+def _total(query: dict[str, str]) -> Any:
+    """The session's total budget: one ``budget_<leading keyword>``, with the rest of its
+    definition's keywords (``budget_delta``)."""
+    totals = [k for k in _TOTALS if k in query]
+    if len(totals) != 1:
+        what = "is missing" if not totals else f"is given as {' and '.join(totals)}"
+        raise _bad("/".join(_TOTALS), f"the session's total budget {what}",
+                   "give exactly one: " + join_or(keyword_menu(lambda n: f"budget_{n}")))
+    total = totals[0]
+    values = {total.removeprefix("budget_"): _number(total, query[total])}
+    for second in _SECONDS:
+        if second not in query:
+            continue
+        lead = f"budget_{leader_of(second.removeprefix('budget_'))}"
+        if lead != total:
+            raise _bad(second, f"goes with {lead}, not {total}",
+                       f"drop {second}, or give {lead} with it")
+        values[second.removeprefix("budget_")] = _number(second, query[second])
+    kind = kind_for(values)
+    if kind is None:
+        raise _bad(total, f"{' with '.join(f'budget_{k}' for k in values)} name no privacy "
+                   "definition", "give exactly one: "
+                   + join_or(keyword_menu(lambda n: f"budget_{n}")))
+    return build(kind, values)
+
+
 def connect_arguments(url: URL) -> dict[str, Any]:
     """The keyword arguments of :func:`privplan.dbapi.connect` for ``url``, every parameter
     checked (see the module docstring). Reads the policy file; opens nothing else."""
-    from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP
     from privplan.errors import PrivplanError
     from privplan.planning.query_budget import query_budget
     from privplan.policy import Policy
@@ -80,22 +116,7 @@ def connect_arguments(url: URL) -> dict[str, Any]:
     except PrivplanError as err:
         raise _bad(f"policy={query['policy']!r}", f"the policy cannot be read: {err}",
                    "pass the path of a valid policy YAML file") from None
-    totals = [k for k in _TOTALS if k in query]
-    if len(totals) != 1:
-        what = "is missing" if not totals else f"is given as {' and '.join(totals)}"
-        raise _bad("budget_epsilon/budget_rho/budget_mu", f"the session's total budget {what}",
-                   "give exactly one: budget_epsilon (with budget_delta for (ε, δ)-DP), "
-                   "budget_rho (zCDP) or budget_mu (Gaussian DP)")
-    total = totals[0]
-    value = _number(total, query[total])
-    if "budget_delta" in query and total != "budget_epsilon":
-        raise _bad("budget_delta", f"goes with budget_epsilon, not {total}",
-                   "drop budget_delta, or give budget_epsilon with it")
-    budget: Any
-    if total == "budget_epsilon" and "budget_delta" in query:
-        budget = ApproxDP(value, _number("budget_delta", query["budget_delta"]))
-    else:
-        budget = {"budget_epsilon": PureDP, "budget_rho": ZCDP, "budget_mu": GDP}[total](value)
+    budget = _total(query)
     composition = query.get("composition", "additive")
     try:
         pld = pld_accounting(budget, composition)

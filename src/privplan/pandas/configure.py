@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from privplan.accounting.definitions import KINDS
+from privplan.accounting.definitions import KINDS, constructors
 from privplan.errors import PolicyError
 from privplan.pandas.fingerprints import (
     _Dataset,
@@ -72,12 +72,11 @@ def _check_budget(budget: Any) -> None:
     if budget is None:
         raise PolicyError(
             "df.dp.configure: pass budget=, the total privacy loss this data may ever "
-            "incur through df.dp, e.g. budget=pp.PureDP(1.0) (or pp.ApproxDP(eps, "
-            "delta), pp.ZCDP(rho), pp.GDP(mu)).")
+            "incur through df.dp, e.g. budget=pp.PureDP(1.0) (or "
+            f"{', '.join(k.constructor_hint() for k in KINDS[1:])}).")
     if type(budget) not in KINDS:
         raise PolicyError(
-            "df.dp.configure: budget must be a privacy value: pp.PureDP(eps), "
-            f"pp.ApproxDP(eps, delta), pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}")
+            f"df.dp.configure: budget must be a privacy value: {constructors()}; got {budget!r}")
     if budget.is_zero():
         raise PolicyError("df.dp.configure: the budget must be positive")
 

@@ -109,7 +109,7 @@ class DPView:
         """Noisy variance of ``column`` (clamped to its bounds), per group of ``by``:
         ``VAR_SAMP`` (``ddof=1``, pandas' default) or ``VAR_POP`` (``ddof=0``); the same
         answer and cost as that SQL."""
-        return self._ask(_spread("VAR", ddof), column, by,
+        return self._ask(_spread("var", ddof), column, by,
                          _budget_kwargs(epsilon, delta, rho, mu, budget), explain)
 
     @checked_arguments
@@ -118,7 +118,7 @@ class DPView:
             budget: Any = None, explain: bool = False) -> Any:
         """Noisy standard deviation of ``column`` (the square root of :meth:`var`):
         ``STDDEV_SAMP`` (``ddof=1``) or ``STDDEV_POP`` (``ddof=0``), per group of ``by``."""
-        return self._ask(_spread("STDDEV", ddof), column, by,
+        return self._ask(_spread("std", ddof), column, by,
                          _budget_kwargs(epsilon, delta, rho, mu, budget), explain)
 
     @checked_arguments
@@ -158,11 +158,23 @@ class DPView:
         return self._state.remaining()
 
 
-def _spread(func: str, ddof: Any) -> str:
-    """``VAR_SAMP`` / ``VAR_POP`` (or ``STDDEV_...``) for pandas' ``ddof`` of 1 / 0."""
-    if isinstance(ddof, bool) or ddof not in (0, 1):
+def _spread(method: str, ddof: Any) -> str:
+    """The registered spread ``df.dp.var`` / ``df.dp.std`` (``method``) answers for pandas'
+    ``ddof``: the row of the aggregate table with that ``ddof`` (VAR_SAMP for 1, VAR_POP for 0;
+    STDDEV_... for std, a ``root`` of the variance)."""
+    from privplan.sql.aggregates import AGGREGATES
+    from privplan.sql.aggregates.moments import Spread
+
+    rows = {row.ddof: row.label for row in AGGREGATES.values()
+            if type(row) is Spread and row.root == (method == "std")}
+    if isinstance(ddof, bool) or ddof not in tuple(rows):  # (a tuple: ddof may be unhashable)
+        forms = " and ".join(f"{_FORMS.get(d, 'ddof')} (ddof={d}, {rows[d]})"
+                             for d in sorted(rows, reverse=True))
         raise UnsupportedQueryError(
-            f"df.dp.{func.lower().replace('stddev', 'std')}: ddof={ddof!r} is not supported. "
-            f"Why: privplan answers the sample (ddof=1, {func}_SAMP) and population (ddof=0, "
-            f"{func}_POP) forms only. Fix: pass ddof=1 or ddof=0.")
-    return f"{func}_{'SAMP' if ddof == 1 else 'POP'}"
+            f"df.dp.{method}: ddof={ddof!r} is not supported. Why: privplan answers the "
+            f"{forms} forms only. Fix: pass "
+            f"{' or '.join(f'ddof={d}' for d in sorted(rows, reverse=True))}.")
+    return next(label for d, label in rows.items() if d == ddof)
+
+
+_FORMS = {1: "sample", 0: "population"}  # (what pandas' ddof of 1 and 0 mean)

@@ -1,7 +1,7 @@
 """A query's budget from its keyword arguments, in the session's privacy definition.
 
-``epsilon=`` (with ``delta=``), ``rho=``, ``mu=`` or ``budget=``: exactly one names the whole
-budget; a value of another definition than the session's, a non-number or a zero budget is
+A leading keyword of a registered definition (``epsilon=``, with ``delta=``; ``rho=``; ``mu=``:
+:mod:`privplan.accounting.definitions.keywords`) or ``budget=``: exactly one names the whole budget; a value of another definition than the session's, a non-number or a zero budget is
 refused with what to pass instead (a failure that does not depend on the data spends nothing).
 
 Privacy: a budget is one positive value of the session's definition; anything else is refused free.
@@ -13,7 +13,16 @@ from decimal import Decimal
 from numbers import Real
 from typing import Any
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PrivacyValue, PureDP
+from privplan.accounting.definitions import (
+    PrivacyValue,
+    budget_keywords,
+    build,
+    keyword_menu,
+    kind_for,
+    kind_with,
+    leader_of,
+    leading_keywords,
+)
 from privplan.errors import PolicyError
 
 __all__ = ["query_budget", "query_groups"]
@@ -28,66 +37,64 @@ def query_groups(value: Any) -> int | None:
     return value
 
 
-def query_budget(
-    session_kind: type[PrivacyValue],
-    *,
-    epsilon: Any = None,
-    delta: Any = None,
-    rho: Any = None,
-    mu: Any = None,
-    budget: Any = None,
-) -> Any:
-    """The query's total budget as a value of the session's kind (clear errors otherwise)."""
-    given = [n for n, v in (("epsilon", epsilon), ("rho", rho), ("mu", mu), ("budget", budget))
-             if v is not None]
-    if not given and delta is not None:
-        raise PolicyError(_delta_alone(session_kind))
-    if not given:
+def query_budget(session_kind: type[PrivacyValue], *, budget: Any = None, **given: Any) -> Any:
+    """The query's total budget as a value of the session's kind (clear errors otherwise).
+
+    ``given``: the registered definitions' keywords (:func:`budget_keywords`), None for unset."""
+    unknown = [k for k in given if k not in budget_keywords()]
+    if unknown:
+        raise TypeError(f"query_budget() got an unexpected keyword argument {unknown[0]!r}")
+    values = {k: given[k] for k in budget_keywords() if given.get(k) is not None}
+    named = [k for k in leading_keywords() if k in values] + (["budget"] if budget is not None
+                                                             else [])
+    if not named and values:
+        raise PolicyError(_alone(next(iter(values)), session_kind))
+    if not named:
         raise PolicyError(
-            "say how much privacy budget this query may use: pass epsilon= (with delta= for "
-            "(ε, δ)-DP), rho= (zCDP), mu= (Gaussian DP) or budget=<a privacy value>. Why: every "
+            f"say how much privacy budget this query may use: pass "
+            f"{', '.join(keyword_menu())} or budget=<a privacy value>. Why: every "
             "answer spends budget, and privplan never picks the amount for you."
         )
-    if len(given) > 1:
+    if len(named) > 1:
         raise PolicyError(
-            f"pass only one of {', '.join(given)} for a query: each names a whole budget (in "
+            f"pass only one of {', '.join(named)} for a query: each names a whole budget (in "
             f"its privacy definition). Pass one, matching the session's "
             f"({param_hint(session_kind)}).")
-    for name, v in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("mu", mu)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, Real | Decimal)):
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, Real | Decimal):
             raise PolicyError(
                 f"{name}={v!r} is not a number: pass a number, e.g. {name}=0.5 (a string or a "
                 "boolean is refused rather than guessed at).")
-    if delta is not None and epsilon is None:
-        raise PolicyError(f"delta= goes with epsilon=, not with {given[0]}= (δ is the second "
-                          f"parameter of (ε, δ)-DP). Drop delta=, or pass "
-                          f"{param_hint(session_kind)} for this session.")
+    stray = [k for k in values if leader_of(k) not in values]
+    if stray:
+        raise PolicyError(_stray(stray[0], named[0], session_kind))
     try:
-        value: PrivacyValue
-        if budget is not None:
-            value = budget
-        elif epsilon is not None:
-            if delta is not None or "delta" in session_kind.keywords():  # (an (ε, δ) session)
-                value = ApproxDP(epsilon, delta if delta is not None else 0)
-            else:
-                value = PureDP(epsilon)
-        elif rho is not None:
-            value = ZCDP(rho)
-        else:
-            value = GDP(mu)
+        value: PrivacyValue = budget if budget is not None else _value(session_kind, values)
     except (TypeError, ValueError) as err:
         raise PolicyError(f"invalid query budget: {err}. Why: a budget that is not a finite "
                           "positive number bounds nothing. Fix: pass a positive number, e.g. "
                           "epsilon=0.5.") from None
     if type(value) is not session_kind:
-        raise PolicyError(_other_kind(type(value), session_kind, given[0]))
+        raise PolicyError(_other_kind(type(value), session_kind, named[0]))
     if value.is_zero():
-        shown = ", ".join(f"{n}={v!r}" for n, v in (("epsilon", epsilon), ("rho", rho),
-                                                     ("mu", mu), ("budget", budget))
-                          if v is not None)
+        shown = f"{named[0]}={values.get(named[0], budget)!r}"
         raise PolicyError(f"{shown}: the query budget must be positive (a query with no budget "
                           f"could release nothing). Pass e.g. {param_hint(session_kind).split('=')[0]}=0.1.")
     return value
+
+
+def _value(session_kind: type[PrivacyValue], values: dict[str, Any]) -> PrivacyValue:
+    """The value the keywords name: the session's own definition when they are its leading
+    keyword and some of the rest (an (ε, δ) session: epsilon= alone is δ = 0), else the
+    definition whose keywords they are exactly."""
+    own = session_kind.keywords()
+    if own[0] in values and set(values) <= set(own):
+        return build(session_kind, {n: values.get(n, 0) for n in own})
+    kind = kind_for(values)
+    if kind is None:
+        raise ValueError(f"{', '.join(f'{n}=' for n in values)} name no privacy definition "
+                         f"(pass {', '.join(keyword_menu())})")
+    return build(kind, values)
 
 
 def param_hint(kind: Any) -> str:
@@ -117,11 +124,25 @@ def _other_kind(query_kind: type[PrivacyValue], session_kind: type[PrivacyValue]
                    f"budget={query_kind.constructor_hint()} to spend {keyword}.")
 
 
-def _delta_alone(session_kind: type[PrivacyValue]) -> str:
-    """``delta=`` without ``epsilon=``: not a budget on its own."""
-    if "delta" in session_kind.keywords():
-        return ("delta= alone is not a query budget: δ goes with ε in (ε, δ)-DP. Pass "
-                "epsilon= with it, e.g. epsilon=0.5, delta=1e-6.")
-    return (f"delta= alone is not a query budget, and this session's budget is "
-            f"{session_kind.__name__}, which has no δ: drop delta= and pass "
+def _alone(keyword: str, session_kind: type[PrivacyValue]) -> str:
+    """A second parameter (``delta=``) without its leading one: not a budget on its own."""
+    lead = leader_of(keyword)
+    kind = kind_with(keyword)
+    sym = kind.symbol(keyword)
+    if keyword in session_kind.keywords():
+        return (f"{keyword}= alone is not a query budget: {sym} goes with "
+                f"{kind.symbol(lead)} in {kind.title()}. Pass {lead}= with it, e.g. "
+                f"{kind.keyword_example()}.")
+    return (f"{keyword}= alone is not a query budget, and this session's budget is "
+            f"{session_kind.__name__}, which has no {sym}: drop {keyword}= and pass "
             f"{param_hint(session_kind)}, e.g. {session_kind.keyword_example()}.")
+
+
+def _stray(keyword: str, named: str, session_kind: type[PrivacyValue]) -> str:
+    """A second parameter (``delta=``) given with another budget than its leading keyword."""
+    lead = leader_of(keyword)
+    kind = kind_with(keyword)
+    nth = ("first", "second", "third", "fourth")[kind.keywords().index(keyword)]
+    return (f"{keyword}= goes with {lead}=, not with {named}= ({kind.symbol(keyword)} is the "
+            f"{nth} parameter of {kind.title()}). Drop {keyword}=, or pass "
+            f"{param_hint(session_kind)} for this session.")

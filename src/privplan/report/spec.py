@@ -3,7 +3,7 @@
 :class:`ReportSpec` (and its :class:`ReportQuery` entries) is parsed and validated here, before
 anything is planned or charged, so a mistyped key, an unknown objective or a budget of the wrong
 shape is refused with the spec's own words; :func:`parse_budget` and :func:`budget_dict` convert
-budgets between the spec's ``{epsilon, delta, rho, mu}`` mappings and privacy values. The format
+budgets between the spec's mappings of a definition's keywords (``{epsilon, delta}``...) and privacy values. The format
 itself is described in :mod:`privplan.report`.
 """
 
@@ -18,7 +18,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from privplan.accounting.definitions import GDP, ZCDP, ApproxDP, PureDP, as_fraction
+from privplan.accounting.definitions import (
+    KINDS,
+    as_fraction,
+    budget_keywords,
+    build,
+    join_or,
+    keyword_menu,
+    kind_for,
+)
 from privplan.errors import PolicyError
 from privplan.policy import Policy, load_strict_yaml
 
@@ -237,29 +245,23 @@ def _fraction(value: Any, what: str) -> Fraction:
 
 
 def parse_budget(value: Any) -> Any:
-    """``{epsilon}``, ``{epsilon, delta}``, ``{rho}`` or ``{mu}`` → a privacy value."""
+    """A mapping of one registered definition's keywords (``{epsilon}``, ``{epsilon, delta}``,
+    ``{rho}``, ``{mu}``) → a privacy value."""
     if not isinstance(value, Mapping):
         raise PolicyError(f"report spec: `budget` is {value!r}, but `budget` is a mapping: a "
                           "number alone does not say which privacy definition it is in. Fix: "
-                          "write e.g. `budget: {epsilon: 1.0}`, {epsilon: 1.0, delta: 1e-6}, "
-                          "{rho: 0.5} or {mu: 1.0}.")
-    _check_keys(value, ("epsilon", "delta", "rho", "mu"), "report spec budget")
+                          f"write e.g. {_examples()}.")
+    _check_keys(value, budget_keywords(), "report spec budget")
     keys = set(value)
+    kind = kind_for(keys)
+    if kind is None:
+        menu = join_or(keyword_menu(str, titles=False))
+        raise PolicyError(f"report spec: `budget` takes {menu} — got "
+                          f"{', '.join(sorted(keys)) or 'nothing'}: a budget is in one privacy "
+                          "definition, as its ledger is. Fix: keep one, e.g. "
+                          f"{_examples()}.")
     try:
-        if keys == {"epsilon"}:
-            out: Any = PureDP(_fraction(value["epsilon"], "epsilon"))
-        elif keys == {"epsilon", "delta"}:
-            out = ApproxDP(_fraction(value["epsilon"], "epsilon"),
-                           _fraction(value["delta"], "delta"))
-        elif keys == {"rho"}:
-            out = ZCDP(_fraction(value["rho"], "rho"))
-        elif keys == {"mu"}:
-            out = GDP(_fraction(value["mu"], "mu"))
-        else:
-            raise PolicyError("report spec: `budget` takes epsilon (with optional delta), rho or "
-                              f"mu — got {', '.join(sorted(keys)) or 'nothing'}: a budget is in "
-                              "one privacy definition, as its ledger is. Fix: keep one, e.g. "
-                              "`budget: {epsilon: 1}` or `budget: {rho: 0.5}`.")
+        out: Any = build(kind, {n: _fraction(value[n], n) for n in kind.keywords()})
     except ValueError as err:
         raise PolicyError(f"report spec budget: {err}") from None
     if out.is_zero():
@@ -267,6 +269,13 @@ def parse_budget(value: Any) -> Any:
                           "report with no budget could release nothing. Fix: give it a positive "
                           "one, e.g. `budget: {epsilon: 1}`.")
     return out
+
+
+def _examples() -> str:
+    """A budget mapping of each registered definition: `budget: {epsilon: 1.0}`, ... `{mu: 0.5}`."""
+    first = f"`budget: {{{KINDS[0].keywords()[0]}: 1.0}}`"
+    return join_or([first, *("`{" + k.keyword_example().replace("=", ": ") + "}`"
+                             for k in KINDS[1:])])
 
 
 def budget_dict(b: Any) -> dict[str, str]:

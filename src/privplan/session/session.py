@@ -30,7 +30,15 @@ from typing import Any, Generic, TypeVar, overload
 import duckdb
 
 from privplan.accounting.accountant import Accountant
-from privplan.accounting.definitions import GDP, KINDS, ZCDP, ApproxDP, PureDP
+from privplan.accounting.definitions import (
+    GDP,
+    KINDS,
+    ZCDP,
+    ApproxDP,
+    PureDP,
+    budget_keywords,
+    constructors,
+)
 from privplan.accounting.model import TableModel
 from privplan.arguments import accepts, checked_arguments
 from privplan.assemble import NoisyColumns, assemble, noisy_columns
@@ -78,7 +86,7 @@ Num = float | Fraction | Decimal
 Clamps = Mapping[str, tuple[float, float]]
 Params = Sequence[Any] | Mapping[str, Any]
 """Query parameters: a sequence for ``?`` / ``$1`` placeholders, a mapping for ``$name``."""
-QUERY_KEYWORDS = ("epsilon", "delta", "rho", "mu", "budget", *QUERY_OPTIONS)
+QUERY_KEYWORDS = (*budget_keywords(), "budget", *QUERY_OPTIONS)
 _PARAMS = Style(call="sess.sql(q, params={})", named="$")
 _EXPLAIN_PARAMS = Style(call="sess.explain(q, params={})", named="$")
 
@@ -106,9 +114,8 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         self.prepare = bool(prepare)
         if type(budget) not in KINDS:
             raise PolicyError(
-                "budget must be a privacy value: pp.PureDP(eps), pp.ApproxDP(eps, delta), "
-                f"pp.ZCDP(rho) or pp.GDP(mu); got {budget!r}. Why: a bare number does not say "
-                "which privacy definition the session composes under.")
+                f"budget must be a privacy value: {constructors()}; got {budget!r}. Why: a bare "
+                "number does not say which privacy definition the session composes under.")
         # composition="pld": an (ε, δ) budget held as the μ-GDP budget that implies it, so
         # releases compose by their exact (Gaussian) privacy-loss distributions
         self.pld = pld_accounting(budget, composition)

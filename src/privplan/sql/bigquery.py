@@ -69,8 +69,10 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
+from privplan.accounting.definitions import budget_keywords
 from privplan.errors import ParseError, PolicyError, UnsupportedQueryError
 from privplan.policy import Policy
+from privplan.sql.aggregates import ANON, CONTRIBUTION_BOUNDS
 from privplan.sql.bigquery_policy import (
     ContributionBounds,
     DPOptions,
@@ -102,16 +104,14 @@ _GROUP_SELECTION = {"PUBLIC_GROUPS"}  # LAPLACE_THRESHOLD is BigQuery's own part
 _CLAUSE_KEYWORDS = ("DIFFERENTIAL_PRIVACY", "ANONYMIZATION")
 _QUICK = re.compile(r"differential_privacy|anonymization|anon_|contribution_bounds_per_(group|row)",
                     re.IGNORECASE)
-_ANON = {"ANON_COUNT": "COUNT", "ANON_SUM": "SUM", "ANON_AVG": "AVG",
-         "ANON_VAR_POP": "VAR_POP", "ANON_STDDEV_POP": "STDDEV_POP",
-         "ANON_PERCENTILE_CONT": "PERCENTILE_CONT"}
-_BOUNDED = ("COUNT", "SUM", "AVG")  # contribution_bounds_per_group
-_PER_ROW = ("VAR_POP", "STDDEV_POP", "PERCENTILE_CONT")  # contribution_bounds_per_row
+_ANON = ANON  # (ANON_COUNT → COUNT, ...: each aggregate's row says its ANON_ names)
+_BOUNDED = CONTRIBUTION_BOUNDS["per_group"]  # (COUNT, SUM, AVG)
+_PER_ROW = CONTRIBUTION_BOUNDS["per_row"]  # (VAR_POP, STDDEV_POP, PERCENTILE_CONT)
 _REFUSED_ANON = {
     "ANON_QUANTILES": "it returns an array of n + 1 quantiles; privplan answers one quantile "
     "per aggregate. Write one PERCENTILE_CONT(x, q) per quantile you need.",
 }
-_BUDGET_KEYS = ("epsilon", "delta", "rho", "mu", "budget")
+_BUDGET_KEYS = (*budget_keywords(), "budget")
 
 
 # ---------------------------------------------------------------------------------- tokens

@@ -24,6 +24,18 @@ from __future__ import annotations
 
 from privplan.accounting.definitions.approx import ApproxDP
 from privplan.accounting.definitions.gdp import GDP
+from privplan.accounting.definitions.keywords import (
+    budget_keywords,
+    build,
+    check_registry,
+    constructors,
+    join_or,
+    keyword_menu,
+    kind_for,
+    kind_with,
+    leader_of,
+    leading_keywords,
+)
 from privplan.accounting.definitions.pure import PureDP
 from privplan.accounting.definitions.value import (
     Number,
@@ -44,12 +56,21 @@ __all__ = [
     "PrivacyValue",
     "PureDP",
     "as_fraction",
+    "budget_keywords",
+    "build",
+    "constructors",
+    "join_or",
+    "keyword_menu",
+    "kind_for",
     "kind_named",
+    "kind_with",
+    "leader_of",
+    "leading_keywords",
     "same_kind",
     "sqrt_fraction",
 ]
 
-KINDS: tuple[type[PrivacyValue], ...] = register(PureDP, ApproxDP, ZCDP, GDP)
+KINDS: tuple[type[PrivacyValue], ...] = check_registry(register(PureDP, ApproxDP, ZCDP, GDP))
 """The privacy definitions, registered: the one line a new definition adds (beside its module)."""
 
 

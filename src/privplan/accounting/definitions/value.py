@@ -202,6 +202,11 @@ class PrivacyValue:
         return cls._names
 
     @classmethod
+    def symbol(cls, keyword: str) -> str:
+        """The symbol of the parameter called ``keyword`` (``"δ"`` for ``"delta"``)."""
+        return cls._symbols[cls._names.index(keyword)]
+
+    @classmethod
     def keyword_example(cls) -> str:
         """A call's budget keywords with plausible values: ``epsilon=0.5, delta=1e-6``."""
         return ", ".join(f"{n}={v}" for n, v in zip(cls._names, cls._examples))

@@ -23,17 +23,20 @@ from sqlglot import exp
 from privplan.sql.aggregates import counts, moments, quantile
 from privplan.sql.aggregates.base import PARTS, Aggregate, Part, measure_ids
 
-__all__ = ["AGGREGATES", "PARTS", "SPELLINGS", "Aggregate", "Part", "aggregate_of",
+__all__ = ["AGGREGATES", "ANON", "CONTRIBUTION_BOUNDS", "PARTS", "SPELLINGS", "Aggregate", "Part", "aggregate_of",
            "measure_ids", "supported"]
 
 
 def _registry(*rows: Aggregate) -> Mapping[str, Aggregate]:
     """The rows by name, each name, node and spelling registered once."""
     keys = {"name": [r.name for r in rows], "node": [n.__qualname__ for r in rows for n in r.nodes],
-            "spelling": [s.lower() for r in rows for s in r.spellings]}
+            "spelling": [s.lower() for r in rows for s in r.spellings],
+            "ANON_ name": [a.upper() for r in rows for a in r.anon]}
     for what, items in keys.items():
         twice = {i for i in items if items.count(i) > 1}
         assert not twice, f"aggregates registered twice by {what}: {twice}"
+    unbounded = [r.name for r in rows if r.anon and r.contribution_bounds is None]
+    assert not unbounded, f"aggregates with ANON_ names but no contribution bounds: {unbounded}"
     return MappingProxyType({r.name: r for r in rows})
 
 
@@ -56,6 +59,17 @@ _BY_NODE: Mapping[type[exp.Expr], Aggregate] = MappingProxyType(
 SPELLINGS: Mapping[str, type[exp.Expression]] = MappingProxyType(
     {s.lower(): row.nodes[0] for row in AGGREGATES.values() for s in row.spellings})
 """Other names of registered aggregates (lower case), and the node each is parsed as."""
+
+
+ANON: Mapping[str, str] = MappingProxyType(
+    {f"ANON_{name}": name for row in AGGREGATES.values() for name in row.anon})
+"""BigQuery's ANON_ functions, each to the name of the registered aggregate it is."""
+
+CONTRIBUTION_BOUNDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    kind: tuple(n for row in AGGREGATES.values() if row.contribution_bounds == kind
+                for n in row.anon) for kind in ("per_group", "per_row")})
+"""The BigQuery names that take ``contribution_bounds_per_group`` (COUNT, SUM, AVG) and
+``contribution_bounds_per_row`` (VAR_POP, STDDEV_POP, PERCENTILE_CONT)."""
 
 
 def aggregate_of(node: exp.Expr) -> Aggregate | None:

@@ -42,6 +42,8 @@ class Aggregate:
     them (that order numbers the measures). ``listed``: how the refusal of an unknown
     aggregate names it (``""``: named with the row before it). ``example``: a call of it over
     a column ``x`` (the tests answer it with noise off and compare with the engine's own).
+    ``anon``: its names that BigQuery's ``ANON_`` functions take (``ANON_COUNT`` → ``COUNT``),
+    and ``contribution_bounds``, which of BigQuery's bounds arguments those take.
     """
 
     name: str
@@ -57,6 +59,10 @@ class Aggregate:
     centred: bool = False  # its sums are of (value - centre), the centre about the middle of
     # the bounds (a row moves them by half the range: privplan.sql.measures)
     min_count: int = 0  # below this noisy count its value is NULL (as SQL's for fewer rows)
+    anon: tuple[str, ...] = ()  # the names of it BigQuery also spells ANON_<name> (ANON_COUNT
+    # is COUNT): privplan.sql.bigquery rewrites those to <name>
+    contribution_bounds: Literal["per_group", "per_row"] | None = None  # what BigQuery's
+    # contribution_bounds_per_... of those names clamps: a unit's total per group, or each row
 
     @property
     def label(self) -> str:

@@ -35,5 +35,6 @@ class Additive(Aggregate):
 
 
 COUNT = Additive("count", (exp.Count,), ("count",), listed="COUNT", example="COUNT(x)",
-                 counts_rows=True)
-SUM = Additive("sum", (exp.Sum,), ("sum",), listed="SUM", example="SUM(x)", additive=True)
+                 counts_rows=True, anon=("COUNT",), contribution_bounds="per_group")
+SUM = Additive("sum", (exp.Sum,), ("sum",), listed="SUM", example="SUM(x)", additive=True,
+               anon=("SUM",), contribution_bounds="per_group")

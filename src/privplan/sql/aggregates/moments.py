@@ -115,13 +115,16 @@ class StandardError(Spread):
 _SUMS: tuple[Part, ...] = ("sum", "count")
 _SQUARES: tuple[Part, ...] = ("sum", "count", "sum_sq")
 
-AVG = Mean("avg", (exp.Avg,), _SUMS, listed="AVG", example="AVG(x)", centred=True, min_count=1)
+AVG = Mean("avg", (exp.Avg,), _SUMS, listed="AVG", example="AVG(x)", centred=True, min_count=1,
+           anon=("AVG",), contribution_bounds="per_group")
 VAR_POP = Spread("var_pop", (exp.VariancePop,), _SQUARES, listed="VAR_POP/VAR_SAMP/VARIANCE",
-                 example="VAR_POP(x)", centred=True, min_count=1)
+                 example="VAR_POP(x)", centred=True, min_count=1, anon=("VAR_POP",),
+                 contribution_bounds="per_row")
 VAR_SAMP = Spread("var_samp", (exp.Variance,), _SQUARES, listed="", example="VAR_SAMP(x)",
                   spellings=("VAR",), centred=True, min_count=2, ddof=1)
 STDDEV_POP = Spread("stddev_pop", (exp.StddevPop,), _SQUARES, listed="STDDEV(_POP/_SAMP)",
-                    example="STDDEV_POP(x)", centred=True, min_count=1, root=True)
+                    example="STDDEV_POP(x)", centred=True, min_count=1, root=True,
+                    anon=("STDDEV_POP",), contribution_bounds="per_row")
 STDDEV_SAMP = Spread("stddev_samp", (exp.Stddev, exp.StddevSamp), _SQUARES, listed="",
                      example="STDDEV_SAMP(x)", spellings=("STD",), centred=True, min_count=2,
                      ddof=1, root=True)

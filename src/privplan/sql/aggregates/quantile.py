@@ -31,5 +31,6 @@ class Quantile(Aggregate):
 
 
 QUANTILE = Quantile("quantile", QUANTILE_FUNCTIONS, ("quantile",), example="MAX(x)",
+                    anon=("PERCENTILE_CONT",), contribution_bounds="per_row",
                     listed="MEDIAN, PERCENTILE_CONT/_DISC, QUANTILE_CONT/_DISC, "
                     "APPROX_QUANTILE, MIN and MAX of a bounded numeric column")
