@@ -77,6 +77,9 @@ NESTED = [
     "(SELECT COUNT(*) AS n FROM visits WHERE age <= 30) b",
     "SELECT * FROM (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-6) sex, "
     "COUNT(*) AS n FROM visits GROUP BY sex) x",
+    "SELECT * FROM (SELECT COUNT(*) AS n FROM visits WHERE age IN (1, 2)) x",
+    "SELECT * FROM (SELECT department, COUNT(*) AS n FROM visits GROUP BY department "
+    "ORDER BY n DESC) x",
 ]
 PER_UNIT = [
     "SELECT AVG(s) AS a FROM (SELECT patient_id, SUM(cost) AS s FROM visits GROUP BY "

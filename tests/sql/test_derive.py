@@ -46,6 +46,11 @@ NESTED = [
     "visits GROUP BY hospital) x CROSS JOIN (SELECT COUNT(*) AS total FROM visits) y",
     "SELECT * FROM (SELECT department, VAR(cost) AS v, STD(age) AS s FROM visits GROUP BY "
     "department) t",
+    # inner queries whose last token records no position (a parenthesis, DESC)
+    "SELECT * FROM (SELECT COUNT(*) AS n FROM visits WHERE age IN (1, 2)) x",
+    "SELECT * FROM (SELECT department, COUNT(*) AS n FROM visits GROUP BY department "
+    "ORDER BY n DESC) x",
+    "SELECT * FROM (SELECT COUNT(*) AS n FROM (SELECT age FROM visits WHERE age > 3)) x",
 ]
 
 PER_UNIT = [

@@ -158,12 +158,19 @@ def _outer_tree(whole: tuple[str, exp.Expression], cuts: list[tuple[int, int]]
 
 
 def _query_at(tree: exp.Expr, a: int, b: int) -> exp.Expr | None:
-    """The query node (the body of a subquery or WITH query) whose tokens span ``[a, b)``
-    exactly: its first and last tokens the first and last of the text there."""
-    for node in tree.find_all(exp.Subquery, exp.CTE):
+    """The query node (the body of a subquery or WITH query) written at ``[a, b)``: the one
+    whose recorded tokens are exactly those recorded there (its first and last tokens may be
+    unrecorded, e.g. ``)`` or ``DESC``); breadth first, so the outermost when a nested one
+    spans the same recorded tokens."""
+    inside = [(m["start"], m["end"]) for n in tree.walk()
+              if (m := getattr(n, "_meta", None)) and "start" in m
+              and a <= m["start"] and m["end"] < b]
+    if not inside:
+        return None
+    wanted = (min(s for s, _ in inside), max(e for _, e in inside))
+    for node in tree.find_all(exp.Subquery, exp.CTE):  # (breadth first: outermost first)
         body = node.this
-        if isinstance(body, exp.Query) and (span := extent(body)) is not None \
-                and span[0] >= a and span[1] == b - 1:
+        if isinstance(body, exp.Query) and extent(body) == wanted:
             return body
     return None
 
