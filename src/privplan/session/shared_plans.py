@@ -164,14 +164,33 @@ def _types(value: Any) -> Hashable:
     return type(value).__qualname__
 
 
+class _PolicyKey:
+    """A policy's content as a key: equal when the policies are equal (by value, the frozen
+    dataclasses' equality) and so are the types of all their values; its hash computed once
+    (hashing a policy walks every public value)."""
+
+    __slots__ = ("_hash", "policy", "types")
+
+    def __init__(self, policy: Any) -> None:
+        self.policy, self.types = policy, _types(policy)
+        self._hash = hash((policy, self.types))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _PolicyKey) and self._hash == other._hash and (
+            self.policy is other.policy
+            or (self.types == other.types and self.policy == other.policy))
+
+
 def policy_key(policy: Any) -> Hashable:
-    """The policy's content as a key: the (frozen, hashable) policy itself, compared by value,
-    and the types of all its values. Computed once per policy object."""
+    """The policy's content as a key (:class:`_PolicyKey`), made once per policy object."""
     with _FP_LOCK:
         held = _FINGERPRINTS.get(id(policy))
         if held is not None and held[0]() is policy:
             return held[1]
-    key = (policy, _types(policy))
+    key = _PolicyKey(policy)
     with _FP_LOCK:
         _FINGERPRINTS[id(policy)] = (weakref.ref(policy), key)
         weakref.finalize(policy, _FINGERPRINTS.pop, id(policy), None)
