@@ -173,3 +173,32 @@ def test_the_not_null_check_runs_in_the_reusing_session(built: list[str]) -> Non
                     budget=pp.PureDP(10)) as third:
         _answer(third)
     assert built == [SQL] and shared_plans.hits == 1
+
+
+def test_plans_reading_a_session_copy_are_not_shared(built: list[str]) -> None:
+    other = "SELECT COUNT(*) AS n FROM t"
+    df = _frame()
+    with _session(df, _policy(), prepare=True) as first:
+        _answer(first)  # (planned before the copy is made: shared)
+        with noise_disabled():
+            first.sql(other, epsilon=1)  # (reads the session's copy: not shared)
+    with _session(df, _policy(), prepare=True) as second:
+        _answer(second)
+        with noise_disabled():
+            counted = second.sql(other, epsilon=1).df
+    assert built == [SQL, other, other] and shared_plans.hits == 1
+    assert counted["n"].tolist() == [len(df)]
+
+
+def test_a_user_level_plan_is_shared_and_answers_alike(built: list[str]) -> None:
+    policy = _policy()
+    policy["tables"]["t"]["privacy_unit"] = "u"
+    policy["tables"]["t"]["max_rows_per_unit"] = 2
+    policy["tables"]["t"]["columns"]["u"] = {"type": "int"}
+    df = _frame().assign(u=lambda d: d.index // 3)
+    with _session(df, policy) as first:
+        planned = _answer(first)
+    with _session(df, policy) as second:
+        reused = _answer(second)
+    assert built == [SQL] and shared_plans.hits == 1
+    pd.testing.assert_frame_equal(planned, reused, check_exact=True)
