@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["tests.servers.spark_session"]  # the `spark` fixture (a local Spark)
@@ -30,3 +31,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", "summaries recorded by tests")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_shared_plans() -> None:
+    """Each test starts with an empty process-wide plan cache
+    (:mod:`privplan.session.shared_plans`): a test counting planning calls, or comparing a
+    cached plan with a fresh one, must not meet plans another test made."""
+    from privplan.session.shared_plans import shared_plans
+
+    shared_plans.clear()

@@ -23,6 +23,7 @@ import privplan.planning.plan as plan_module
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.errors import PrivplanError
 from privplan.session.plan_cache import PlanCache, frozen_value
+from privplan.session.shared_plans import SharedPlans
 from privplan.testing import noise_disabled, seeded_noise
 
 GROUPED = ("SELECT hospital, COUNT(*) AS n, SUM(cost) AS s, AVG(cost) AS c FROM visits "
@@ -44,6 +45,7 @@ def _answer_twice(example: Any, db: Path, *, cache: bool, prepare: bool) -> tupl
     sess.prepare = prepare
     if not cache:
         sess._plans = PlanCache(0)  # holds nothing: every query is planned afresh
+        sess._shared = SharedPlans(0)  # (nor does the process's)
     out: list[Any] = []
     try:
         for rep in range(2):

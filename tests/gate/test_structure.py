@@ -5,7 +5,7 @@ feature adds it:
 
 * the only code that appends an entry to the ledger is ``Session._charge``, and its input is
   an :class:`~privplan.gate.Admission`;
-* an Admission is made only by :func:`privplan.gate.admit` (and copied by ``renamed``): every
+* an Admission is made only by :func:`privplan.gate.admit` (and copied by ``renamed`` and ``relocated``): every
   other construction raises;
 * ``Session._charge`` is called only from ``Session.sql``, right after ``Session._admit``, and
   ``_admit`` makes its admissions only through ``_prepare`` (which calls ``admit``) or the plan
@@ -91,7 +91,8 @@ def test_admissions_are_made_by_the_gate_only() -> None:
             for n in ast.walk(fn):
                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Admission":
                     makers.append((path.relative_to(SRC).as_posix(), ".".join([*scope, fn.name])))
-    assert sorted(makers) == [("gate/__init__.py", "Admission.renamed"),
+    assert sorted(makers) == [("gate/__init__.py", "Admission.relocated"),
+                              ("gate/__init__.py", "Admission.renamed"),
                               ("gate/__init__.py", "admit")]
 
 

@@ -30,7 +30,9 @@ Privacy: nothing is charged without an Admission, and admit makes one only when 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from privplan.errors import InternalError
@@ -62,6 +64,25 @@ class Admission:
         the statements, the stand-ins and the verdict are unchanged."""
         assert planned.plan is self.planned.plan
         return Admission(planned, self.statements, _MINT)
+
+    def relocated(self, names: Mapping[str, str]) -> Admission:
+        """The same admitted query with the engine relations of its long public key domains
+        (``GroupKey.domain_table``) named as another engine holds them: a plan shared by
+        sessions (:mod:`privplan.session.shared_plans`) reads the relation the reusing
+        session's engine made of the *same* public values. Only those names change (in the
+        keys and, as whole names, in the statements): the statements, their stand-ins and
+        the verdict are otherwise the ones :func:`admit` checked."""
+        if not names:
+            return self
+        pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                             + r"(?![0-9A-Za-z_])")
+        cores = tuple(replace(core, keys=tuple(
+            replace(k, domain_table=names.get(k.domain_table, k.domain_table))
+            if k.domain_table is not None else k for k in core.keys))
+            for core in self.planned.plan.cores)
+        planned = replace(self.planned, plan=replace(self.planned.plan, cores=cores))
+        statements = tuple(pattern.sub(lambda m: names[m.group(0)], s) for s in self.statements)
+        return Admission(planned, statements, _MINT)
 
 
 def admit(engine: Any, planned: PlannedQuery, statements: list[str],

@@ -8,6 +8,7 @@ one-line and notebook displays. It sits above the format readers, which build on
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,12 +47,7 @@ class Policy:
     def from_yaml(cls, source: str | os.PathLike[str]) -> Policy:
         """Read a policy from a YAML file path, or from YAML text (anything with a newline)."""
         text, label = _read_source(source)
-        try:
-            return Policy(*_parse_policy(_load_yaml(text), _Loc()))
-        except PolicyError as e:
-            if label == "<text>":
-                raise
-            raise PolicyError(f"{label}: {e}") from None
+        return _policy_of_yaml(text, label)
 
     @classmethod
     def from_smartnoise_yaml(cls, source: str | os.PathLike[str] | Mapping[str, Any]) -> Policy:
@@ -140,3 +136,17 @@ class Policy:
         from privplan.policy.html import policy_html
 
         return policy_html(self)
+
+
+@functools.lru_cache(maxsize=8)
+def _policy_of_yaml(text: str, label: str) -> Policy:
+    """The policy written in ``text``, parsed and checked once per process and text: a file
+    read again (a session per request) gives the same frozen Policy, without parsing a long
+    ``public_values`` list again. A policy is immutable, so sharing one object is safe; a
+    changed file is another text (errors are not cached: they are raised every time)."""
+    try:
+        return Policy(*_parse_policy(_load_yaml(text), _Loc()))
+    except PolicyError as e:
+        if label == "<text>":
+            raise
+        raise PolicyError(f"{label}: {e}") from None

@@ -69,6 +69,7 @@ from privplan.session.inputs import data_file as _data_file
 from privplan.session.ledger import SessionLedger
 from privplan.session.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.session.pld import pld_accounting
+from privplan.session.shared_plans import PlanReads, SharedPlans, shared_plans
 from privplan.session.subqueries import explain_nested, sql_nested
 from privplan.sql.bigquery import QUERY_OPTIONS
 from privplan.sql.builder import build_plan
@@ -147,6 +148,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
             self.ledger.on_failure(self._drop_accounting)
         self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
+        self._shared = shared_plans  # the process's plans, by policy content and schema
 
     # -- public API ------------------------------------------------------------------------
     @privplan_errors
@@ -359,12 +361,19 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
             return reuse(self, cached)
         generation = self.engine.generation
+        shared = self._shared.get(process_key := SharedPlans.key(self, sql, budget), self)
+        if shared is not None:  # planned by another session over the same schema (see there)
+            if self.engine.generation == generation:
+                self._plans.put(plan_key(self, sql, budget), self.policy, shared)
+            return reuse(self, shared)
         shaped = shape(sql, budget, self.policy, self.kind)  # (the front doors, in order)
         if shaped.per_unit is not None:
             self._define_per_unit(shaped.per_unit)
-        admission = self._prepare(shaped, shown=sql)
+        reads = PlanReads(self.catalog, self.engine)
+        admission = self._prepare(shaped, shown=sql, reads=reads)
         if shaped.per_unit is None and self.engine.generation == generation:
             self._plans.put(key, self.policy, admission)  # (see plan_cache)
+            self._shared.put(process_key, reads, admission)  # (see shared_plans)
         return admission
 
     def _define_per_unit(self, found: PerUnit) -> None:
@@ -382,33 +391,36 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         over = replace(inner, table_sql=self.catalog.stand_in_view(found.base, stand_ins))
         self.catalog.derived(found.table.name, derived_view_sql(found, over), stand_ins)
 
-    def _prepare(self, shaped: Shaped, *, shown: str) -> Admission:
+    def _prepare(self, shaped: Shaped, *, shown: str, reads: PlanReads | None = None
+                 ) -> Admission:
         """Everything before the charge, from the query text, the policy and the schema only
         (DESIGN.md invariant 8: a failure here spends nothing): plan, build and bind the
         engine statements, and admit them through the gate (engine statements over stand-in
         rows, privplan's own processing of their answers, the outer query on stand-in noisy
         answers). ``shaped``: the query after the front doors (its policy: the session's, or
-        a copy with a derived table); ``shown``: the query as written (explain shows it)."""
-        planned = self._plan(shaped)
+        a copy with a derived table); ``shown``: the query as written (explain shows it);
+        ``reads``: records what planning reads from the catalog and engine (shared_plans)."""
+        planned = self._plan(shaped, reads or PlanReads(self.catalog, self.engine))
         planned = replace(planned, plan=replace(planned.plan, sql=shown))
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
         schemas = [self.engine.bind(stmt) for stmt in statements]
         return admit(self.engine, planned, statements, schemas)
 
-    def _plan(self, shaped: Shaped) -> PlannedQuery:
+    def _plan(self, shaped: Shaped, reads: PlanReads) -> PlannedQuery:
         """The query after the front doors, planned: its options and budget read from its
         keywords, and :func:`~privplan.planning.plan.plan_query` with this session's binding
-        (the accountant learns the virtual tables it reads)."""
+        (the accountant learns the virtual tables it reads). Every read of the catalog and
+        the engine goes through ``reads``, which records it."""
         options, budget = QueryOptions.from_keywords(shaped.keywords)
         value = self.query_value(budget)
-        binding = Binding(sql=shaped.text, catalog=self.catalog, public=self.engine,
-                          judge=judge(), copies=self.engine.materialized)
+        binding = Binding(sql=shaped.text, catalog=reads, public=reads,
+                          judge=judge(), copies=reads.copies)
         planned, effects = plan_query(
             shaped.text, options, value, policy=shaped.policy,
-            public_columns=self.catalog.public_columns(),
+            public_columns=reads.public_columns(),
             query_id=self.ledger.next_query_id(), binding=binding,
-            schema_not_null=self.catalog.schema_not_null)
+            schema_not_null=reads.schema_not_null)
         for table in effects.virtual_tables:  # a private join's or a per-unit table's model
             self._ensure_table(table)
         return planned

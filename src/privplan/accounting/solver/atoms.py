@@ -186,8 +186,10 @@ class Axis:
         range ends, so a range of old atoms maps to the same set of values.
         """
         old = self.values
-        known = set(old)
-        added = [v for v in sorted_atom_values(new) if v not in known]
+        known = self._index if self._index is not None else set(old)
+        # (the known values dropped before sorting: a query over a 100,000-value public domain
+        # names the same values every time, and sorted them all again on every charge)
+        added = sorted_atom_values(v for v in new if v not in known)
         if not added:
             return None
         # both lists are sorted: insert the new values in place of sorting everything again

@@ -1,0 +1,33 @@
+"""Smoke test for ``benchmarks/fresh_session.py``: it runs end to end and writes the expected
+JSON. ``--quick --repeat 1`` with a small many-keys case, in a subprocess, the database and
+the results in a temporary directory. No assertions on time — only on the output's shape and
+that fresh sessions reused the plans shared by the process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "fresh_session.py"
+CASES = ["file row-level", "file user-level", "open connection row-level",
+         "open connection user-level", "2,000 keys x 5,000 rows"]
+
+
+def test_fresh_session_quick_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "fresh_session.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--repeat", "1", "--keys", "2000",
+         "--big-rows", "5000", "--out", str(out), "--data-dir", str(tmp_path / "data")],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "target" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "fresh_session" and data["repeat"] == 1
+    assert [r["case"] for r in data["results"]] == CASES
+    for r in data["results"]:
+        assert len(r["dp_times_s"]) == len(r["plain_times_s"]) == 1
+        assert r["dp_median_s"] > 0 and r["plain_median_s"] > 0 and r["first_s"] > 0
+    assert data["shared_plan_hits"] >= len(CASES)  # (every timed session after the first)
