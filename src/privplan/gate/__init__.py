@@ -74,8 +74,9 @@ class Admission:
         the verdict are otherwise the ones :func:`admit` checked."""
         if not names:
             return self
-        pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-                             + r"(?![0-9A-Za-z_])")
+        pattern = re.compile(r"(?<![0-9A-Za-z_.])(?:"
+                             + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                             + r")(?![0-9A-Za-z_])")
         cores = tuple(replace(core, keys=tuple(
             replace(k, domain_table=names.get(k.domain_table, k.domain_table))
             if k.domain_table is not None else k for k in core.keys))
