@@ -1,8 +1,8 @@
 """A default session computes grid values in its statement; a prepared one reads them stored.
 
 The two must sum the same integers (noise off: the same answers), also where the grid is
-tricky: values out of bounds, NaN, infinities, NULLs, a FILTER; the centred sum is written
-``SUM(g) - c * COUNT(x)`` on DuckDB in both. And a default DuckDB session says once, in an
+tricky: values out of bounds, infinities, NULLs, a FILTER (a centred sum is ``SUM(g - c)`` in
+one, ``SUM(g) - c * COUNT(g)`` in the other). And a default DuckDB session says once, in an
 INFO log, that it computes grids per statement (a query without a grid does not trigger it).
 """
 
