@@ -1,7 +1,7 @@
 """The order in which a unit's rows are chosen when they are bounded (per-unit ``k`` rows, rows
 per group, groups per unit): one ORDER BY list that every engine computes identically.
 
-Why it looks like this (issue 38; research in the project notes, ``row_order.md``):
+Why it looks like this (issue 38):
 
 * **Same rows on every engine.** The three engines share no hash of typed values (DuckDB's
   ``hash``, PostgreSQL's ``hashtext``, Spark's ``hash`` all differ), and the digests they do
@@ -17,7 +17,7 @@ Why it looks like this (issue 38; research in the project notes, ``row_order.md`
   reveal, un-noised, that some row holds such a value): a wide integer (HUGEINT, a Spark
   DECIMAL(38,0)) is reduced ``% P`` in its own type *before* it is cast to BIGINT; a date
   is its days since 1970-01-01, NULL for PostgreSQL's and DuckDB's infinite dates (the
-  renderer writes each engine's form: :func:`privplan.engines.render`); a string enters by
+  renderer writes each engine's form: :mod:`privplan.engines.render`); a string enters by
   its length in code points (the same in all three; its text and bytes need no encoding);
   NULL is 0, every value else ``>= 1``.
 * **Exact ties.** The key is a function of int, bool, date values and string lengths only
