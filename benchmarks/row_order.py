@@ -18,7 +18,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import duckdb
 from _common import machine_info, write_json
@@ -26,6 +25,7 @@ from _common import machine_info, write_json
 import privplan as pp
 from privplan.demo.data import write_demo_database
 from privplan.rewrite import engine_sql
+from privplan.rewrite.row_order import row_key
 
 HERE = Path(__file__).resolve().parent
 POLICY = HERE.parent / "src" / "privplan" / "demo" / "policy_patients.yaml"
@@ -39,18 +39,24 @@ def md5_order(columns: Sequence[str], types: Sequence[str | None], salt: str) ->
     return ", ".join(order + [f"{c} NULLS FIRST" for c in columns])
 
 
-def copy_statement(order: Any) -> str:
+def copy_statement(before: bool) -> str:
+    """The session's copy statement; ``before``: as it was with the md5 order (the windows'
+    ORDER BY the md5 expression itself, no key column)."""
     table = pp.Policy.from_yaml(POLICY).table("visits")
     core = SimpleNamespace(columns=tuple(table.columns), unit=table.privacy_unit,
                            table_sql="visits",
                            unit_level_columns=tuple(sorted(table.unit_level_columns())),
                            max_rows_per_unit=int(table.max_rows_per_unit), table_policy=table)
-    saved = engine_sql.row_order
-    engine_sql.row_order = order  # type: ignore[assignment]
-    try:
-        select = engine_sql.bounded_source(core)  # type: ignore[arg-type]
-    finally:
-        engine_sql.row_order = saved
+    select = engine_sql.bounded_source(core)  # type: ignore[arg-type]
+    if before:
+        cols = [engine_sql._ident(c) for c in core.columns]
+        types = engine_sql._policy_types(core)  # type: ignore[arg-type]
+        key = row_key(cols, types, "privplan-row")
+        keyed = f"(SELECT *, {key} AS {engine_sql.ORDER_KEY} FROM visits) AS __ordered"
+        assert keyed in select
+        order = md5_order(cols, types, "privplan-row")
+        md5 = order[:order.index(f", {cols[0]} NULLS FIRST")]
+        select = select.replace(keyed, "visits").replace(engine_sql.ORDER_KEY, md5)
     return "CREATE OR REPLACE TEMP TABLE __copy AS SELECT * FROM " + select + " AS __b"
 
 
@@ -70,8 +76,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "row_order.json")
     args = ap.parse_args()
-    variants = {"md5 text (before)": copy_statement(md5_order),
-                "integer key (now)": copy_statement(engine_sql.row_order)}
+    variants = {"md5 text (before)": copy_statement(before=True),
+                "integer key (now)": copy_statement(before=False)}
     results = []
     for rows in args.rows:
         con = duckdb.connect(str(_db(rows)), read_only=True)

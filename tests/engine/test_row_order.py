@@ -38,8 +38,9 @@ SALT = "privplan-row"
 
 def python_key(row: dict[str, Any], kinds: dict[str, str]) -> int:
     """The key by its definition: ``h = seed``, ``h = (h * A + v) % P`` per keyed column, with
-    v = 0 for NULL (and an infinite date), else x mod P + 1 (x the integer, the days since
-    1970 given as ``row[c]`` for a date, the code points of a string), a bool 2 / 1."""
+    v = 0 for NULL (and an infinite date), else r + P + 1 with r the remainder of x by P
+    truncated toward zero (x the integer, the days since 1970 given as ``row[c]`` for a date,
+    the code points of a string), a bool 2 / 1."""
     h = seed(SALT)
     for c, kind in kinds.items():
         x = row[c]
@@ -47,10 +48,9 @@ def python_key(row: dict[str, Any], kinds: dict[str, str]) -> int:
             v = 0
         elif kind == "bool":
             v = 2 if x else 1
-        elif kind == "str":
-            v = len(x) % P + 1
         else:
-            v = int(x) % P + 1
+            n = len(x) if kind == "str" else int(x)
+            v = (abs(n) % P) * (1 if n >= 0 else -1) + P + 1
         h = (h * A + v) % P
     return h
 
