@@ -17,7 +17,7 @@ computes the same map with plain grouping:
 Why this is the same computation: every piece reads the same relation with the same WHERE
 and groups by the same key expressions, so each group's rows, and each row's cell, are what
 the single statement sees (the rows a unit contributes are chosen deterministically,
-:func:`privplan.rewrite.engine_sql.row_order`, so repeating the bounded source chooses the
+:func:`privplan.rewrite.row_order.row_order`, so repeating the bounded source chooses the
 same rows). Nothing else is read, so the engine computes only what the analysis modelled.
 """
 

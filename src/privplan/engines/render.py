@@ -42,6 +42,11 @@ between what DuckDB computes and what the other engine would compute for the sam
   ``numeric`` column as a double, guarded where PostgreSQL's conversion would fail
   (:func:`_numeric_to_double`).
 
+* **Days since 1970** (a date in the row order's key, :mod:`privplan.rewrite.row_order`):
+  DuckDB's ``date_diff('day', DATE '1970-01-01', d)`` is NULL for an infinite date; it becomes
+  ``CASE WHEN isfinite(d) THEN d - DATE '1970-01-01' END`` on PostgreSQL (whose unguarded
+  subtraction raises) and ``unix_date(d)`` on Spark (:func:`_epoch_days`).
+
 * **Histograms** (a quantile's per-group cell counts, DuckDB's ``histogram``) become a
   two-level aggregate joined to the rest of the statement
   (:func:`privplan.engines.histograms.split_histograms`).
@@ -105,7 +110,28 @@ def _rewrite(node: exp.Expr, dialect: str) -> exp.Expr:
         return _try_cast(node)
     if isinstance(node, exp.Literal) and not node.is_string:
         return _double_literal(node, dialect)
+    if isinstance(node, exp.DateDiff):
+        return _epoch_days(node, dialect)
     return node
+
+
+def _epoch_days(node: exp.DateDiff, dialect: str) -> exp.Expr:
+    """DuckDB's ``date_diff('day', DATE '1970-01-01', d)`` (a date in the row order's key,
+    :mod:`privplan.rewrite.row_order`): the days since 1970, NULL for an infinite date. On
+    PostgreSQL the guarded subtraction (unguarded, it raises for an infinite date: a failure
+    that depends on a row, after the charge); on Spark ``unix_date`` (no infinite dates).
+    Any other date_diff is left to sqlglot."""
+    epoch = node.expression
+    unit = node.args.get("unit")
+    if not (isinstance(epoch, exp.Cast) and epoch.to.is_type("date")
+            and isinstance(epoch.this, exp.Literal) and epoch.this.this == "1970-01-01"
+            and unit is not None and unit.name.upper() == "DAY"):
+        return node
+    date = node.this
+    if dialect == "spark":
+        return exp.Anonymous(this="unix_date", expressions=[date])
+    days = exp.Sub(this=date, expression=epoch)
+    return exp.Case(ifs=[exp.If(this=exp.func("isfinite", date.copy()), true=days)])
 
 
 def _double_literal(node: exp.Literal, dialect: str) -> exp.Expr:

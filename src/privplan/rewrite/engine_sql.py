@@ -28,11 +28,14 @@ from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
+from privplan.rewrite.row_order import row_key, row_order, tie_break
 from privplan.sql.joins import private_name
 from privplan.sql.plan import CorePlan, GroupKey, Measure
 from privplan.sql.totality import family
 
 MAX_PUBLIC_GROUPS = 1_000_000
+ORDER_KEY = "__privplan_order"
+"""The bounded copy's inner column holding each row's :func:`row_key` (not in the copy)."""
 BINARY = 'COLLATE "binary"'
 """DuckDB's code-point collation, which the analysis assumes for every string comparison."""
 
@@ -165,22 +168,6 @@ def grid_expression(col: str, res: Fraction, lo: int, hi: int, column_type: str)
     return f"CAST({_clamp(scaled, lo, hi)} AS BIGINT)"
 
 
-def row_order(columns: Sequence[str], types: Sequence[str | None], salt: str) -> str:
-    """An ORDER BY list that ranks rows the same way on every engine: first by the MD5 of the
-    text of their integer, string and boolean values (whose text is the same in DuckDB,
-    PostgreSQL and Spark; float and timestamp text is not), then by every value itself
-    (NULLS FIRST, stated: the engines' defaults differ), so the order is total up to rows
-    equal in every column, which are interchangeable.
-
-    It depends only on the rows themselves — never on their order in storage or a random
-    draw — so a unit's chosen rows are a fixed function of that unit's rows (the accountant's
-    model of the per-unit bounds), and the same rows are chosen on every engine."""
-    texts = [f"CAST({c} AS VARCHAR)" if t != "str" else c
-             for c, t in zip(columns, types) if t in ("int", "str", "bool")]
-    order = [f"md5(concat_ws('|', '{salt}', {', '.join(texts)}))"] if texts else []
-    return ", ".join(order + [f"{c} NULLS FIRST" for c in columns])
-
-
 def grid_column(column: str) -> str:
     """The bounded copy's column holding ``column`` already on its SUM grid (see
     :func:`bounded_source`)."""
@@ -309,7 +296,12 @@ def bounded_source(core: CorePlan) -> str:
         items = cols + _grid_items(core, canonical=())
         return f"(SELECT {', '.join(items)} FROM {core.table_sql})"
     unit = _ident(core.unit)
-    order = row_order(cols, _policy_types(core), "privplan-row")
+    # (the key as a column, bound once for the windows: DuckDB binds an expression per window,
+    # ~7 ms a window for this one; and the statement runs no slower)
+    key = row_key(cols, _policy_types(core), "privplan-row")
+    table = core.table_sql if key is None else (
+        f"(SELECT *, {key} AS {ORDER_KEY} FROM {core.table_sql}) AS __ordered")
+    order = ", ".join(([ORDER_KEY] if key is not None else []) + tie_break(cols))
     window = f"OVER (PARTITION BY {unit} ORDER BY {order})"
     canon = [c for c in core.unit_level_columns if c != core.unit]
     inner_items = cols + [f"ROW_NUMBER() {window} AS __rn"]
@@ -319,7 +311,7 @@ def bounded_source(core: CorePlan) -> str:
                    for c in core.columns]
     outer_items += _grid_items(core, canonical=canon)
     return (f"(SELECT {', '.join(outer_items)} FROM (SELECT {', '.join(inner_items)} "
-            f"FROM {core.table_sql} WHERE {unit} IS NOT NULL) AS __numbered "
+            f"FROM {table} WHERE {unit} IS NOT NULL) AS __numbered "
             f"WHERE __rn <= {int(core.max_rows_per_unit)})")
 
 
@@ -364,10 +356,19 @@ def joined_source(core: CorePlan, source: str) -> str:
             "AS __joined")
 
 
+def _released_family(key: GroupKey) -> str | None:
+    """The family of the key's column as released (:func:`released_key`): a key released as
+    its text (HUGEINT, wide DECIMAL) is a string there, whatever its engine type."""
+    if key.engine_type is None:
+        return None
+    fam = family(key.engine_type)
+    return "str" if released_key("k", key.engine_type).startswith("CAST(") else fam
+
+
 def _group_bounded(core: CorePlan, rel: str) -> str:
-    """Keep, per unit, the rows of at most ``max_groups_per_unit`` groups (the first ones by a
-    hash of the key), and in each group at most ``max_rows_per_group`` of its rows (the first
-    by two hashes of the row, as :func:`bounded_source` chooses a unit's rows): deterministic,
+    """Keep, per unit, the rows of at most ``max_groups_per_unit`` groups (the first ones in
+    the :func:`row_order` of the keys), and in each group at most ``max_rows_per_group`` of its
+    rows (the first in the row order, as :func:`bounded_source` chooses a unit's rows): deterministic,
     data-order independent, and depending only on the unit's own rows, so removing a unit
     leaves every other unit's kept rows unchanged (the accountant's model of the bounds)."""
     keys = [key_column(i) for i in range(len(core.keys))]
@@ -379,7 +380,7 @@ def _group_bounded(core: CorePlan, rel: str) -> str:
         ranks.append(f"ROW_NUMBER() OVER (PARTITION BY {unit} ORDER BY {rows}) AS __un")
         conditions.append(f"__un <= {int(core.max_rows_per_query)}")
     if core.max_groups_per_unit and keys:
-        key_types = [family(k.engine_type) if k.engine_type else None for k in core.keys]
+        key_types = [_released_family(k) for k in core.keys]
         order = row_order(keys, key_types, "privplan-group")
         ranks.append(f"DENSE_RANK() OVER (PARTITION BY {unit} ORDER BY {order}) AS __gr")
         conditions.append(f"__gr <= {int(core.max_groups_per_unit)}")
