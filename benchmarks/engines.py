@@ -29,9 +29,20 @@ rotating order (plain, engine statement, DP; then statement, DP, plain; ...):
   (a hard link) beside which ``privplan prepare`` made its durable copies: the session reads
   the stored SUM grids instead of clamping every row (:mod:`privplan.engines.durable_copies`);
 * **prep.**: the same in a session opened with ``prepare=True`` (its first, untimed query
-  makes the session's clamped copy of the table: a DuckDB table, a cached Spark view; on
-  PostgreSQL, whose statements run in read-only transactions, the copy is inlined, so this
-  is the default session again).
+  makes the session's clamped copy of the table: a DuckDB table, a cached Spark view, a
+  PostgreSQL temporary table filled inside the read-only transaction).
+
+**User level** (DuckDB and PostgreSQL; ``--user-queries``): the same rows under the demo's
+user-level policy (privacy unit ``patient_id``, at most 10 visits kept per patient:
+``policy_patients.yaml``'s ``visits`` table), each round timing, in rotating order:
+
+* **plain**: the query without DP on the native client;
+* **first**: a fresh session's first answer (``pp.connect`` + ``sql``), which makes the
+  session's bounded copy after its charge (a window over every row);
+* **later**: the next answer of one long-lived session whose copy exists (warmed by one
+  untimed query) — the acceptance figure on PostgreSQL is later/plain <= 2;
+* **inline** (PostgreSQL): a long-lived session that makes no copy and inlines the bounded
+  SELECT in every statement, as every PostgreSQL session did before copies.
 
 Medians are reported, with DP/plain (the issue's figure), prep./plain and stmt/plain. As a
 consistency check the exact answers of the engine statement and of the plain query on
@@ -87,12 +98,25 @@ QUERIES: dict[str, str] = {
         "FROM visits GROUP BY department"
     ),
 }
+USER_QUERIES: dict[str, str] = {
+    "user_grouped_count": "SELECT department, COUNT(*) AS n FROM visits GROUP BY department",
+    "user_sum_avg": ("SELECT hospital, SUM(length_of_stay) AS s, AVG(cost) AS c FROM visits "
+                     "GROUP BY hospital"),
+}
+USER_LEVEL_ENGINES = ("duckdb", "postgres")
 
 
 def policy() -> dict[str, Any]:
     """The demo policy's ``visits`` table alone (row-level privacy; the public ``hospitals``
     table is left out: no engine here holds it)."""
     spec = yaml.safe_load(demo_policy_path().read_text())
+    return {"tables": {"visits": spec["tables"]["visits"]}}
+
+
+def user_policy() -> dict[str, Any]:
+    """The demo's user-level policy, its ``visits`` table alone (privacy unit ``patient_id``,
+    at most 10 rows per patient)."""
+    spec = yaml.safe_load((demo_policy_path().parent / "policy_patients.yaml").read_text())
     return {"tables": {"visits": spec["tables"]["visits"]}}
 
 
@@ -401,6 +425,80 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
     }
 
 
+def measure_user(backend: Backend, rows: int, name: str, sql: str, repeat: int
+                 ) -> dict[str, Any]:
+    """User level: plain, a fresh session's first answer, a long-lived session's later ones
+    (its copy made), and on PostgreSQL a session that inlines the bounded rows (see the module
+    doc), interleaved in rotating order after one untimed warm-up of each."""
+    budget = pp.PureDP(1e9)
+
+    def fresh() -> Any:
+        return pp.connect(backend.target(), policy=user_policy(), budget=budget)
+
+    long_lived = fresh()
+    inline = fresh() if backend.name == "postgres" else None
+    if inline is not None:
+        inline.engine._copies.disabled = True  # (as before copies)
+
+    def plain() -> float:
+        return timed(lambda: backend.run_native(sql))[0]
+
+    def first() -> float:
+        def answer() -> Any:
+            with fresh() as sess:
+                return sess.sql(sql, epsilon=EPSILON)
+        return timed(answer)[0]
+
+    def later() -> float:
+        return timed(lambda: long_lived.sql(sql, epsilon=EPSILON))[0]
+
+    runs: dict[str, Callable[[], float]] = {"plain": plain, "first": first, "later": later}
+    if inline is not None:
+        runs["inline"] = lambda: timed(lambda: inline.sql(sql, epsilon=EPSILON))[0]
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    try:
+        for fn in runs.values():  # warm-up (the long-lived session's copy is made here)
+            fn()
+        order = list(runs)
+        for i in range(repeat):
+            k = i % len(order)
+            for key in order[k:] + order[:k]:
+                times[key].append(runs[key]())
+    finally:
+        long_lived.close()
+        if inline is not None:
+            inline.close()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    out: dict[str, Any] = {"engine": backend.name, "rows": rows, "query": name, "sql": sql,
+                           "repeat": repeat, "level": "user"}
+    for key in runs:
+        out[f"{key}_median_s"] = med[key]
+        out[f"{key}_times_s"] = times[key]
+        if key != "plain":
+            out[f"{key}_over_plain"] = med[key] / med["plain"] if med["plain"] > 0 else None
+    return out
+
+
+def print_user_table(results: list[dict[str, Any]]) -> None:
+    if not results:
+        return
+    head = (f"{'engine':<9} {'rows':>11} {'user-level query':<20} {'plain s':>9} "
+            f"{'first s':>9} {'later s':>9} {'inline s':>9} {'first/pl.':>9} "
+            f"{'later/pl.':>9} {'inline/pl.':>10}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        inline = r.get("inline_median_s")
+        print(f"{r['engine']:<9} {r['rows']:>11,} {r['query']:<20} {r['plain_median_s']:>9.3f} "
+              f"{r['first_median_s']:>9.3f} {r['later_median_s']:>9.3f} "
+              f"{'-' if inline is None else f'{inline:.3f}':>9} "
+              f"{_ratio(r['first_over_plain']):>9} {_ratio(r['later_over_plain']):>9} "
+              f"{_ratio(r.get('inline_over_plain')):>10}")
+    print("(medians; first = a fresh session's first answer, which makes the bounded copy; "
+          "later = a long-lived session's answer over its copy; inline = a PostgreSQL "
+          "session that makes no copy, as before; target later/plain <= 2 on PostgreSQL)")
+
+
 # -- output -------------------------------------------------------------------------------------
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
@@ -430,13 +528,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=DEFAULT_SIZES)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
-    parser.add_argument("--queries", nargs="+", choices=list(QUERIES), default=list(QUERIES))
+    parser.add_argument("--queries", nargs="*", choices=list(QUERIES), default=list(QUERIES))
+    parser.add_argument("--user-queries", nargs="*", choices=list(USER_QUERIES),
+                        default=list(USER_QUERIES))
     parser.add_argument("--out", type=Path, default=HERE / "results" / "engines.json")
     parser.add_argument("--data-dir", type=Path, default=HERE / ".data")
     args = parser.parse_args(argv)
 
     server = spark = cached = None
     results: list[dict[str, Any]] = []
+    user_results: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     try:
         if "postgres" in args.engines:
@@ -480,6 +581,14 @@ def main(argv: list[str] | None = None) -> int:
                               f"{r['stmt_median_s']:.3f} s, DP {r['dp_median_s']:.3f} s, "
                               f"prep. {r['prepared_median_s']:.3f} s "
                               f"(DP/plain {r['dp_over_plain']:.2f})", flush=True)
+                    for query in args.user_queries if name in USER_LEVEL_ENGINES else ():
+                        u = measure_user(backend, rows, query, USER_QUERIES[query],
+                                         args.repeat)
+                        user_results.append(u)
+                        print(f"  {query}: plain {u['plain_median_s']:.3f} s, first "
+                              f"{u['first_median_s']:.3f} s, later {u['later_median_s']:.3f} s"
+                              f" (later/plain {_ratio(u['later_over_plain'])}, inline/plain "
+                              f"{_ratio(u.get('inline_over_plain'))})", flush=True)
                 finally:
                     backend.close()
     finally:
@@ -490,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print_table(results)
+    print()
+    print_user_table(user_results)
     write_json(args.out, {
         "benchmark": "engines",
         "sizes": args.sizes,
@@ -498,11 +609,13 @@ def main(argv: list[str] | None = None) -> int:
         "epsilon": EPSILON,
         "target_dp_over_plain": TARGET_RATIO,
         "queries": {q: QUERIES[q] for q in args.queries},
+        "user_queries": {q: USER_QUERIES[q] for q in args.user_queries},
         "machine": machine_info(),
         "spark": {"master": "local[2]", "driver_memory": SPARK_DRIVER_MEMORY}
         if spark is not None else None,
         "loads": loads,
         "results": results,
+        "user_level_results": user_results,
     })
     return 0
 

@@ -124,8 +124,8 @@ class SessionCopies:
             return inline
         engine = self._engine
         ref, started = reference(select_sql), time.perf_counter()
-        shape = engine._shadow.types(select_sql)  # (DuckDB's types of the inlined columns)
         try:
+            shape = engine._shadow.types(select_sql)  # (DuckDB's types of the inlined columns)
             pg_select = engine._render(select_sql)
             con = engine._connection()
             with engine._transaction(con, read_only=False):  # (reads no row: WITH NO DATA)
