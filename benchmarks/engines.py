@@ -39,8 +39,9 @@ user-level policy (privacy unit ``patient_id``, at most 10 visits kept per patie
 * **plain**: the query without DP on the native client;
 * **first**: a fresh session's first answer (``pp.connect`` + ``sql``), which makes the
   session's bounded copy after its charge (a window over every row);
-* **later**: the next answer of one long-lived session whose copy exists (warmed by one
-  untimed query) — the acceptance figure on PostgreSQL is later/plain <= 2;
+* **later**: the next answer of one long-lived session whose copy exists (warmed by two
+  untimed queries: the first makes the copy, the second plans the query again over it) — the
+  acceptance figure on PostgreSQL is later/plain <= 2;
 * **inline** (PostgreSQL): a long-lived session that makes no copy and inlines the bounded
   SELECT in every statement, as every PostgreSQL session did before copies.
 
@@ -71,6 +72,7 @@ from typing import Any
 import duckdb
 import yaml
 from _common import exported, machine_info, prepared_file, timed, write_json
+from engines_user import USER_LEVEL_ENGINES, USER_QUERIES, measure_user, print_user_table
 from overhead import cached_database
 
 import privplan as pp
@@ -98,25 +100,12 @@ QUERIES: dict[str, str] = {
         "FROM visits GROUP BY department"
     ),
 }
-USER_QUERIES: dict[str, str] = {
-    "user_grouped_count": "SELECT department, COUNT(*) AS n FROM visits GROUP BY department",
-    "user_sum_avg": ("SELECT hospital, SUM(length_of_stay) AS s, AVG(cost) AS c FROM visits "
-                     "GROUP BY hospital"),
-}
-USER_LEVEL_ENGINES = ("duckdb", "postgres")
 
 
 def policy() -> dict[str, Any]:
     """The demo policy's ``visits`` table alone (row-level privacy; the public ``hospitals``
     table is left out: no engine here holds it)."""
     spec = yaml.safe_load(demo_policy_path().read_text())
-    return {"tables": {"visits": spec["tables"]["visits"]}}
-
-
-def user_policy() -> dict[str, Any]:
-    """The demo's user-level policy, its ``visits`` table alone (privacy unit ``patient_id``,
-    at most 10 rows per patient)."""
-    spec = yaml.safe_load((demo_policy_path().parent / "policy_patients.yaml").read_text())
     return {"tables": {"visits": spec["tables"]["visits"]}}
 
 
@@ -423,80 +412,6 @@ def measure(backend: Backend, rows: int, name: str, sql: str, repeat: int,
         "matches_duckdb": matches,
         "_exact": exact,
     }
-
-
-def measure_user(backend: Backend, rows: int, name: str, sql: str, repeat: int
-                 ) -> dict[str, Any]:
-    """User level: plain, a fresh session's first answer, a long-lived session's later ones
-    (its copy made), and on PostgreSQL a session that inlines the bounded rows (see the module
-    doc), interleaved in rotating order after one untimed warm-up of each."""
-    budget = pp.PureDP(1e9)
-
-    def fresh() -> Any:
-        return pp.connect(backend.target(), policy=user_policy(), budget=budget)
-
-    long_lived = fresh()
-    inline = fresh() if backend.name == "postgres" else None
-    if inline is not None:
-        inline.engine._copies.disabled = True  # (as before copies)
-
-    def plain() -> float:
-        return timed(lambda: backend.run_native(sql))[0]
-
-    def first() -> float:
-        def answer() -> Any:
-            with fresh() as sess:
-                return sess.sql(sql, epsilon=EPSILON)
-        return timed(answer)[0]
-
-    def later() -> float:
-        return timed(lambda: long_lived.sql(sql, epsilon=EPSILON))[0]
-
-    runs: dict[str, Callable[[], float]] = {"plain": plain, "first": first, "later": later}
-    if inline is not None:
-        runs["inline"] = lambda: timed(lambda: inline.sql(sql, epsilon=EPSILON))[0]
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    try:
-        for fn in runs.values():  # warm-up (the long-lived session's copy is made here)
-            fn()
-        order = list(runs)
-        for i in range(repeat):
-            k = i % len(order)
-            for key in order[k:] + order[:k]:
-                times[key].append(runs[key]())
-    finally:
-        long_lived.close()
-        if inline is not None:
-            inline.close()
-    med = {k: statistics.median(v) for k, v in times.items()}
-    out: dict[str, Any] = {"engine": backend.name, "rows": rows, "query": name, "sql": sql,
-                           "repeat": repeat, "level": "user"}
-    for key in runs:
-        out[f"{key}_median_s"] = med[key]
-        out[f"{key}_times_s"] = times[key]
-        if key != "plain":
-            out[f"{key}_over_plain"] = med[key] / med["plain"] if med["plain"] > 0 else None
-    return out
-
-
-def print_user_table(results: list[dict[str, Any]]) -> None:
-    if not results:
-        return
-    head = (f"{'engine':<9} {'rows':>11} {'user-level query':<20} {'plain s':>9} "
-            f"{'first s':>9} {'later s':>9} {'inline s':>9} {'first/pl.':>9} "
-            f"{'later/pl.':>9} {'inline/pl.':>10}")
-    print(head)
-    print("-" * len(head))
-    for r in results:
-        inline = r.get("inline_median_s")
-        print(f"{r['engine']:<9} {r['rows']:>11,} {r['query']:<20} {r['plain_median_s']:>9.3f} "
-              f"{r['first_median_s']:>9.3f} {r['later_median_s']:>9.3f} "
-              f"{'-' if inline is None else f'{inline:.3f}':>9} "
-              f"{_ratio(r['first_over_plain']):>9} {_ratio(r['later_over_plain']):>9} "
-              f"{_ratio(r.get('inline_over_plain')):>10}")
-    print("(medians; first = a fresh session's first answer, which makes the bounded copy; "
-          "later = a long-lived session's answer over its copy; inline = a PostgreSQL "
-          "session that makes no copy, as before; target later/plain <= 2 on PostgreSQL)")
 
 
 # -- output -------------------------------------------------------------------------------------
