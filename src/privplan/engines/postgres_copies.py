@@ -69,13 +69,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import sqlglot
 from sqlglot import exp
 
-if TYPE_CHECKING:
-    from privplan.engines.postgres_engine import PostgresEngine
+from privplan.engines.shadow import Shadow
 
 __all__ = ["PREFIX", "SCHEMA", "SessionCopies"]
 
@@ -93,11 +93,25 @@ def reference(select_sql: str) -> str:
     return f'{SCHEMA}."{copy_name(select_sql)}"'
 
 
+class _Engine(Protocol):
+    """What the copies need of :class:`~privplan.engines.postgres_engine.PostgresEngine`
+    (named here so that this module does not import the engine's)."""
+
+    generation: int
+    _con: Any
+    _shadow: Shadow
+
+    def _render(self, sql: str) -> str: ...
+    def _connection(self) -> Any: ...
+    def _execute(self, con: Any, pg_sql: str) -> Any: ...
+    def _transaction(self, con: Any, *, read_only: bool) -> AbstractContextManager[Any]: ...
+
+
 class SessionCopies:
     """The copies one :class:`~privplan.engines.postgres_engine.PostgresEngine` made on its
     connection (see the module doc)."""
 
-    def __init__(self, engine: PostgresEngine) -> None:
+    def __init__(self, engine: _Engine) -> None:
         self._engine = engine
         self.made: dict[str, str] = {}  # SELECT -> reference, on the current connection
         self._lost: dict[str, str] = {}  # copy name -> its SELECT, for copies whose connection went
@@ -196,9 +210,7 @@ class SessionCopies:
     def _drop(self, con: Any, refs: list[str]) -> None:
         """``DROP TABLE IF EXISTS`` each copy in a read-write transaction; errors ignored (the
         connection may be closed or broken: its temporary tables went with it)."""
-        from privplan.engines.postgres_engine import _alive
-
-        if not _alive(con):
+        if con.closed or con.broken:
             return
         try:
             with self._engine._transaction(con, read_only=False):
