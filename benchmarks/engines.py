@@ -29,9 +29,21 @@ rotating order (plain, engine statement, DP; then statement, DP, plain; ...):
   (a hard link) beside which ``privplan prepare`` made its durable copies: the session reads
   the stored SUM grids instead of clamping every row (:mod:`privplan.engines.durable_copies`);
 * **prep.**: the same in a session opened with ``prepare=True`` (its first, untimed query
-  makes the session's clamped copy of the table: a DuckDB table, a cached Spark view; on
-  PostgreSQL, whose statements run in read-only transactions, the copy is inlined, so this
-  is the default session again).
+  makes the session's clamped copy of the table: a DuckDB table, a cached Spark view, a
+  PostgreSQL temporary table filled inside the read-only transaction).
+
+**User level** (DuckDB and PostgreSQL; ``--user-queries``): the same rows under the demo's
+user-level policy (privacy unit ``patient_id``, at most 10 visits kept per patient:
+``policy_patients.yaml``'s ``visits`` table), each round timing, in rotating order:
+
+* **plain**: the query without DP on the native client;
+* **first**: a fresh session's first answer (``pp.connect`` + ``sql``), which makes the
+  session's bounded copy after its charge (a window over every row);
+* **later**: the next answer of one long-lived session whose copy exists (warmed by two
+  untimed queries: the first makes the copy, the second plans the query again over it) — the
+  acceptance figure on PostgreSQL is later/plain <= 2;
+* **inline** (PostgreSQL): a long-lived session that makes no copy and inlines the bounded
+  SELECT in every statement, as every PostgreSQL session did before copies.
 
 Medians are reported, with DP/plain (the issue's figure), prep./plain and stmt/plain. As a
 consistency check the exact answers of the engine statement and of the plain query on
@@ -60,6 +72,7 @@ from typing import Any
 import duckdb
 import yaml
 from _common import exported, machine_info, prepared_file, timed, write_json
+from engines_user import USER_LEVEL_ENGINES, USER_QUERIES, measure_user, print_user_table
 from overhead import cached_database
 
 import privplan as pp
@@ -430,13 +443,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=DEFAULT_SIZES)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
-    parser.add_argument("--queries", nargs="+", choices=list(QUERIES), default=list(QUERIES))
+    parser.add_argument("--queries", nargs="*", choices=list(QUERIES), default=list(QUERIES))
+    parser.add_argument("--user-queries", nargs="*", choices=list(USER_QUERIES),
+                        default=list(USER_QUERIES))
     parser.add_argument("--out", type=Path, default=HERE / "results" / "engines.json")
     parser.add_argument("--data-dir", type=Path, default=HERE / ".data")
     args = parser.parse_args(argv)
 
     server = spark = cached = None
     results: list[dict[str, Any]] = []
+    user_results: list[dict[str, Any]] = []
     loads: list[dict[str, Any]] = []
     try:
         if "postgres" in args.engines:
@@ -480,6 +496,14 @@ def main(argv: list[str] | None = None) -> int:
                               f"{r['stmt_median_s']:.3f} s, DP {r['dp_median_s']:.3f} s, "
                               f"prep. {r['prepared_median_s']:.3f} s "
                               f"(DP/plain {r['dp_over_plain']:.2f})", flush=True)
+                    for query in args.user_queries if name in USER_LEVEL_ENGINES else ():
+                        u = measure_user(backend, rows, query, USER_QUERIES[query],
+                                         args.repeat)
+                        user_results.append(u)
+                        print(f"  {query}: plain {u['plain_median_s']:.3f} s, first "
+                              f"{u['first_median_s']:.3f} s, later {u['later_median_s']:.3f} s"
+                              f" (later/plain {_ratio(u['later_over_plain'])}, inline/plain "
+                              f"{_ratio(u.get('inline_over_plain'))})", flush=True)
                 finally:
                     backend.close()
     finally:
@@ -490,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print_table(results)
+    print()
+    print_user_table(user_results)
     write_json(args.out, {
         "benchmark": "engines",
         "sizes": args.sizes,
@@ -498,11 +524,13 @@ def main(argv: list[str] | None = None) -> int:
         "epsilon": EPSILON,
         "target_dp_over_plain": TARGET_RATIO,
         "queries": {q: QUERIES[q] for q in args.queries},
+        "user_queries": {q: USER_QUERIES[q] for q in args.user_queries},
         "machine": machine_info(),
         "spark": {"master": "local[2]", "driver_memory": SPARK_DRIVER_MEMORY}
         if spark is not None else None,
         "loads": loads,
         "results": results,
+        "user_level_results": user_results,
     })
     return 0
 

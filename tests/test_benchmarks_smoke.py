@@ -178,6 +178,15 @@ def test_engines_tiny_writes_json(tmp_path: Path) -> None:
         assert r["dp_output_rows"] == r["plain_output_rows"]
         if r["engine"] != "duckdb":
             assert r["matches_duckdb"] == {"plain": True, "stmt": True}
+    # user level (DuckDB, PostgreSQL): plain, a fresh session's first answer, later ones, and
+    # on PostgreSQL a session that inlines the bounded rows
+    assert [(r["engine"], r["query"]) for r in data["user_level_results"]] == [
+        (e, q) for e in engines for q in ("user_grouped_count", "user_sum_avg")]
+    for r in data["user_level_results"]:
+        assert r["plain_median_s"] > 0 and r["first_over_plain"] > 0
+        assert r["later_over_plain"] > 0 and len(r["later_times_s"]) == 1
+        assert ("inline_over_plain" in r) == (r["engine"] == "postgres")
+    assert "later/pl." in proc.stdout
 
 
 QUANTILE_TIMING = ROOT / "benchmarks" / "quantile_timing.py"

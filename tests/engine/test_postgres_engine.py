@@ -270,7 +270,7 @@ def test_owned_connection_closes(loaded: str) -> None:
         PostgresEngine("postgresql://nobody@127.0.0.1:1/none")
 
 
-def test_session_relations_are_inlined(engines: tuple[PostgresEngine, DuckDBEngine]) -> None:
+def test_session_views_inlined_copies_temporary(engines: tuple[PostgresEngine, DuckDBEngine]) -> None:
     pg, ref = engines
 
     class Table:
@@ -290,7 +290,15 @@ def test_session_relations_are_inlined(engines: tuple[PostgresEngine, DuckDBEngi
         name, schema, source = "t", "public", None
 
     assert pg.table_sql(Policy()) == '"public"."t"'
-    assert pg.materialize(select) == f"({select})" and pg.materialized(select) is None
+    # the session's copy: a temporary table, made once, holding the SELECT's rows
+    assert pg.materialized(select) is None
+    copy = pg.materialize(select)
+    assert copy.startswith('pg_temp."__privplan_copy_') and pg.materialized(select) == copy
+    assert pg.materialize(select) == copy
+    got = pg.run(f"SELECT k, c FROM {copy} AS v")
+    want = ref.run(f"SELECT k, c FROM {ref.materialize(select)} AS v")
+    pd.testing.assert_frame_equal(got.sort_values("k", ignore_index=True),
+                                  want.sort_values("k", ignore_index=True))
     domain = pg.domain_table(["a", "É", "it's", "zz"])
     sql = f"SELECT u.x, COUNT(t.k) AS n FROM {domain} AS u(x) LEFT JOIN t ON t.k = u.x GROUP BY u.x"
     got = pg.run(sql).sort_values("x", ignore_index=True)

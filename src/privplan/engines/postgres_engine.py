@@ -7,8 +7,12 @@ make values transfer exactly set for that transaction only (``SET LOCAL``: ``Tim
 ``DateStyle`` ISO, ``IntervalStyle`` postgres, ``extra_float_digits`` 3, UTF-8) and a
 ``statement_timeout``. The transaction ends (commit, or rollback on any error) before the call
 returns, so a connection is never left inside a transaction, and a caller's connection keeps
-its own settings. Nothing is ever written: a session's derived relations (per-unit views,
-bounded copies, public domains) are inlined as subqueries instead of made as tables.
+its own settings. Nothing the owner keeps is ever written: per-unit views and public domains
+are inlined as subqueries; a session's bounded copy of a table (user level, or a prepared
+session) is a temporary table of its connection, made once after the first query that needs it
+is charged, filled inside a read-only transaction and dropped when the engine closes; where it
+cannot be made the SELECT is inlined as before (:mod:`privplan.engines.postgres_copies`, which
+also says why that keeps the answers, the privacy guarantees and the read-only rule).
 
 Results keep DuckDB's types and DuckDB's conversion to Python. Every statement is also bound by
 a private in-process DuckDB over empty tables shaped like the PostgreSQL tables it reads (the
@@ -26,7 +30,8 @@ not need it (the ``postgres`` extra).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +43,7 @@ from sqlglot import exp
 from privplan.engines import postgres_probe
 from privplan.engines.base import RUN_FAILED, ProbeFailed, StandIn, Values
 from privplan.engines.frames import duckdb_frame
+from privplan.engines.postgres_copies import SessionCopies
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow, shadow_type
 from privplan.engines.shadow import quote as _quote
@@ -182,6 +188,7 @@ class PostgresEngine:
         self._closed = False
         self.generation = 0
         self._stand_in_shapes: dict[str, dict[str, str]] = {}  # quoted name -> columns
+        self._copies = SessionCopies(self)
 
     # -- transactions ------------------------------------------------------------------------
     def _connection(self) -> psycopg.Connection[Any]:
@@ -202,16 +209,25 @@ class PostgresEngine:
                 "(the ledger keeps what was spent).")
         with suppress(psycopg.Error):
             self._con.close()
+        self._copies.lose()  # (its temporary tables went with it)
         try:
             self._con = psycopg.connect(self._url, autocommit=True, application_name="privplan")
         except psycopg.Error as err:  # (names host and port, never a password)
             raise EngineUnavailableError(_gone(_first(err))) from None
         return self._con
 
-    @contextmanager
-    def _read_only(self, con: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    def _read_only(self, con: psycopg.Connection[Any]
+                   ) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
         """A read-only transaction with this engine's settings, ended (committed, or rolled
         back on an error) when the block ends."""
+        return self._transaction(con, read_only=True)
+
+    @contextmanager
+    def _transaction(self, con: psycopg.Connection[Any], *, read_only: bool
+                     ) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction with this engine's settings: read only for every statement that reads
+        rows; read-write only to create or drop the session's temporary copies
+        (:mod:`privplan.engines.postgres_copies`)."""
         from psycopg import pq
 
         if con.info.transaction_status != pq.TransactionStatus.IDLE:
@@ -220,7 +236,7 @@ class PostgresEngine:
                 "read-only transaction of its own. Commit or roll back first.")
         with con.transaction():
             con.execute(
-                "SET TRANSACTION READ ONLY; "
+                f"SET TRANSACTION READ {'ONLY' if read_only else 'WRITE'}; "
                 f"SET LOCAL statement_timeout = {self.statement_timeout_ms}; "
                 "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; "
                 "SET LOCAL IntervalStyle = 'postgres'; SET LOCAL extra_float_digits = 3; "
@@ -236,18 +252,28 @@ class PostgresEngine:
         privplan opened is opened again and the statement run once more first (nothing was
         returned: running it again releases nothing twice)."""
 
+        # (a statement over a copy lost with its connection reads the copy's SELECT inline:
+        # rendered again on the second attempt, after a new connection forgot the copies)
+        return self._attempts(lambda: self._render(self._copies.inline_lost(sql)))
+
+    def _render(self, sql: str) -> str:
+        """One DuckDB-dialect statement in PostgreSQL's dialect."""
         try:
-            pg_sql = render(sql, self.dialect)
+            return render(sql, self.dialect)
         except sqlglot.errors.SqlglotError as err:
             raise _Failed(f"it cannot be written for PostgreSQL ({_first(err)})", "") from None
-        return self._query_native(pg_sql)
 
     def _query_native(self, pg_sql: str) -> _Result:
         """:meth:`_query` of a statement already in PostgreSQL's dialect."""
+        return self._attempts(lambda: pg_sql)
+
+    def _attempts(self, text: Callable[[], str]) -> _Result:
+        """Run ``text()`` read-only, once more on a new connection if privplan's was lost."""
         import psycopg
 
         for attempt in (1, 2):
             con = self._connection()
+            pg_sql = text()
             try:
                 with self._read_only(con) as transaction:
                     return self._execute(transaction, pg_sql)
@@ -394,13 +420,15 @@ class PostgresEngine:
         self.generation += 1
 
     def materialize(self, select_sql: str) -> str:
-        """The relation itself, parenthesised: no copy is made (a read-only transaction makes
-        no tables), so every query recomputes it from the table."""
-        return f"({select_sql})"
+        """The session's copy of ``select_sql``'s rows (a temporary table, made once per
+        distinct SELECT; the session calls this only after the query is charged), or the
+        SELECT itself, parenthesised, where no copy can be made: the same rows either way, and
+        a failure is never shown (:mod:`privplan.engines.postgres_copies`)."""
+        return self._copies.make(select_sql)
 
     def materialized(self, select_sql: str) -> str | None:
-        """Never a copy (see :meth:`materialize`)."""
-        return None
+        """The copy :meth:`materialize` made for ``select_sql``, or None if not made yet."""
+        return self._copies.made_for(select_sql)
 
     def domain_table(self, values: list[Any]) -> str:
         """A relation (one column ``x``) holding ``values``, inline: usable as
@@ -489,7 +517,7 @@ class PostgresEngine:
     # -- the pre-charge gate's stand-in rows (privplan.gate) ---------------------------------
     def _shadow_columns(self, table_sql: str) -> dict[str, str]:
         """The shadow's view of a table: a stand-in relation's columns, or the table's."""
-        shape = self._stand_in_shapes.get(table_sql)
+        shape = self._stand_in_shapes.get(table_sql) or self._copies.shapes.get(table_sql)
         return dict(shape) if shape is not None else self.columns(table_sql)
 
     def stand_in_values(self, storage_type: str) -> Values:
@@ -525,9 +553,11 @@ class PostgresEngine:
             raise ProbeFailed("run", str(err).splitlines()[0]) from None
 
     def close(self) -> None:
-        """Close the connection this engine opened (a caller's stays open) and the shadow."""
+        """Drop the session's copies, close the connection this engine opened (a caller's
+        stays open) and the shadow."""
         import psycopg
 
+        self._copies.drop_all()
         self._closed = True
         if self._owned:
             with suppress(psycopg.Error):
