@@ -3,8 +3,9 @@
 Judged by the same-answers oracle with noise off: every user-level answer of a session that
 makes its copy equals the answer of a session that inlines the bounded SELECT in every statement
 (as before copies) and DuckDB's, the first query of the session and the later ones alike. The
-copy is made once per session (the ``INSERT`` that fills it counted among the statements the
-engine ran), read by every later statement instead of the table, and dropped when the session
+copy is made once per session, on its second query over the table (the ``INSERT`` that fills
+it counted among the statements the engine ran; the first query reads the SELECT inline, and a
+session that asks once makes none), read by every later statement instead of the table, and dropped when the session
 closes (the server's catalog says so). A copy that cannot be made (a role without ``TEMP``) and
 one lost with its connection change no answer and raise nothing.
 """
@@ -137,7 +138,7 @@ def _no_copies_left(url: str) -> bool:
 def test_answers_with_the_copy_are_the_inlined_ones_and_duckdbs(
         url: str, duck: duckdb.DuckDBPyConnection, groups: int | None) -> None:
     policy = _policy(groups)
-    twice = QUERIES + QUERIES  # (the first query makes the copy; then every one reads it)
+    twice = QUERIES + QUERIES  # (the first query reads inline, the second makes the copy)
     with pp.connect(url, policy=policy, budget=pp.PureDP(1e6)) as sess:
         statements = _Statements(sess)
         copied = _answers(sess, twice)
@@ -171,9 +172,11 @@ def test_made_once_read_by_later_statements_dropped_on_close(url: str) -> None:
         (fill,) = statements.fills()
         assert " WITH NO DATA" in next(t for t in statements.texts if t.startswith("CREATE TEMP"))
         assert _copies_on_server(url) == 1
-        # every charged statement reads the copy, never the table (the first one too: the
-        # copy is made after its charge, then its statement reads it)
-        assert ran and all('pg_temp."__privplan_copy_' in s and '"t"' not in s for s in ran)
+        # the first statement reads the table inline; from the second on (the copy is made
+        # after the second query's charge, then its statement reads it) every one reads the copy
+        first, *later = ran
+        assert 'pg_temp."__privplan_copy_' not in first and '"t"' in first  # (inline)
+        assert later and all('pg_temp."__privplan_copy_' in s and '"t"' not in s for s in later)
         before = len(statements.texts)
         _answers(sess, QUERIES[:2])
         assert statements.fills() == [fill] and len(statements.texts) > before
@@ -182,11 +185,25 @@ def test_made_once_read_by_later_statements_dropped_on_close(url: str) -> None:
     assert _no_copies_left(url)
 
 
+def test_a_session_that_asks_once_makes_no_copy(url: str) -> None:
+    """The CLI or a connection per request: one user-level query reads the SELECT inline (the
+    copy would cost about twice that statement) and creates nothing on the server."""
+    with pp.connect(url, policy=_policy(), budget=pp.PureDP(1e6)) as sess:
+        statements = _Statements(sess)
+        _answers(sess, QUERIES[:1])
+        assert statements.fills() == []
+        assert not any(t.startswith("CREATE TEMP") for t in statements.texts)
+        assert _copies_on_server(url) == 0
+        _answers(sess, QUERIES[1:2])  # (the second query over the table makes it)
+        assert len(statements.fills()) == 1 and _copies_on_server(url) == 1
+    assert _no_copies_left(url)
+
+
 def test_on_a_callers_connection_the_copies_are_dropped_and_it_stays_open(url: str) -> None:
     con = psycopg.connect(url, autocommit=True)
     try:
         with pp.connect(con, policy=_policy(), budget=pp.PureDP(1e6)) as sess:
-            _answers(sess, QUERIES[:1])
+            _answers(sess, QUERIES[:2])
             (name,) = con.execute("SELECT relname FROM pg_class WHERE relpersistence = 't' AND "
                                   "relname LIKE '\\_\\_privplan\\_copy\\_%'").fetchone() or ()
         assert not con.closed
@@ -199,7 +216,7 @@ def test_on_a_callers_connection_the_copies_are_dropped_and_it_stays_open(url: s
 
 def test_reads_stay_read_only_beside_the_copy(url: str) -> None:
     with pp.connect(url, policy=_policy(), budget=pp.PureDP(1e6)) as sess:
-        _answers(sess, QUERIES[:1])
+        _answers(sess, QUERIES[:2])
         engine = sess.engine
         for sql in ("CREATE TABLE written AS SELECT 1 AS x", "DELETE FROM t"):
             with pytest.raises(pp.ExecutionError):

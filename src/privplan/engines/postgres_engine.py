@@ -9,8 +9,8 @@ make values transfer exactly set for that transaction only (``SET LOCAL``: ``Tim
 returns, so a connection is never left inside a transaction, and a caller's connection keeps
 its own settings. Nothing the owner keeps is ever written: per-unit views and public domains
 are inlined as subqueries; a session's bounded copy of a table (user level, or a prepared
-session) is a temporary table of its connection, made once after the first query that needs it
-is charged, filled inside a read-only transaction and dropped when the engine closes; where it
+session) is a temporary table of its connection, made once after the second query that needs it
+is charged (the first reads it inline), filled inside a read-only transaction and dropped when the engine closes; where it
 cannot be made the SELECT is inlined as before (:mod:`privplan.engines.postgres_copies`, which
 also says why that keeps the answers, the privacy guarantees and the read-only rule).
 
