@@ -66,16 +66,25 @@ GROUP BY age ORDER BY age;
 -- expect-marginal: epsilon=1.0
 -- expect-rows: 5
 -- oracle: SELECT department, COUNT(*) AS visits FROM (SELECT department, ROW_NUMBER() OVER
---           (PARTITION BY patient_id ORDER BY md5(concat_ws('|', 'privplan-row',
---           CAST(visit_id AS VARCHAR), CAST(patient_id AS VARCHAR), hospital, department,
---           CAST(age AS VARCHAR), sex, CAST(length_of_stay AS VARCHAR),
---           CAST(insured AS VARCHAR))), visit_id NULLS FIRST, patient_id NULLS FIRST,
---           hospital NULLS FIRST, department NULLS FIRST, visit_date NULLS FIRST,
---           age NULLS FIRST, sex NULLS FIRST, cost NULLS FIRST, length_of_stay NULLS FIRST,
---           insured NULLS FIRST) AS r FROM visits) AS v WHERE r <= 2
---           GROUP BY department ORDER BY department
+--           (PARTITION BY patient_id ORDER BY ((((((((((((((((((CAST(468031668 AS BIGINT) +
+--           COALESCE(CAST((visit_id) % 2147483647 AS BIGINT) + 2147483648, 0)) % 2147483647) *
+--           1103515245 + COALESCE(CAST((patient_id) % 2147483647 AS BIGINT) + 2147483648, 0)) %
+--           2147483647) * 1103515245 + COALESCE(CAST((length(hospital)) % 2147483647 AS BIGINT)
+--           + 2147483648, 0)) % 2147483647) * 1103515245 + COALESCE(CAST((length(department)) %
+--           2147483647 AS BIGINT) + 2147483648, 0)) % 2147483647) * 1103515245 +
+--           COALESCE(CAST((date_diff('day', DATE '1970-01-01', visit_date)) % 2147483647 AS
+--           BIGINT) + 2147483648, 0)) % 2147483647) * 1103515245 + COALESCE(CAST((age) %
+--           2147483647 AS BIGINT) + 2147483648, 0)) % 2147483647) * 1103515245 +
+--           COALESCE(CAST((length(sex)) % 2147483647 AS BIGINT) + 2147483648, 0)) % 2147483647)
+--           * 1103515245 + COALESCE(CAST((length_of_stay) % 2147483647 AS BIGINT) + 2147483648,
+--           0)) % 2147483647) * 1103515245 + CASE WHEN insured THEN 2 WHEN NOT insured THEN 1
+--           ELSE 0 END) % 2147483647), visit_id NULLS FIRST, patient_id NULLS FIRST, hospital
+--           NULLS FIRST, department NULLS FIRST, visit_date NULLS FIRST, age NULLS FIRST, sex
+--           NULLS FIRST, cost NULLS FIRST, length_of_stay NULLS FIRST, insured NULLS FIRST) AS r
+--           FROM visits) AS v WHERE r <= 2 GROUP BY department ORDER BY department
 -- why: max_rows_contributed=2 keeps at most 2 of each patient's visits for this query (the
---      first by the same row order the policy's 10-visit bound uses), so a patient is in at
+--      first by the same row order the policy's 10-visit bound uses: an integer key over the
+--      row's values, then every column), so a patient is in at
 --      most 2 departments with at most 2 visits in each: the GROUP BY's noise is calibrated to
 --      that, not to the policy's 10 visits. A value above the policy's bound is refused.
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, privacy_unit_column=patient_id,

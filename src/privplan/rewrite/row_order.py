@@ -1,6 +1,9 @@
 """The order in which a unit's rows are chosen when they are bounded (per-unit ``k`` rows, rows
 per group, groups per unit): one ORDER BY list that every engine computes identically.
 
+Privacy: the chosen rows are a fixed function of each unit's own rows (what the accountant
+models), and the key's arithmetic cannot fail on any stored value (it is read after the charge).
+
 Why it looks like this (issue 38):
 
 * **Same rows on every engine.** The three engines share no hash of typed values (DuckDB's

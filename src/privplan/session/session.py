@@ -400,18 +400,20 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         answers). ``shaped``: the query after the front doors (its policy: the session's, or
         a copy with a derived table); ``shown``: the query as written (explain shows it);
         ``reads``: records what planning reads from the catalog and engine (shared_plans)."""
-        planned = self._plan(shaped, reads or PlanReads(self.catalog, self.engine))
+        planned = self._plan(shaped, reads)
         planned = replace(planned, plan=replace(planned.plan, sql=shown))
         statements = [self._engine_sql(core, planned.for_core(i))
                       for i, core in enumerate(planned.plan.cores)]
         schemas = [self.engine.bind(stmt) for stmt in statements]
         return admit(self.engine, planned, statements, schemas)
 
-    def _plan(self, shaped: Shaped, reads: PlanReads) -> PlannedQuery:
+    def _plan(self, shaped: Shaped, reads: PlanReads | None = None) -> PlannedQuery:
         """The query after the front doors, planned: its options and budget read from its
         keywords, and :func:`~privplan.planning.plan.plan_query` with this session's binding
         (the accountant learns the virtual tables it reads). Every read of the catalog and
-        the engine goes through ``reads``, which records it."""
+        the engine goes through ``reads``, which records it (a fresh recorder when none is
+        given: the shared plans only need it from :meth:`plan`)."""
+        reads = reads if reads is not None else PlanReads(self.catalog, self.engine)
         options, budget = QueryOptions.from_keywords(shaped.keywords)
         value = self.query_value(budget)
         binding = Binding(sql=shaped.text, catalog=reads, public=reads,
