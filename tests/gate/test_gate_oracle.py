@@ -564,6 +564,8 @@ class LayoutRun:
                     verdict = ""
                 except REFUSALS as err:
                     verdict = mask(first_line(err), 120)
+                except (TypeError, AttributeError, NameError):
+                    raise  # (a programming error, e.g. a private API changed: never "accepted")
                 except Exception:  # noqa: BLE001 - (a literal list planned again: asked as is)
                     verdict = ""
                 PLANNED[key] = verdict
