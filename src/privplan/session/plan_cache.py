@@ -45,7 +45,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from privplan.engines.base import SchemaChanged
 from privplan.gate import Admission
@@ -89,13 +89,46 @@ class _Entry:
     admission: Admission
 
 
-class PlanCache:
+V = TypeVar("V")
+
+
+class LRU(Generic[V]):
+    """A thread-safe mapping of at most ``max_entries`` values, least recently used dropped
+    first (the session's plans, and the process's shared ones)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()  # (a session may be shared by threads)
+
+    def _found(self, key: Hashable) -> V | None:
+        """The value under ``key`` (marked recently used), or None."""
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+        return value
+
+    def _store(self, key: Hashable, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class PlanCache(LRU[_Entry]):
     """Planned queries of one session by :meth:`key`, least recently used dropped first."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
-        self._max = max_entries
-        self._lock = threading.Lock()  # (a session may be shared by threads)
+        super().__init__(max_entries)
 
     @staticmethod
     def key(sql: str, budget: Mapping[str, Any], *, policy: Any, kind: type, prepare: bool,
@@ -109,28 +142,13 @@ class PlanCache:
     def get(self, key: Hashable | None, policy: Any) -> Admission | None:
         if key is None:
             return None
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry.policy is not policy:
-                return None
-            self._entries.move_to_end(key)
-        return entry.admission
+        entry = self._found(key)
+        return None if entry is None or entry.policy is not policy else entry.admission
 
     def put(self, key: Hashable | None, policy: Any, admission: Admission) -> None:
         if key is None or not cacheable(admission.planned):
             return
-        with self._lock:
-            self._entries[key] = _Entry(policy, admission)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        self._store(key, _Entry(policy, admission))
 
 
 def cacheable(planned: PlannedQuery) -> bool:

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
@@ -61,7 +60,7 @@ from typing import Any
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.gate import Admission
 from privplan.planning.passes import bounded_select
-from privplan.session.plan_cache import cacheable, frozen_value
+from privplan.session.plan_cache import LRU, cacheable, frozen_value
 
 __all__ = ["MAX_SHARED", "PlanReads", "SharedPlans", "policy_key", "shared_plans"]
 
@@ -204,13 +203,11 @@ class _Shared:
     admission: Admission
 
 
-class SharedPlans:
+class SharedPlans(LRU[_Shared]):
     """Admitted plans shared by the sessions of a process, least recently used dropped first."""
 
     def __init__(self, max_entries: int = MAX_SHARED) -> None:
-        self._entries: OrderedDict[Hashable, _Shared] = OrderedDict()
-        self._max = max_entries
-        self._lock = threading.Lock()
+        super().__init__(max_entries)
         self.hits = self.misses = 0
 
     @staticmethod
@@ -230,10 +227,7 @@ class SharedPlans:
         if every read its planning made gives the same answer in ``sess``."""
         if key is None:
             return None
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
+        entry = self._found(key)
         if entry is None or not _replay(sess, entry.facts):
             self.misses += 1
             return None
@@ -252,19 +246,11 @@ class SharedPlans:
         used = {k.domain_table for core in admission.planned.plan.cores for k in core.keys}
         entry = _Shared(tuple(reads.facts),
                         tuple((n, v) for n, v in reads.domains.items() if n in used), admission)
-        with self._lock:
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+        self._store(key, entry)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        super().clear()
+        self.hits = self.misses = 0
 
 
 shared_plans = SharedPlans()
