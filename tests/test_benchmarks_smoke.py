@@ -213,3 +213,23 @@ def test_quantile_timing_tiny_writes_json(tmp_path: Path) -> None:
         assert r["median_us_12_rows"] > 0 and r["median_us_11_rows"] > 0
     assert [r["groups"] for r in data["speed"]] == [1, 5, 20]
     assert all(r["new_ms"] > 0 and r["old_ms"] > 0 for r in data["speed"])
+
+
+DEFAULT_SESSION = ROOT / "benchmarks" / "default_session.py"
+
+
+def test_default_session_tiny_writes_json(tmp_path: Path) -> None:
+    """``default_session.py --rows 2000 --repeat 1``: every shape with its ratios, and the
+    default session's copy really made (its second query) — no assertion on time."""
+    out = tmp_path / "default_session.json"
+    proc = subprocess.run(
+        [sys.executable, str(DEFAULT_SESSION), "--rows", "2000", "--repeat", "1",
+         "--out", str(out), "--data-dir", str(tmp_path / "data")],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    shapes = {r["shape"] for r in data["results"]}
+    assert shapes == {"grouped COUNT", "SUM+AVG", "filtered COUNT"}
+    for r in data["results"]:
+        assert r["rows"] == 2000 and r["default_ratio"] > 0 and r["never_ratio"] > 0
+        assert r["copy_s"] > 0 and r["first_s"] > 0

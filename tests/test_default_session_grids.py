@@ -41,7 +41,7 @@ def _rows() -> pd.DataFrame:
                          "n": pd.array(ns, dtype="Int64")})
 
 
-def _session(prepare: bool) -> pp.Session:
+def _session(prepare: bool | None) -> pp.Session:
     s = pp.connect(":memory:", policy=POLICY, budget=pp.PureDP(1e6), prepare=prepare)
     s.register("t", _rows())
     return s
@@ -72,7 +72,7 @@ def test_default_and_prepared_sessions_answer_as_the_grid_values(sql: str) -> No
 def test_a_default_session_says_once_that_it_computes_grids(
         caplog: pytest.LogCaptureFixture) -> None:
     note = "onto its SUM grid in each statement"
-    s = _session(False)
+    s = _session(None)  # (the default; a registered DataFrame is never copied on its own)
     with caplog.at_level(logging.INFO, logger="privplan"):
         s.sql("SELECT COUNT(*) FROM t", epsilon=1)
         assert note not in caplog.text  # (a COUNT computes no grid)

@@ -31,11 +31,7 @@ from privplan.engines.data_files import (
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.engines.frames import duckdb_frame
 from privplan.engines.recognise import KINDS, missing_file
-from privplan.errors import (
-    ExecutionError,
-    PolicyError,
-    UnsupportedQueryError,
-)
+from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 
 def _quote(name: str) -> str:
@@ -251,6 +247,11 @@ class DuckDBEngine:
                 "Fix the data (re-encode the strings as UTF-8), or read the file with another "
                 "engine (Spark reads such strings as NULL).") from None
 
+    def rows_fixed(self, table: Any) -> bool:
+        """Whether ``table``'s rows cannot change while this engine is open (:meth:`bind`'s
+        ``fixed``, and no CSV/Parquet ``source``): a default session copies only those."""
+        return self._catalog_locked and not self._registered and not getattr(table, "source", None)
+
     def create_view(self, name: str, select_sql: str) -> None:
         """Define (or redefine) the temporary view ``name`` as ``select_sql``: a derived table
         privplan built (a per-unit pre-aggregation). Binding reads no row, so its errors are
@@ -371,9 +372,8 @@ class DuckDBEngine:
     def materialized(self, select_sql: str) -> str | None:
         """The table :meth:`materialize` made for ``select_sql``, or None if not made yet."""
         name = _materialized_name(select_sql)
-        if name in self._materialized:
-            return f"{self._work_db}.{name}"
-        return self._durable_copy(select_sql)
+        made = f"{self._work_db}.{name}" if name in self._materialized else None
+        return made or self._durable_copy(select_sql)
 
     def forget_durable(self) -> None:
         """Stop reading the durable copies (``privplan prepare`` plans from the table itself)."""

@@ -131,7 +131,7 @@ class PlanCache(LRU[_Entry]):
         super().__init__(max_entries)
 
     @staticmethod
-    def key(sql: str, budget: Mapping[str, Any], *, policy: Any, kind: type, prepare: bool,
+    def key(sql: str, budget: Mapping[str, Any], *, policy: Any, kind: type, prepare: bool | None,
             generation: int) -> Hashable | None:
         """The key of a planning request, or None when it cannot be cached."""
         frozen = frozen_value(dict(budget))

@@ -54,7 +54,7 @@ from privplan.ledger.store import LedgerEntry, open_ledger
 from privplan.planning.costs import PlannedMeasure, PlannedQuery
 from privplan.planning.engine_semantics import check_one_row_per_key, make_core_total
 from privplan.planning.options import QueryOptions
-from privplan.planning.passes import Binding, bounded_select
+from privplan.planning.passes import Binding
 from privplan.planning.plan import plan_query
 from privplan.planning.query_budget import query_budget
 from privplan.planning.shapes import Shaped, route, shape
@@ -63,6 +63,7 @@ from privplan.result import Result
 from privplan.rewrite.engine_sql import COUNT_KINDS, engine_statement
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.session.catalog import SessionCatalog
+from privplan.session.copies import SessionCopies
 from privplan.session.inputs import as_policy as _as_policy
 from privplan.session.inputs import data_file as _data_file
 from privplan.session.ledger import SessionLedger
@@ -107,11 +108,16 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         budget: B,
         ledger: Any = None,
         exact_limit: int | None = None,
-        prepare: bool = False,
+        prepare: bool | None = None,
         composition: str = "additive",
     ) -> None:
         self.policy = _as_policy(policy)
-        self.prepare = bool(prepare)
+        if prepare is not None and not isinstance(prepare, bool):
+            raise PolicyError(
+                f"prepare must be True, False or None (the default), got {prepare!r}. True: "
+                "copy each table on its first query; False: never copy a row-level table; "
+                "None: copy it from the second query where its rows cannot change.")
+        self._session_copies = SessionCopies(prepare)  # (which copies queries read)
         self._told_clamping = False  # (see _note_clamping)
         if type(budget) not in KINDS:
             raise PolicyError(
@@ -149,6 +155,16 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
         self._shared = shared_plans  # the process's plans, by policy content and schema
+
+    @property
+    def prepare(self) -> bool | None:
+        """``connect``'s ``prepare``: True, False, or None (the default: see
+        :mod:`privplan.session.copies`); a key of the cached plans."""
+        return self._session_copies.prepare
+
+    @prepare.setter
+    def prepare(self, value: bool | None) -> None:
+        self._session_copies.prepare = value
 
     # -- public API ------------------------------------------------------------------------
     @privplan_errors
@@ -451,34 +467,33 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         measures = [p.measure for p in planned]
         return engine_statement(core, types, measures, self.engine.dialect)
 
-    def _copies(self, core: CorePlan) -> bool:
-        """Whether the core reads a session copy: always for user level (the bounded rows);
-        for row level only in a prepared session (the rows with their SUM grids)."""
-        return core.unit is not None or self.prepare
-
     def _note_clamping(self, core: CorePlan, planned: list[PlannedMeasure]) -> None:
         """Say once per session (an INFO log) that a default DuckDB session computes SUM grids
         in every statement, and what makes it faster. Decided from the plan alone (a row-level
         core read from the table itself, a measure on a grid), never from a row."""
         if self._told_clamping or self.engine.dialect != "duckdb" or not any(
-                p.measure.kind not in COUNT_KINDS for p in planned):
+                p.measure.kind not in COUNT_KINDS for p in planned) or (
+                self._session_copies.automatic(core, self.engine)) or self.prepare is False:
             return
         self._told_clamping = True
         logging.getLogger("privplan").info(
             "this session puts every row of %s onto its SUM grid in each statement (2-5x the "
-            "plain query on a large table); pp.connect(..., prepare=True) or `privplan prepare "
-            "DB --policy P` do it once (README, Speed)", core.table)
+            "plain query on a large table): its rows can change while the session is open (a "
+            "registered object, a file source or a caller's connection), so the session makes "
+            "no copy of them on its own; pp.connect(..., prepare=True) copies them on the first "
+            "query, `privplan prepare DB --policy P` once for a DuckDB file (README, Speed)",
+            core.table)
 
     def _run_core(self, core: CorePlan, planned: list[PlannedMeasure], stmt: str
                   ) -> NoisyColumns:
-        if not self._copies(core) and not core.prebounded:
+        # the copy (bounded rows, SUM grids) is a deterministic function of the data and the
+        # policy, so it is kept for the session and later queries read it directly (made only
+        # now, after the charge: see session.copies)
+        made = self._session_copies.copy_for(core, self.engine)
+        if made is not None:
+            stmt = self._engine_sql(replace(core, table_sql=made, prebounded=True), planned)
+        elif not core.prebounded:
             self._note_clamping(core, planned)
-        if self._copies(core) and not core.prebounded:
-            # the copy (bounded rows, SUM grids) is a deterministic function of the data and the
-            # policy, so it is kept for the session and later queries read it directly
-            bounded = replace(core, table_sql=self.engine.materialize(bounded_select(core)),
-                              prebounded=True)
-            stmt = self._engine_sql(bounded, planned)
         exact = self.engine.run(stmt)
         columns = dict(exact.items())
         check_one_row_per_key(core, columns)  # (before any noise is drawn)
@@ -494,7 +509,7 @@ def connect(
     budget: B,
     ledger: Any = None,
     exact_limit: int | None = None,
-    prepare: bool = False,
+    prepare: bool | None = None,
     composition: str = "additive",
     engine: None = None,
 ) -> Session[B]:
@@ -511,6 +526,10 @@ def connect(
     already clamped to its SUM grid (user-level tables always get such a copy, of their bounded
     rows), so later queries do not clamp every row again. The copy is a snapshot: changes to
     the table after it was made are not seen by the session (``register`` makes a new one).
+    The default (``prepare=None``) makes that copy itself from the second query over a table
+    whose rows cannot change while the session is open (a DuckDB file privplan opened, read
+    only), where the copy is the table; ``prepare=False`` never copies a row-level table
+    (:mod:`privplan.session.copies`).
 
     ``composition="pld"`` (for ``budget=ApproxDP(ε, δ)``): compose releases by their exact
     privacy-loss distributions over the worst affected set instead of adding ε and δ — Gaussian
