@@ -94,6 +94,11 @@ class Server:
                 self._clients.pop(pid, None)
             self._slots.release()
 
+    def wait(self) -> None:
+        """Block until the server is closed (``privplan serve`` waits here for Ctrl-C)."""
+        while not self._closed.wait(1.0):
+            pass
+
     def close(self, timeout: float = 10.0) -> None:
         """Stop accepting, shut every connection down and wait for their threads."""
         if self._closed.is_set():

@@ -31,7 +31,7 @@ import scramp
 from privplan.accounting.definitions import build, kind_for
 from privplan.errors import PolicyError
 
-__all__ = ["ITERATIONS", "User", "add_user", "load_users", "make_user"]
+__all__ = ["ITERATIONS", "User", "add_user", "check_budget", "load_users", "make_user"]
 
 ITERATIONS = 4096  # PostgreSQL's default scram_iterations
 _FORMAT = "privplan-users"
@@ -54,7 +54,7 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def _checked_budget(budget: dict[str, float]) -> dict[str, float]:
+def check_budget(budget: dict[str, float]) -> dict[str, float]:
     kind = kind_for(budget)
     if kind is None:
         raise PolicyError(f"the budget {budget} names no privacy definition. Fix: give "
@@ -77,7 +77,7 @@ def make_user(name: str, password: str, budget: dict[str, float]) -> User:
     salt, stored, server, iterations = scramp.ScramMechanism().make_auth_info(
         password, iteration_count=ITERATIONS)
     return User(name, bytes(salt), int(iterations), bytes(stored), bytes(server),
-                _checked_budget(budget))
+                check_budget(budget))
 
 
 def _record(user: User) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def _user(name: str, record: Any, where: str) -> User:
         if not isinstance(iterations, int) or iterations < 1 or len(raw[1]) != 32 or \
                 len(raw[2]) != 32 or not raw[0]:
             raise ValueError
-        budget = _checked_budget(dict(record["budget"]))
+        budget = check_budget(dict(record["budget"]))
     except (KeyError, TypeError, ValueError, binascii.Error):
         raise PolicyError(f"{where}: the entry of user {name!r} is malformed. Fix: remove it "
                           "and add the user again with `privplan users add`.") from None
