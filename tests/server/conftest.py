@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -66,20 +67,40 @@ class Running:
         return f"host={self.host} port={self.port} user={user} dbname=demo sslmode={sslmode}"
 
 
+@dataclass
+class Data:
+    folder: Path
+    database: Path
+    users: Path
+    cert: Path
+    key: Path
+
+    def start(self, ledger: str = "data.ledger.sqlite", **kw: Any) -> Running:
+        """A server over this data (TLS on, ε = 3 in total), on a free port."""
+        path = self.folder / ledger
+        kw.setdefault("startup_timeout", 5.0)
+        server = serve(self.database, policy=demo_policy_path(), ledger=path, users=self.users,
+                       budget=pp.PureDP(3), listen=("127.0.0.1", 0), tls_cert=self.cert,
+                       tls_key=self.key, **kw)
+        host, port = server.address
+        return Running(server, host, port, path, self.folder)
+
+
 @pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def data(tmp_path_factory: pytest.TempPathFactory) -> Data:
     folder = tmp_path_factory.mktemp("serve")
     database = write_demo_database(folder / "demo.duckdb", rows=2000)
     users = folder / "users.json"
     for name, password in PASSWORDS.items():
         add_user(users, make_user(name, password, {"epsilon": 1.0}))
     cert, key = make_certificate(folder)
-    ledger = folder / "data.ledger.sqlite"
-    server = serve(database, policy=demo_policy_path(), ledger=ledger, users=users,
-                   budget=pp.PureDP(3), listen=("127.0.0.1", 0), tls_cert=cert, tls_key=key,
-                   startup_timeout=5.0)
-    host, port = server.address
+    return Data(folder, database, users, cert, key)
+
+
+@pytest.fixture(scope="module")
+def running(data: Data) -> Iterator[Running]:
+    started = data.start()
     try:
-        yield Running(server, host, port, ledger, folder)
+        yield started
     finally:
-        server.close()
+        started.server.close()

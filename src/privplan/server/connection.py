@@ -353,7 +353,9 @@ class ClientConnection:
         for row in rows:
             self._send(m.data_row(row))
         portal.sent = len(answer.rows)
-        self._send(m.command_complete(answer.tag))
+        # (after a suspension, as PostgreSQL: the rows this Execute returned)
+        tag = f"SELECT {len(rows)}" if answer.tag.startswith("SELECT ") else answer.tag
+        self._send(m.command_complete(tag))
 
 
 def _placeholders(sql: str) -> int:
