@@ -97,7 +97,7 @@ def test_without_a_budget_the_query_is_refused_before_planning(running: Running)
         before = running.spent()
         with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
             con.execute("SELECT COUNT(*) FROM visits")
-        assert "SET privplan.epsilon" in (info.value.diag.message_hint or "")
+        assert "SET privplan.epsilon = ..." in (info.value.diag.message_hint or "")
         assert running.spent() == before
 
 
@@ -157,3 +157,18 @@ def test_transactions_are_accepted_and_rollback_warns(running: Running) -> None:
         assert con.execute("SELECT 1").fetchone() == (1,)
         con.rollback()
     assert any("restores no privacy budget" in n for n in notices)
+
+
+def test_startup_parameters_set_no_budget_and_no_user(running: Running) -> None:
+    """Whatever a client puts in its startup packet (options, a user name written as SQL) sets
+    no budget and lets no one in."""
+    before = running.spent()
+    with connect(running, options="-c privplan.epsilon=5 -c privplan.rho=1") as con:
+        assert con.execute("SHOW privplan.epsilon").fetchone() == ("",)
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            con.execute("SELECT COUNT(*) FROM visits")
+    for user in ("alice' OR '1'='1", "alice\tbob", "ALICE", "alice "):
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(host=running.host, port=running.port, user=user, dbname="demo",
+                            password=PASSWORDS["alice"], sslmode="require", connect_timeout=10)
+    assert running.spent() == before

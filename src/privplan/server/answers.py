@@ -22,7 +22,7 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from privplan.accounting.definitions import keyword_menu
+from privplan.accounting.definitions import join_or, keyword_menu
 from privplan.dbapi.connection import Connection
 from privplan.dbapi.free import _columns, _free_answer, _rows
 from privplan.dbapi.tables import refuse_table_read
@@ -96,9 +96,9 @@ class Answerer:
             raise ClientError(
                 "22023", "no privacy budget for this query, and privplan never picks one for "
                 "you (every answer spends some of the data's budget)",
-                hint="run SET privplan.epsilon = 0.1 (or privplan.rho, privplan.mu; "
-                f"{', '.join(keyword_menu())}) first, or use SELECT WITH "
-                "DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...)")
+                hint="set the budget of each later query first: "
+                f"{join_or(keyword_menu(lambda n: f'SET privplan.{n} = ...'))}; or write it "
+                "in the query: SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) ...")
         extra = {k: kwargs.pop(k) for k in QUERY_OPTIONS if k in kwargs}
         try:
             value = session.query_value(kwargs)
