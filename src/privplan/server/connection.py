@@ -15,7 +15,8 @@ Privacy: every query goes through the Answerer (the Session's gate and charge be
 release). Errors reach the client as privplan's message with a SQLSTATE; any other exception
 is logged here with its type only and the client is told "internal error": no traceback or
 engine text is ever sent. Limits: the message size cap (the reader checks it before
-buffering), a startup/authentication timeout and an idle timeout.
+buffering), a startup/authentication timeout, an idle timeout, and at most 1000 prepared
+statements and 1000 portals per connection.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from privplan.sql.params import Style, bind_params
 __all__ = ["ClientConnection"]
 
 _STYLE = Style(call="Bind", named="$")
+_MAX_NAMED = 1000  # prepared statements, and portals, one connection may hold (memory bound)
 
 
 class _Closed(Exception):
@@ -278,6 +280,9 @@ class ClientConnection:
                                   "statement")
             if msg.name and msg.name in self.statements:
                 raise ClientError("42P05", f"prepared statement \"{msg.name}\" already exists")
+            if len(self.statements) >= _MAX_NAMED:
+                raise ClientError("53400", f"more than {_MAX_NAMED} prepared statements on one "
+                                  "connection: close some (Close, DEALLOCATE)")
             self.statements[msg.name] = _Prepared(msg.sql, msg.param_types)
             self._send(m.parse_complete())
         elif isinstance(msg, w.Bind):
@@ -309,6 +314,9 @@ class ClientConnection:
         sql = bind_params(prepared.sql, values, _STYLE) if values else prepared.sql
         if msg.portal and msg.portal in self.portals:
             raise ClientError("42P03", f"cursor \"{msg.portal}\" already exists")
+        if len(self.portals) >= _MAX_NAMED:
+            raise ClientError("53400", f"more than {_MAX_NAMED} open portals on one connection: "
+                              "close some")
         self.portals[msg.portal] = _Portal(sql)
         self._send(m.bind_complete())
 
