@@ -159,14 +159,20 @@ def test_transactions_are_accepted_and_rollback_warns(running: Running) -> None:
     assert any("restores no privacy budget" in n for n in notices)
 
 
-def test_startup_parameters_set_no_budget_and_no_user(running: Running) -> None:
-    """Whatever a client puts in its startup packet (options, a user name written as SQL) sets
-    no budget and lets no one in."""
+def test_startup_options_set_the_budget_as_set_does_and_let_no_one_in(
+        running: Running) -> None:
+    """``-c privplan.epsilon=...`` in the startup options is the connection's SET (checked as
+    one); nothing in a startup packet (other options, a user name written as SQL) lets anyone in
+    or charges anything."""
+    with connect(running, options="-c privplan.epsilon=0.125 -c work_mem=1MB") as con:
+        assert con.execute("SHOW privplan.epsilon").fetchone() == ("0.125",)
+        before = running.spent() or Fraction(0)
+        con.execute("SELECT COUNT(*) FROM visits")
+        assert running.spent() == before + Fraction(1, 8)
     before = running.spent()
-    with connect(running, options="-c privplan.epsilon=5 -c privplan.rho=1") as con:
-        assert con.execute("SHOW privplan.epsilon").fetchone() == ("",)
-        with pytest.raises(psycopg.errors.InvalidParameterValue):
-            con.execute("SELECT COUNT(*) FROM visits")
+    for bad in ("-c privplan.epsilon=-1", "-c privplan.epsilon=abc", "-c privplan.sneaky=1"):
+        with pytest.raises(psycopg.OperationalError, match="startup parameter"):
+            connect(running, options=bad)
     for user in ("alice' OR '1'='1", "alice\tbob", "ALICE", "alice "):
         with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
             psycopg.connect(host=running.host, port=running.port, user=user, dbname="demo",

@@ -205,6 +205,10 @@ class ClientConnection:
             self._fatal("58000", "the server could not open its privplan session"
                         + (f": {known.message}" if known else ""))
         self.answerer = Answerer(session, self.startup_params)
+        try:
+            self.answerer.settings.apply_startup(self.startup_params)
+        except ClientError as err:
+            self._fatal(err.code, f"startup parameter: {err.message}")
         for name, value in self.answerer.settings.reported().items():
             self._send(m.parameter_status(name, value))
         self._send(m.backend_key_data(self.pid, secrets.randbits(32)))

@@ -188,6 +188,7 @@ def serve(database: str | os.PathLike[str], *, policy: Any, ledger: str | os.Pat
                           secret=secrets.token_bytes(32), tls=tls, tls_required=tls_required,
                           max_message=max_message, startup_timeout=startup_timeout,
                           idle_timeout=idle_timeout, max_connections=max_connections)
-    sock = socket.create_server(listen, reuse_port=False)
+    family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
+    sock = socket.create_server(listen, family=family)
     sock.listen(128)
     return Server(sock, config)

@@ -47,6 +47,23 @@ def _unquote(value: str) -> str:
     return value
 
 
+def _option_pairs(options: str) -> list[str]:
+    """The ``name=value`` of each ``-c name=value``, ``-cname=value`` or ``--name=value`` of a
+    startup ``options`` string (words split at spaces not escaped by a backslash)."""
+    words = [w.replace("\\ ", " ") for w in re.split(r"(?<!\\)\s+", options.strip()) if w]
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "-c" and i + 1 < len(words):
+            out.append(words[i + 1])
+            i += 1
+        elif word.startswith(("-c", "--")) and word != "-c":
+            out.append(word[2:])
+        i += 1
+    return [pair for pair in out if "=" in pair]
+
+
 class Settings:
     """One connection's settings (startup parameters, SETs, the per-query budget)."""
 
@@ -61,6 +78,19 @@ class Settings:
         self.budget: dict[str, float] = {}
         self._totals = totals
         self.in_transaction = False
+
+    def apply_startup(self, params: dict[str, str]) -> None:
+        """The ``privplan.*`` settings of a startup packet: as parameters of their own (drivers'
+        ``server_settings``) or in ``options`` (``-c privplan.epsilon=0.1``, libpq's
+        ``PGOPTIONS``). Each is checked as its ``SET`` is (a bad one refuses the connection);
+        other options are ignored, as other ``SET``s change nothing."""
+        for key, value in params.items():
+            if key.lower().startswith("privplan."):
+                self._set(key, value)
+        for pair in _option_pairs(params.get("options", "")):
+            name, _, value = pair.partition("=")
+            if name.lower().startswith("privplan."):
+                self._set(name, value)
 
     def reported(self) -> dict[str, str]:
         """The ParameterStatus values sent after authentication."""
