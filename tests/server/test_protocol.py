@@ -139,3 +139,28 @@ def test_concurrent_analysts_are_charged_exactly(data: Data) -> None:
         assert admitted == 24 and started.spent() == Fraction(3)  # ε = 3 is 24 × 0.125
     finally:
         started.server.close()
+
+
+def test_the_startup_deadline_covers_the_whole_handshake(data: Data) -> None:
+    """A client that trickles its startup packet a byte at a time (each byte well within the
+    timeout) is still cut off at the deadline."""
+    import time
+
+    started = data.start("trickle.ledger.sqlite", startup_timeout=1.0)
+    try:
+        with socket.create_connection((started.host, started.port), timeout=10) as sock:
+            t0 = time.monotonic()
+            packet = _startup("alice")
+            try:
+                for byte in packet[:-1]:
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.05)
+            except OSError:
+                pass
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+            assert _codes(_read_messages(reply)) == ["57P05"]
+            assert time.monotonic() - t0 < 5
+    finally:
+        started.server.close()

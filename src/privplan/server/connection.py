@@ -13,10 +13,11 @@ Execute. After an error, messages are skipped up to Sync, as PostgreSQL does.
 
 Privacy: every query goes through the Answerer (the Session's gate and charge before any
 release). Errors reach the client as privplan's message with a SQLSTATE; any other exception
-is logged here with its type only and the client is told "internal error": no traceback or
+is logged on the server (with its traceback) and the client is told "internal error": no traceback or
 engine text is ever sent. Limits: the message size cap (the reader checks it before
-buffering), a startup/authentication timeout, an idle timeout, and at most 1000 prepared
-statements and 1000 portals per connection.
+buffering), one deadline for the whole startup and authentication (a client trickling bytes
+cannot stretch it), an idle timeout, and at most 1000 prepared statements and 1000 portals per
+connection.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import re
 import secrets
 import socket
 import ssl
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import NoReturn
@@ -76,6 +78,7 @@ class ClientConnection:
         self.statements: dict[str, _Prepared] = {}
         self.portals: dict[str, _Portal] = {}
         self.skipping = False
+        self.deadline: float | None = None
 
     # -- I/O ----------------------------------------------------------------------------
     def _send(self, data: bytes) -> None:
@@ -89,6 +92,11 @@ class ClientConnection:
     def _next(self) -> w.FrontendMessage:
         while not self.inbox:
             self._flush()
+            if self.deadline is not None:  # (startup: one deadline for the whole handshake)
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError()
+                self.sock.settimeout(left)
             data = self.sock.recv(65536)
             if not data:
                 raise _Closed()
@@ -102,10 +110,11 @@ class ClientConnection:
     # -- the whole connection ------------------------------------------------------------
     def run(self) -> None:
         try:
-            self.sock.settimeout(self.config.startup_timeout)
+            self.deadline = time.monotonic() + self.config.startup_timeout
             user = self._startup()
             self._authenticate(user)
             self._ready_session()
+            self.deadline = None
             self.sock.settimeout(self.config.idle_timeout)
             while True:
                 self._dispatch(self._next())
