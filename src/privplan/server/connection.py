@@ -13,8 +13,8 @@ Execute. After an error, messages are skipped up to Sync, as PostgreSQL does.
 
 Privacy: every query goes through the Answerer (the Session's gate and charge before any
 release). Errors reach the client as privplan's message with a SQLSTATE; any other exception
-is logged on the server (with its traceback) and the client is told "internal error": no traceback or
-engine text is ever sent. Limits: the message size cap (the reader checks it before
+is logged on the server (with its traceback) and the client is told "internal error": no
+traceback or engine text is ever sent. Limits: the message size cap (the reader checks it before
 buffering), one deadline for the whole startup and authentication (a client trickling bytes
 cannot stretch it), an idle timeout, and at most 1000 prepared statements and 1000 portals per
 connection.
