@@ -88,7 +88,8 @@ def test_an_unknown_users_salt_is_stable_like_a_real_one(users: dict) -> None:
     assert salt("alice") == base64.b64encode(users["alice"].salt).decode()
 
 
-@pytest.mark.parametrize("proof", ["", "AAAA", "not base64!", base64.b64encode(b"\0" * 32).decode()])
+@pytest.mark.parametrize("proof", ["", "AAAA", "not base64!",
+                                   base64.b64encode(b"\0" * 32).decode()])
 def test_empty_and_malformed_proofs_are_refused(users: dict, proof: str) -> None:
     assert _refusal(users, "alice", "correct horse", proof) == "password authentication failed"
 
