@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -12,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
@@ -27,6 +24,21 @@ PASSWORDS = {"alice": "correct horse", "bob": "battery staple"}
 
 
 def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost/127.0.0.1 and its key: with the ``cryptography``
+    package where it is installed, else with the ``openssl`` command."""
+    cert_path, key_path = folder / "server.crt", folder / "server.key"
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key_path),
+                        "-out", str(cert_path), "-days", "1", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True, timeout=60)
+        return cert_path, key_path
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
@@ -38,7 +50,6 @@ def make_certificate(folder: Path) -> tuple[Path, Path]:
                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                 critical=False)
             .sign(key, hashes.SHA256()))
-    cert_path, key_path = folder / "server.crt", folder / "server.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
                                            serialization.PrivateFormat.PKCS8,
