@@ -178,3 +178,30 @@ def test_startup_options_set_the_budget_as_set_does_and_let_no_one_in(
             psycopg.connect(host=running.host, port=running.port, user=user, dbname="demo",
                             password=PASSWORDS["alice"], sslmode="require", connect_timeout=10)
     assert running.spent() == before
+
+
+def test_sqlalchemy_and_pandas_read_sql(running: Running) -> None:
+    """SQLAlchemy's ``postgresql+psycopg`` dialect (what it asks on connect: version(),
+    current_schema(), SHOW TRANSACTION ISOLATION LEVEL, savepoints) and ``pandas.read_sql``
+    with a bound parameter. (``use_native_hstore=False``: its hstore lookup reads pg_type, and
+    pg_catalog is not answered yet.)"""
+    import pandas as pd
+    import sqlalchemy as sa
+
+    url = (f"postgresql+psycopg://alice:{PASSWORDS['alice'].replace(' ', '%20')}@"
+           f"{running.host}:{running.port}/demo?sslmode=require"
+           "&options=-c%20privplan.epsilon%3D0.125")
+    engine = sa.create_engine(url, use_native_hstore=False)
+    try:
+        before = running.spent() or Fraction(0)
+        with engine.connect() as con:
+            frame = pd.read_sql("SELECT hospital, COUNT(*) AS n FROM visits "
+                                "GROUP BY hospital ORDER BY hospital", con)
+            assert list(frame["hospital"]) == ["A", "B", "C", "D"]
+            older = pd.read_sql(sa.text("SELECT COUNT(*) AS n FROM visits WHERE age > :a"),
+                                con, params={"a": 50})
+            assert list(older.columns) == ["n"] and len(older) == 1
+            assert con.execute(sa.text("SELECT current_schema()")).scalar() == "main"
+        assert running.spent() == before + Fraction(1, 4)
+    finally:
+        engine.dispose()

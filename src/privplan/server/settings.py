@@ -1,5 +1,6 @@
 """Statements a server answers from its own settings, free: ``SET``/``SHOW``/``RESET``,
-transaction commands, ``SELECT version()`` and ``current_setting(...)``.
+transaction commands, ``SELECT version()``, ``current_setting(...)``, ``current_schema()``,
+``current_database()`` and ``current_user`` (what drivers ask on connect).
 
 ``SET privplan.epsilon = 0.1`` (and ``delta``, ``rho``, ``mu``) sets the budget of each later DP
 query of the connection; ``SHOW privplan.spent`` / ``privplan.remaining`` / ``privplan.budget``
@@ -19,6 +20,7 @@ import re
 from collections.abc import Callable
 
 from privplan.accounting.definitions import budget_keywords
+from privplan.dbapi.free import DEFAULT_SCHEMA
 from privplan.server.formats import Answer
 from privplan.server.sqlstate import ClientError
 
@@ -29,15 +31,24 @@ _NAME = r"([A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?)"
 _SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?" + _NAME + r"\s*(?:=|\bTO\b)\s*(.*)",
                   re.IGNORECASE | re.DOTALL)
 _SET_TZ = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.*)", re.IGNORECASE | re.DOTALL)
+_SHOW_ISOLATION = re.compile(r"SHOW\s+TRANSACTION\s+ISOLATION\s+LEVEL", re.IGNORECASE)
 _SHOW = re.compile(r"SHOW\s+" + _NAME, re.IGNORECASE)
 _RESET = re.compile(r"RESET\s+" + _NAME, re.IGNORECASE)
 _VERSION = re.compile(r"SELECT\s+(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)", re.IGNORECASE)
 _CURRENT = re.compile(r"SELECT\s+(?:pg_catalog\s*\.\s*)?current_setting\s*\(\s*'([^']*)'\s*\)",
                       re.IGNORECASE)
+_IDENTITY = re.compile(r"SELECT\s+(?:pg_catalog\s*\.\s*)?(current_schema|current_database)"
+                       r"\s*\(\s*\)|SELECT\s+(current_user|session_user|user)", re.IGNORECASE)
 _BEGIN = re.compile(r"(BEGIN|START\s+TRANSACTION)(\s+.*)?", re.IGNORECASE | re.DOTALL)
 _END = re.compile(r"(COMMIT|END|ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?", re.IGNORECASE)
+_SAVEPOINT = re.compile(r"(SAVEPOINT|RELEASE(?:\s+SAVEPOINT)?|ROLLBACK\s+TO(?:\s+SAVEPOINT)?)"
+                        r"\s+(\"[^\"]+\"|\w+)", re.IGNORECASE)
 _QUIET = re.compile(r"(DISCARD\s+ALL|DEALLOCATE\s+(PREPARE\s+)?(ALL|\w+)|UNLISTEN\s+\*)",
                     re.IGNORECASE)
+
+
+_NO_UNDO = ("privplan: ROLLBACK restores no privacy budget: every answer was charged before "
+            "it was released")
 
 
 def _unquote(value: str) -> str:
@@ -74,8 +85,12 @@ class Settings:
             "standard_conforming_strings": "on", "TimeZone": "UTC",
             "IntervalStyle": "postgres", "is_superuser": "off",
             "application_name": startup.get("application_name", ""),
-            "transaction_isolation": "serializable", "max_identifier_length": "63"}
+            "transaction_isolation": "read committed", "max_identifier_length": "63"}
         self.budget: dict[str, float] = {}
+        user = startup.get("user", "")
+        self._identity = {"current_schema": DEFAULT_SCHEMA, "user": user, "current_user": user,
+                          "session_user": user,
+                          "current_database": startup.get("database", user) or "privplan"}
         self._totals = totals
         self.in_transaction = False
 
@@ -109,6 +124,8 @@ class Settings:
             return self._set(m.group(1), _unquote(m.group(2)))
         if m := _RESET.fullmatch(text):
             return self._set(m.group(1), None)
+        if _SHOW_ISOLATION.fullmatch(text):
+            return self._show("transaction_isolation")
         if m := _SHOW.fullmatch(text):
             return self._show(m.group(1))
         if _VERSION.fullmatch(text):
@@ -116,9 +133,15 @@ class Settings:
                                 [(f"PostgreSQL {SERVER_VERSION}, privplan DP SQL server",)])
         if m := _CURRENT.fullmatch(text):
             return Answer.table([("current_setting", "VARCHAR")], [(self._get(m.group(1)),)])
+        if m := _IDENTITY.fullmatch(text):
+            name = (m.group(1) or m.group(2)).lower()
+            return Answer.table([(name, "VARCHAR")], [(self._identity[name],)])
         return self._transaction(text)
 
     def _transaction(self, text: str) -> Answer | None:
+        if m := _SAVEPOINT.fullmatch(text):
+            word = m.group(1).split()[0].upper()
+            return Answer(word, notices=[_NO_UNDO] if word == "ROLLBACK" else [])
         if _BEGIN.fullmatch(text):
             self.in_transaction = True
             return Answer("BEGIN")
@@ -126,9 +149,7 @@ class Settings:
             self.in_transaction = False
             word = m.group(1).upper()
             if word in ("ROLLBACK", "ABORT"):
-                return Answer("ROLLBACK", notices=[
-                    ("privplan: ROLLBACK restores no privacy budget: every answer was charged "
-                     "before it was released")])
+                return Answer("ROLLBACK", notices=[_NO_UNDO])
             return Answer("COMMIT")
         if _QUIET.fullmatch(text):
             return Answer(text.split()[0].upper())
