@@ -28,9 +28,11 @@ __all__ = ["SERVER_VERSION", "Settings"]
 
 SERVER_VERSION = "15.0 (privplan)"
 _NAME = r"([A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?)"
-_SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?" + _NAME + r"\s*(?:=|\bTO\b)\s*(.*)",
+_VALUE = r"((?:'(?:[^']|'')*'|\"[^\"]*\"|[^;'\"])*)"  # (no statement can follow a value)
+_SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?" + _NAME + r"\s*(?:=|\bTO\b)\s*" + _VALUE,
                   re.IGNORECASE | re.DOTALL)
-_SET_TZ = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.*)", re.IGNORECASE | re.DOTALL)
+_SET_TZ = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+" + _VALUE,
+                     re.IGNORECASE | re.DOTALL)
 _SHOW_ISOLATION = re.compile(r"SHOW\s+TRANSACTION\s+ISOLATION\s+LEVEL", re.IGNORECASE)
 _SHOW = re.compile(r"SHOW\s+" + _NAME, re.IGNORECASE)
 _RESET = re.compile(r"RESET\s+" + _NAME, re.IGNORECASE)
