@@ -164,3 +164,35 @@ def test_the_startup_deadline_covers_the_whole_handshake(data: Data) -> None:
             assert time.monotonic() - t0 < 5
     finally:
         started.server.close()
+
+
+def test_a_replayed_scram_exchange_is_refused(running: Running) -> None:
+    """The messages of a successful login, sent again on a new connection, do not log in (the
+    server's nonce is new each time, so the recorded proof signs the wrong exchange)."""
+    from tests.server.test_scram import Client
+
+    client = Client(PASSWORDS["bob"])
+    first = client.first()
+    initial = _msg(b"p", b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first)
+    with socket.create_connection((running.host, running.port), timeout=20) as sock:
+        _talk_until(sock, _startup("bob"), b"R")
+        ((_, body),) = _talk_until(sock, initial, b"R")
+        final = _msg(b"p", client.final(body[4:]))
+        assert _talk(sock, final)[-1][0] == b"Z"  # the genuine login
+    with socket.create_connection((running.host, running.port), timeout=20) as sock:
+        _talk_until(sock, _startup("bob"), b"R")
+        _talk_until(sock, initial, b"R")
+        assert _codes(_talk(sock, final)) == ["28P01"]
+
+
+def _talk_until(sock: socket.socket, data: bytes, kind: bytes) -> list[tuple[bytes, bytes]]:
+    sock.sendall(data)
+    buf = b""
+    while True:
+        buf += sock.recv(65536)
+        try:
+            messages = _read_messages(buf)
+        except (AssertionError, struct.error):
+            continue
+        if messages and messages[-1][0] == kind:
+            return messages

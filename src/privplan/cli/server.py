@@ -95,6 +95,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host, port = server.address
     print(f"privplan: serving on {host}:{port} (TLS {'on' if args.tls_cert else 'off'}); "
           "Ctrl-C stops", file=sys.stderr)
+    if not args.tls_cert:
+        print("privplan: without TLS the password stays safe (SCRAM) but queries and answers "
+              "cross the network in cleartext: pass --tls-cert and --tls-key", file=sys.stderr)
     try:
         server.wait()
     except KeyboardInterrupt:
