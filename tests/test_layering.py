@@ -27,7 +27,7 @@ CORE = ("privplan.accounting", "privplan.analysis", "privplan.mechanisms", "priv
         "privplan.planning", "privplan.gate", "privplan.rewrite", "privplan.policy",
         "privplan.ledger")
 FACES = ("privplan.cli", "privplan.dbapi", "privplan.sqlalchemy_dialect", "privplan.pandas",
-         "privplan.views", "privplan.report", "privplan.demo")
+         "privplan.views", "privplan.report", "privplan.demo", "privplan.server")
 _CONTRACTS = {
     "privplan.accounting": ("duckdb", "pandas", "privplan.engines", "privplan.session.session",
                             "privplan.planning.engine_semantics"),

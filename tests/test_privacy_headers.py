@@ -16,7 +16,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "privplan"
 PACKAGES = ("accounting", "mechanisms", "analysis", "planning", "rewrite", "gate", "ledger",
-            "sql/aggregates")
+            "sql/aggregates", "server")
 MODULES = ("session/session.py", "sql/builder.py", "sql/measures.py", "sql/per_unit.py",
            "assemble.py")
 

@@ -1,5 +1,6 @@
 """The ``privplan`` command: ``demo``, ``query``, ``explain``, ``budget``, ``prepare``,
-``ledger verify|backup|seal|migrate``, ``report plan``, ``report run``, ``audit verify``.
+``ledger verify|backup|seal|migrate``, ``report plan``, ``report run``, ``audit verify``,
+``serve``, ``users add``.
 
 Errors print as one readable line (plus the detail) and exit with status 2; a budget refusal
 exits with status 3. A mistake in the arguments themselves (a missing or unknown flag, a word
@@ -465,8 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func, checks={"database": "database", "policy": "policy",
                                           "ledger": "new_ledger"})
     from privplan.cli.report import add_report_commands
+    from privplan.cli.server import add_server_commands
 
     add_report_commands(sub)
+    add_server_commands(sub)
     return parser
 
 

@@ -1,0 +1,110 @@
+"""One connection's statements answered: free ones from the server's settings or the policy,
+every other one as a DP query through :meth:`privplan.Session.sql`.
+
+Per statement, in order: a server statement (:mod:`privplan.server.settings`: SET, SHOW,
+version(), transactions); a statement the DB-API answers free (constant selects and
+``information_schema`` queries answered from the policy on an empty sandbox:
+:mod:`privplan.dbapi.free`); otherwise a DP query. Its budget is the query's own BigQuery
+``OPTIONS(epsilon=...)`` clause, else the connection's ``SET privplan.epsilon`` (delta, rho, mu);
+without either it is refused before anything is planned. The cost of each answer goes to the
+client as a NOTICE.
+
+Privacy: the only path to private rows is ``Session.sql`` (the gate, the charge, then the
+release); the free paths read settings, the ledger's totals and the policy's schema only. A
+statement that fails is answered with privplan's message, never an engine's or Python's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
+
+from privplan.accounting.definitions import join_or, keyword_menu
+from privplan.dbapi.connection import Connection
+from privplan.dbapi.free import _columns, _free_answer, _rows
+from privplan.dbapi.tables import refuse_table_read
+from privplan.server.formats import Answer
+from privplan.server.settings import Settings
+from privplan.server.sqlstate import ClientError
+from privplan.session.session import Session
+from privplan.sql.bigquery import QUERY_OPTIONS, apply_dp_clause
+
+__all__ = ["Answerer", "split_statements"]
+
+
+def split_statements(sql: str) -> list[str]:
+    """The statements of a simple Query, split at top-level semicolons (found by sqlglot's
+    tokenizer, so one inside a string or comment is not a split); a text the tokenizer cannot
+    read is one statement (privplan then says what is wrong with it)."""
+    try:
+        tokens = DuckDB().tokenizer_class().tokenize(sql)
+    except TokenError:
+        return [sql] if sql.strip() else []
+    out: list[str] = []
+    start = 0
+    has_tokens = False
+    for t in tokens:
+        if t.token_type == TokenType.SEMICOLON:
+            if has_tokens:
+                out.append(sql[start:t.start])
+            start, has_tokens = t.end + 1, False
+        else:
+            has_tokens = True
+    if has_tokens:
+        out.append(sql[start:])
+    return out
+
+
+class Answerer:
+    """Answers one connection's statements over its own Session (which shares the server's
+    ledger file with every other connection)."""
+
+    def __init__(self, session: Session, startup: dict[str, str]) -> None:
+        self.session = session
+        self._schema = Connection(session)  # (for the DB-API's free answers only)
+        self.settings = Settings(startup, self._total)
+
+    def close(self) -> None:
+        self._schema.close()
+
+    def _total(self, which: str) -> str:
+        s = self.session
+        value = {"spent": s.spent, "remaining": s.remaining, "budget": lambda: s.budget}[which]()
+        return str(value.describe())
+
+    def answer(self, sql: str) -> Answer:
+        """The answer of one statement (raises :class:`ClientError` or a privplan error)."""
+        server = self.settings.answer(sql)
+        if server is not None:
+            return server
+        free = _free_answer(self._schema, sql)
+        if free is not None:
+            return Answer.table(free.columns, free.rows,
+                                ["privplan: reads no private row: answered without a charge"])
+        return self._dp(sql)
+
+    def _dp(self, sql: str) -> Answer:
+        session = self.session
+        refuse_table_read(session.policy, sql)
+        sql, kwargs = apply_dp_clause(sql, session.policy, session.kind, {})
+        if not kwargs:
+            kwargs = dict(self.settings.budget)
+        if not any(k not in QUERY_OPTIONS for k in kwargs):
+            raise ClientError(
+                "22023", "no privacy budget for this query, and privplan never picks one for "
+                "you (every answer spends some of the data's budget)",
+                hint="set the budget of each later query first: "
+                f"{join_or(keyword_menu(lambda n: f'SET privplan.{n} = ...'))}; or write it "
+                "in the query: SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=...) ...")
+        extra = {k: kwargs.pop(k) for k in QUERY_OPTIONS if k in kwargs}
+        try:
+            value = session.query_value(kwargs)
+        except (ValueError, TypeError) as err:
+            raise ClientError("22023", f"invalid budget: {err}") from None
+        result: Any = session.sql(sql, budget=value, **extra)
+        notice = (f"privplan: this answer cost {result.cost.describe()}; spent "
+                  f"{session.spent().describe()} of {session.budget.describe()}")
+        return Answer.table(_columns(result.df), _rows(result.df), [notice])

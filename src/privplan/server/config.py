@@ -1,0 +1,34 @@
+"""What every connection of one server shares: users, how to open a Session, TLS and limits.
+
+Privacy: configuration only. ``open_session`` opens a Session over the server's one ledger file,
+so every connection's answers are charged to (and composed in) the data's one total budget.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from privplan.server.users import User
+from privplan.server.wire import DEFAULT_MAX_MESSAGE
+from privplan.session.session import Session
+
+__all__ = ["LOG", "ServerConfig"]
+
+LOG = logging.getLogger("privplan.server")
+
+
+@dataclass
+class ServerConfig:
+    users: Mapping[str, User]
+    open_session: Callable[[], Session]
+    secret: bytes  # per server: fake SCRAM salts for unknown users
+    tls: ssl.SSLContext | None = None
+    tls_required: bool = False
+    max_message: int = DEFAULT_MAX_MESSAGE
+    startup_timeout: float = 10.0
+    idle_timeout: float = 3600.0
+    max_connections: int = 64
+    extra: dict[str, str] = field(default_factory=dict)

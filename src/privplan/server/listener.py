@@ -1,0 +1,194 @@
+"""The TCP side of ``privplan serve``: a listening socket, one thread per connection.
+
+:func:`serve` checks everything it can before it listens (the users file, the database, the
+policy and the ledger, by opening one Session and closing it), then accepts connections on a
+background thread and returns a :class:`Server` (``.address``, ``.close()``; port 0 picks a
+free port, as tests do). Each connection runs :class:`~privplan.server.connection.ClientConnection`
+on its own thread, with its own Session over the server's one ledger file; whatever happens on
+one connection is contained there. Beyond ``max_connections`` a client is refused with 53300.
+
+Budget model of this first version: ONE durable ledger holding the data's total budget, shared
+by every analyst; every analyst's releases compose in it (collusion-safe). The per-analyst
+budgets of the users file are stored but not yet enforced separately.
+
+Privacy: opens Sessions only through :func:`privplan.connect`'s Session with the server's ledger;
+it answers nothing itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import socket
+import ssl
+import threading
+from pathlib import Path
+from typing import Any, Self
+
+import privplan.server.messages as m
+from privplan.errors import LedgerError, PolicyError
+from privplan.ledger.store import SQLiteLedger
+from privplan.server.config import LOG, ServerConfig
+from privplan.server.connection import ClientConnection
+from privplan.server.users import load_users
+from privplan.server.wire import DEFAULT_MAX_MESSAGE
+from privplan.session.session import Session
+
+__all__ = ["Server", "serve"]
+
+
+class Server:
+    """A running server: ``address`` (host, port), ``close()`` (stops accepting, closes every
+    connection, waits for their threads)."""
+
+    def __init__(self, sock: socket.socket, config: ServerConfig) -> None:
+        self._sock = sock
+        self.config = config
+        self.address: tuple[str, int] = sock.getsockname()[:2]
+        self._ids = itertools.count(1)
+        self._slots = threading.BoundedSemaphore(config.max_connections)
+        self._clients: dict[int, tuple[socket.socket, threading.Thread]] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="privplan-serve",
+                                        daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                if self._closed.is_set():
+                    return
+                continue
+            try:
+                self._start(client)
+            except Exception as err:  # noqa: BLE001 - never stop accepting for one client
+                LOG.error("accepting a connection: %s", type(err).__name__)
+                client.close()
+
+    def _start(self, client: socket.socket) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                client.sendall(m.error_response("53300", "too many connections to this "
+                                                "privplan server", severity="FATAL"))
+            finally:
+                client.close()
+            return
+        pid = next(self._ids)
+        thread = threading.Thread(target=self._run, args=(client, pid),
+                                  name=f"privplan-conn-{pid}", daemon=True)
+        with self._lock:
+            self._clients[pid] = (client, thread)
+        thread.start()
+
+    def _run(self, client: socket.socket, pid: int) -> None:
+        try:
+            ClientConnection(client, self.config, pid).run()
+        except Exception as err:  # noqa: BLE001 - run contains its own; the last guard
+            LOG.error("connection %d: %s", pid, type(err).__name__)
+        finally:
+            with self._lock:
+                self._clients.pop(pid, None)
+            self._slots.release()
+
+    def wait(self) -> None:
+        """Block until the server is closed (``privplan serve`` waits here for Ctrl-C)."""
+        while not self._closed.wait(1.0):
+            pass
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop accepting, shut every connection down and wait for their threads."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._thread.join(timeout)
+        with self._lock:
+            clients = list(self._clients.values())
+        for client, _ in clients:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for _, thread in clients:
+            thread.join(timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tls(cert: str | os.PathLike[str] | None, key: str | os.PathLike[str] | None
+         ) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise PolicyError("--tls-cert and --tls-key go together: give both (the certificate "
+                          "and its private key), or neither for a server without TLS.")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(str(cert), str(key))
+    except (OSError, ssl.SSLError) as err:
+        raise PolicyError(f"the TLS certificate '{cert}' or key '{key}' cannot be loaded "
+                          f"({type(err).__name__}: {err}). Fix: pass a PEM certificate and "
+                          "its PEM private key.") from None
+    return context
+
+
+def _budget(ledger: Path, budget: Any) -> Any:
+    if not ledger.exists() and budget is None:
+        raise LedgerError(f"no ledger at '{ledger}', and no total budget given to start one. "
+                          "Fix: pass the data's total budget (e.g. --total-epsilon 3), or the "
+                          "path of an existing ledger.")
+    if budget is not None:
+        return budget
+    store = SQLiteLedger(ledger)
+    try:
+        stored = store.stored_budget()
+    finally:
+        store.close()
+    if stored is None:
+        raise LedgerError(f"the ledger '{ledger}' records no budget yet. Fix: pass the data's "
+                          "total budget (e.g. --total-epsilon 3).")
+    return stored
+
+
+def serve(database: str | os.PathLike[str], *, policy: Any, ledger: str | os.PathLike[str],
+          users: str | os.PathLike[str], budget: Any = None,
+          listen: tuple[str, int] = ("127.0.0.1", 5433),
+          tls_cert: str | os.PathLike[str] | None = None,
+          tls_key: str | os.PathLike[str] | None = None, tls_required: bool = False,
+          max_message: int = DEFAULT_MAX_MESSAGE, startup_timeout: float = 10.0,
+          idle_timeout: float = 3600.0, max_connections: int = 64) -> Server:
+    """Start a privplan server (see the module docstring); ``budget`` is the data's total
+    (optional when the ledger exists: it remembers its own)."""
+    tls = _tls(tls_cert, tls_key)
+    if tls_required and tls is None:
+        raise PolicyError("--tls-required needs --tls-cert and --tls-key.")
+    known = load_users(users)
+    ledger_path = Path(ledger)
+    total = _budget(ledger_path, budget)
+
+    def open_session() -> Session:
+        return Session(str(database), policy=policy, budget=total,
+                       ledger=SQLiteLedger(ledger_path))
+
+    open_session().close()  # fail now (database, policy, ledger), not at the first client
+    config = ServerConfig(users=known, open_session=open_session,
+                          secret=secrets.token_bytes(32), tls=tls, tls_required=tls_required,
+                          max_message=max_message, startup_timeout=startup_timeout,
+                          idle_timeout=idle_timeout, max_connections=max_connections)
+    family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
+    sock = socket.create_server(listen, family=family)
+    sock.listen(128)
+    return Server(sock, config)
