@@ -26,7 +26,9 @@ from privplan.accounting.definitions import join_or, keyword_menu
 from privplan.dbapi.connection import Connection
 from privplan.dbapi.free import _columns, _free_answer, _rows
 from privplan.dbapi.tables import refuse_table_read
+from privplan.server.describe import released_fields
 from privplan.server.formats import Answer
+from privplan.server.messages import Field
 from privplan.server.settings import Settings
 from privplan.server.sqlstate import ClientError
 from privplan.session.session import Session
@@ -86,7 +88,23 @@ class Answerer:
                                 ["privplan: reads no private row: answered without a charge"])
         return self._dp(sql)
 
-    def _dp(self, sql: str) -> Answer:
+    def describe(self, sql: str) -> list[Field] | None:
+        """The RowDescription fields ``answer(sql)`` would send (None: no rows), found without
+        answering a DP query, charging anything or changing a setting: a server statement is
+        answered on a scratch copy of the settings, a free one answered (it reads no private
+        row), a DP query planned (:func:`privplan.server.describe.released_fields`)."""
+        server = self.settings.scratch().answer(sql)
+        if server is not None:
+            return server.fields
+        free = _free_answer(self._schema, sql)
+        if free is not None:
+            return Answer.table(free.columns, []).fields
+        sql, value, extra = self._budget(sql)
+        return released_fields(self.session, sql, {"budget": value, **extra})
+
+    def _budget(self, sql: str) -> tuple[str, Any, dict[str, Any]]:
+        """A DP query's text (its BigQuery clause applied), budget value and other options
+        (refused before anything is planned when it has no budget)."""
         session = self.session
         refuse_table_read(session.policy, sql)
         sql, kwargs = apply_dp_clause(sql, session.policy, session.kind, {})
@@ -104,6 +122,11 @@ class Answerer:
             value = session.query_value(kwargs)
         except (ValueError, TypeError) as err:
             raise ClientError("22023", f"invalid budget: {err}") from None
+        return sql, value, extra
+
+    def _dp(self, sql: str) -> Answer:
+        session = self.session
+        sql, value, extra = self._budget(sql)
         result: Any = session.sql(sql, budget=value, **extra)
         notice = (f"privplan: this answer cost {result.cost.describe()}; spent "
                   f"{session.spent().describe()} of {session.budget.describe()}")

@@ -5,11 +5,12 @@ and cannot be cancelled yet), SCRAM-SHA-256 (:mod:`privplan.server.scram`), Para
 BackendKeyData, ReadyForQuery; then the simple query protocol and the extended one (Parse, Bind,
 Describe, Execute, Sync, Flush, Close). Answers come from :class:`privplan.server.answers.Answerer`.
 
-Extended protocol: a portal's query is answered (charged) when it is first described or
-executed, and its rows are kept for Execute (``max_rows`` then PortalSuspended). Describing a
-*statement* cannot say its columns without answering it, so it is answered with its parameter
-types and NoData; clients that run a described statement (psycopg does not) see the columns at
-Execute. After an error, messages are skipped up to Sync, as PostgreSQL does.
+Extended protocol: a portal's query is answered (charged) when it is first executed, and its
+rows are kept for Execute (``max_rows`` then PortalSuspended). Describe — of a statement or a
+portal — answers nothing and charges nothing: the columns a DP query will release are found by
+planning it (:meth:`Answerer.describe`, :mod:`privplan.server.describe`), a statement's
+parameters bound to stand-in values of their types. After an error, messages are skipped up to
+Sync, as PostgreSQL does.
 
 Privacy: every query goes through the Answerer (the Session's gate and charge before any
 release). Errors reach the client as privplan's message with a SQLSTATE; any other exception
@@ -22,6 +23,7 @@ connection.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import secrets
 import socket
@@ -43,6 +45,8 @@ from privplan.sql.params import Style, bind_params
 __all__ = ["ClientConnection"]
 
 _STYLE = Style(call="Bind", named="$")
+_STAND_INS: dict[int, object] = {20: 0, 21: 0, 23: 0, 700: 0.0, 701: 0.0, 1700: 0, 16: False,
+                                 1082: _dt.date(2000, 1, 1)}
 _MAX_NAMED = 1000  # prepared statements, and portals, one connection may hold (memory bound)
 
 
@@ -342,6 +346,7 @@ class ClientConnection:
         return portal
 
     def _describe(self, msg: w.Describe) -> None:
+        assert self.answerer is not None
         if msg.kind == "S":
             prepared = self.statements.get(msg.name)
             if prepared is None:
@@ -349,14 +354,32 @@ class ClientConnection:
             count = max(len(prepared.types), _placeholders(prepared.sql))
             types = [t or 25 for t in prepared.types] + [25] * (count - len(prepared.types))
             self._send(m.parameter_description(types))
-            self._send(m.no_data())
-            return
-        portal = self._portal(msg.name)
-        portal.described = True
-        if portal.answer is not None and portal.answer.fields is not None:
-            self._send(m.row_description(portal.answer.fields))
+            fields = self._statement_fields(prepared.sql, types)
         else:
-            self._send(m.no_data())
+            portal = self.portals.get(msg.name)
+            if portal is None:
+                raise ClientError("34000", f"portal \"{msg.name}\" does not exist")
+            portal.described = True
+            fields = (portal.answer.fields if portal.answer is not None else
+                      self.answerer.describe(portal.sql) if split_statements(portal.sql)
+                      else None)
+        self._send(m.row_description(fields) if fields is not None else m.no_data())
+
+    def _statement_fields(self, sql: str, types: list[int]) -> list[m.Field] | None:
+        """A prepared statement's columns, found without answering it. Its parameters are
+        bound to stand-in values of their types (0, 0.0, FALSE, 2000-01-01; '0' for text or
+        an unspecified type); if the statement fails with those, its columns are not known
+        before its real values come (NoData: the real values' error comes at Execute)."""
+        assert self.answerer is not None
+        if not types:
+            return self.answerer.describe(sql)
+        values = [_STAND_INS.get(t, "0") for t in types]
+        try:
+            return self.answerer.describe(bind_params(sql, values, _STYLE))
+        except Exception as err:  # (a stand-in value's failure: the real one comes at Execute)
+            if client_error(err) is None:
+                raise
+            return None
 
     def _execute(self, msg: w.Execute) -> None:
         portal = self._portal(msg.portal)
