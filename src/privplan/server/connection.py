@@ -30,12 +30,13 @@ import socket
 import ssl
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import privplan.server.messages as m
 import privplan.server.wire as w
 from privplan.server.answers import Answerer, split_statements
+from privplan.server.binary import binary_value, result_formats
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.formats import Answer, decode_param
 from privplan.server.scram import MECHANISM, AuthFailed, ScramExchange
@@ -63,6 +64,7 @@ class _Prepared:
 @dataclass
 class _Portal:
     sql: str
+    formats: tuple[int, ...] = ()  # (the Bind's result format codes)
     answer: Answer | None = None
     sent: int = 0
     described: bool = False
@@ -318,8 +320,7 @@ class ClientConnection:
         prepared = self.statements.get(msg.statement)
         if prepared is None:
             raise ClientError("26000", f"prepared statement \"{msg.statement}\" does not exist")
-        if any(f == 1 for f in msg.result_formats):
-            raise ClientError("0A000", "binary result format is not supported: ask for text")
+        result_formats(msg.result_formats, len(msg.result_formats))  # (codes 0 or 1 only)
         n = len(msg.params)
         formats = msg.param_formats
         if len(formats) not in (0, 1, n):
@@ -334,7 +335,7 @@ class ClientConnection:
         if len(self.portals) >= _MAX_NAMED:
             raise ClientError("53400", f"more than {_MAX_NAMED} open portals on one connection: "
                               "close some")
-        self.portals[msg.portal] = _Portal(sql)
+        self.portals[msg.portal] = _Portal(sql, msg.result_formats)
         self._send(m.bind_complete())
 
     def _portal(self, name: str) -> _Portal:
@@ -363,6 +364,9 @@ class ClientConnection:
             fields = (portal.answer.fields if portal.answer is not None else
                       self.answerer.describe(portal.sql) if split_statements(portal.sql)
                       else None)
+            if fields is not None:
+                codes = result_formats(portal.formats, len(fields))
+                fields = [replace(f, format=c) for f, c in zip(fields, codes)]
         self._send(m.row_description(fields) if fields is not None else m.no_data())
 
     def _statement_fields(self, sql: str, types: list[int]) -> list[m.Field] | None:
@@ -388,18 +392,33 @@ class ClientConnection:
             self._send(m.empty_query_response())
             return
         rows = answer.rows[portal.sent:]
-        if msg.max_rows > 0 and len(rows) > msg.max_rows:
-            for row in rows[:msg.max_rows]:
-                self._send(m.data_row(row))
+        suspended = msg.max_rows > 0 and len(rows) > msg.max_rows
+        if suspended:
+            rows = rows[:msg.max_rows]
+        fields = answer.fields or []
+        codes = result_formats(portal.formats, len(fields))
+        binary = [(i, f.type_oid) for i, (f, c) in enumerate(zip(fields, codes)) if c == 1]
+        for row in rows:
+            self._send(m.data_row(_encoded(row, binary) if binary else row))
+        if suspended:
             portal.sent += msg.max_rows
             self._send(m.portal_suspended())
             return
-        for row in rows:
-            self._send(m.data_row(row))
         portal.sent = len(answer.rows)
         # (after a suspension, as PostgreSQL: the rows this Execute returned)
         tag = f"SELECT {len(rows)}" if answer.tag.startswith("SELECT ") else answer.tag
         self._send(m.command_complete(tag))
+
+
+def _encoded(row: tuple[str | None, ...], binary: list[tuple[int, int]]
+             ) -> list[str | bytes | None]:
+    """``row`` with the columns ``binary`` lists (index, type OID) in binary format."""
+    out: list[str | bytes | None] = list(row)
+    for i, oid in binary:
+        value = row[i]
+        if value is not None:
+            out[i] = binary_value(value, oid)
+    return out
 
 
 def _placeholders(sql: str) -> int:
