@@ -56,10 +56,12 @@ def test_asyncpg_parameterised_query_and_prepared_statement(running: Running) ->
         statement = await con.prepare("SELECT hospital, SUM(age) AS s FROM visits "
                                       "WHERE age > $1 GROUP BY hospital")
         columns = [(a.name, a.type.name) for a in statement.get_attributes()]
-        return one, columns, await statement.fetch("30")
+        types = [t.name for t in statement.get_parameters()]
+        return one, columns, types, await statement.fetch(30)
 
     before = running.spent() or Fraction(0)
-    one, columns, rows = _run(running, body)
+    one, columns, types, rows = _run(running, body)
+    assert types == ["int8"]  # (inferred from `age > $1`: asyncpg encodes an int)
     assert isinstance(one, int)
     assert columns == [("hospital", "text"), ("s", "int8")]
     assert len(rows) == 4
@@ -107,3 +109,22 @@ def test_binary_values_read_back_by_asyncpg(running: Running) -> None:
     assert all(type(r["n"]) is int for r in rows)
     assert all(type(r["c"]) is float for r in rows if r["c"] is not None)  # (NULL: no AVG)
     assert any(r["c"] is not None for r in rows)
+
+
+def test_asyncpg_parameters_of_each_inferred_type(running: Running) -> None:
+    import datetime as dt
+
+    async def body(con: asyncpg.Connection) -> Any:
+        await con.execute("SET privplan.epsilon = 0.125")
+        statement = await con.prepare(
+            "SELECT COUNT(*) AS n FROM visits WHERE hospital = $1 AND cost < $2 AND insured = $3"
+            " AND visit_date BETWEEN $4 AND $5 AND department IN ($6, $7)")
+        types = [t.name for t in statement.get_parameters()]
+        return types, await statement.fetchval("A", 5000.0, True, dt.date(2023, 1, 1),
+                                               dt.date(2024, 12, 31), "oncology", "cardiology")
+
+    before = running.spent() or Fraction(0)
+    types, n = _run(running, body)
+    assert types == ["text", "float8", "bool", "date", "date", "text", "text"]
+    assert isinstance(n, int)
+    assert running.spent() == before + Fraction(1, 8)

@@ -39,6 +39,7 @@ from privplan.server.answers import Answerer, split_statements
 from privplan.server.binary import binary_value, result_formats
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.formats import Answer, decode_param
+from privplan.server.param_types import infer_param_types
 from privplan.server.scram import MECHANISM, AuthFailed, ScramExchange
 from privplan.server.sqlstate import ClientError, client_error
 from privplan.sql.params import Style, bind_params
@@ -47,7 +48,8 @@ __all__ = ["ClientConnection"]
 
 _STYLE = Style(call="Bind", named="$")
 _STAND_INS: dict[int, object] = {20: 0, 21: 0, 23: 0, 700: 0.0, 701: 0.0, 1700: 0, 16: False,
-                                 1082: _dt.date(2000, 1, 1)}
+                                 1082: _dt.date(2000, 1, 1),
+                                 1114: _dt.datetime(2000, 1, 1)}
 _MAX_NAMED = 1000  # prepared statements, and portals, one connection may hold (memory bound)
 
 
@@ -302,7 +304,11 @@ class ClientConnection:
             if len(self.statements) >= _MAX_NAMED:
                 raise ClientError("53400", f"more than {_MAX_NAMED} prepared statements on one "
                                   "connection: close some (Close, DEALLOCATE)")
-            self.statements[msg.name] = _Prepared(msg.sql, msg.param_types)
+            assert self.answerer is not None
+            count = max(len(msg.param_types), _placeholders(msg.sql))
+            types = infer_param_types(msg.sql, msg.param_types, count,
+                                      self.answerer.session.policy)
+            self.statements[msg.name] = _Prepared(msg.sql, tuple(types))
             self._send(m.parse_complete())
         elif isinstance(msg, w.Bind):
             self._bind(msg)
@@ -352,8 +358,7 @@ class ClientConnection:
             prepared = self.statements.get(msg.name)
             if prepared is None:
                 raise ClientError("26000", f"prepared statement \"{msg.name}\" does not exist")
-            count = max(len(prepared.types), _placeholders(prepared.sql))
-            types = [t or 25 for t in prepared.types] + [25] * (count - len(prepared.types))
+            types = list(prepared.types)  # (every one known: given or inferred at Parse)
             self._send(m.parameter_description(types))
             fields = self._statement_fields(prepared.sql, types)
         else:
@@ -371,8 +376,7 @@ class ClientConnection:
 
     def _statement_fields(self, sql: str, types: list[int]) -> list[m.Field] | None:
         """A prepared statement's columns, found without answering it. Its parameters are
-        bound to stand-in values of their types (0, 0.0, FALSE, 2000-01-01; '0' for text or
-        an unspecified type); if the statement fails with those, its columns are not known
+        bound to stand-in values of their types (0, 0.0, FALSE, 2000-01-01; '0' for text); if the statement fails with those, its columns are not known
         before its real values come (NoData: the real values' error comes at Execute)."""
         assert self.answerer is not None
         if not types:
