@@ -76,3 +76,20 @@ def test_describe_of_a_parameterised_statement_and_of_a_set(running: Running) ->
         shown = _talk(sock, _msg(b"Q", b"SHOW privplan.epsilon\0"))
         assert _body(shown, b"D")[0].endswith(b"0.1")  # describing the SET did not run it
         assert running.spent() == before
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT AVG(n) AS mean FROM (SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital)",
+    ("SELECT hospital FROM (SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital) "
+     "WHERE n > 10"),
+])
+def test_describe_of_an_outer_query_over_a_dp_subquery(running: Running, sql: str) -> None:
+    with _authenticated(running) as sock:
+        _talk(sock, _msg(b"Q", b"SET privplan.epsilon = 0.1\0"))
+        before = running.spent()
+        out = _talk(sock, _msg(b"P", b"st\0" + sql.encode() + b"\0\0\0")
+                    + _msg(b"D", b"Sst\0") + _msg(b"S", b""))
+        assert [k for k, _ in out] == [b"1", b"t", b"T", b"Z"], out
+        assert running.spent() == before
+        answered = _talk(sock, _msg(b"Q", sql.encode() + b"\0"))
+        assert _body(answered, b"T") == _body(out, b"T")
