@@ -128,3 +128,13 @@ def test_asyncpg_parameters_of_each_inferred_type(running: Running) -> None:
     assert types == ["text", "float8", "bool", "date", "date", "text", "text"]
     assert isinstance(n, int)
     assert running.spent() == before + Fraction(1, 8)
+
+
+def test_a_value_not_of_its_described_type_is_refused_not_garbled() -> None:
+    from privplan.server.connection import _encoded
+    from privplan.server.sqlstate import ClientError
+
+    assert _encoded(("7", None, "x"), [(0, 20), (1, 20)]) == [struct.pack("!q", 7), None, "x"]
+    with pytest.raises(ClientError) as caught:
+        _encoded(("1.5",), [(0, 20)])
+    assert caught.value.code == "0A000"

@@ -28,6 +28,7 @@ import re
 import secrets
 import socket
 import ssl
+import struct
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -61,6 +62,7 @@ class _Closed(Exception):
 class _Prepared:
     sql: str
     types: tuple[int, ...]
+    described: list[m.Field] | None = None  # (the columns its Describe told the client)
 
 
 @dataclass
@@ -69,7 +71,7 @@ class _Portal:
     formats: tuple[int, ...] = ()  # (the Bind's result format codes)
     answer: Answer | None = None
     sent: int = 0
-    described: bool = False
+    described: list[m.Field] | None = None  # (the columns its Describe told the client)
 
 
 class ClientConnection:
@@ -341,7 +343,7 @@ class ClientConnection:
         if len(self.portals) >= _MAX_NAMED:
             raise ClientError("53400", f"more than {_MAX_NAMED} open portals on one connection: "
                               "close some")
-        self.portals[msg.portal] = _Portal(sql, msg.result_formats)
+        self.portals[msg.portal] = _Portal(sql, msg.result_formats, described=prepared.described)
         self._send(m.bind_complete())
 
     def _portal(self, name: str) -> _Portal:
@@ -360,18 +362,18 @@ class ClientConnection:
                 raise ClientError("26000", f"prepared statement \"{msg.name}\" does not exist")
             types = list(prepared.types)  # (every one known: given or inferred at Parse)
             self._send(m.parameter_description(types))
-            fields = self._statement_fields(prepared.sql, types)
+            fields = prepared.described = self._statement_fields(prepared.sql, types)
         else:
             portal = self.portals.get(msg.name)
             if portal is None:
                 raise ClientError("34000", f"portal \"{msg.name}\" does not exist")
-            portal.described = True
             fields = (portal.answer.fields if portal.answer is not None else
                       self.answerer.describe(portal.sql) if split_statements(portal.sql)
                       else None)
             if fields is not None:
                 codes = result_formats(portal.formats, len(fields))
                 fields = [replace(f, format=c) for f, c in zip(fields, codes)]
+                portal.described = fields
         self._send(m.row_description(fields) if fields is not None else m.no_data())
 
     def _statement_fields(self, sql: str, types: list[int]) -> list[m.Field] | None:
@@ -399,7 +401,11 @@ class ClientConnection:
         suspended = msg.max_rows > 0 and len(rows) > msg.max_rows
         if suspended:
             rows = rows[:msg.max_rows]
+        # (binary values in the types the client was told, if it was: a Describe's types are
+        # found before the answer, from its plan, and should always be the answer's)
         fields = answer.fields or []
+        if portal.described is not None and len(portal.described) == len(fields):
+            fields = portal.described
         codes = result_formats(portal.formats, len(fields))
         binary = [(i, f.type_oid) for i, (f, c) in enumerate(zip(fields, codes)) if c == 1]
         for row in rows:
@@ -421,7 +427,11 @@ def _encoded(row: tuple[str | None, ...], binary: list[tuple[int, int]]
     for i, oid in binary:
         value = row[i]
         if value is not None:
-            out[i] = binary_value(value, oid)
+            try:
+                out[i] = binary_value(value, oid)
+            except (ValueError, ArithmeticError, struct.error):  # (a released value)
+                raise ClientError("0A000", f"column {i + 1} of this answer cannot be sent in "
+                                  f"binary as type OID {oid}: ask for text") from None
     return out
 
 
