@@ -91,3 +91,15 @@ def test_the_replica_holds_no_row() -> None:
             sandbox.answer("SELECT * FROM read_csv('/etc/passwd')")
     finally:
         sandbox.close()
+
+
+def test_no_size_or_row_count_of_a_private_table_is_told(running: Running) -> None:
+    done = psql(running, "\\dt+", "\\l")
+    assert done.returncode == 0, done.stderr
+    sizes = [line.split("|")[6] for line in done.stdout.splitlines()
+             if line.startswith("main|")]
+    assert sizes == ["0 bytes", "0 bytes"]
+    with connect(running) as con:
+        row = con.execute("SELECT c.reltuples, c.relpages FROM pg_catalog.pg_class c "
+                          "WHERE c.relname = 'visits'").fetchone()
+        assert row is not None and float(row[0]) == 0 and int(row[1]) == 0

@@ -49,7 +49,7 @@ _FUNCTIONS = ("pg_get_userbyid", "obj_description", "col_description", "shobj_de
               "pg_encoding_to_char", "pg_get_statisticsobjdef_columns", "pg_get_expr",
               "pg_total_relation_size", "pg_relation_size", "array_to_string", "array_upper",
               "to_regtype", "pg_get_serial_sequence", "pg_collation_is_visible",
-              "format_type")
+              "format_type", "pg_table_size", "pg_database_size", "pg_indexes_size")
 
 # PostgreSQL spellings DuckDB does not read, and what they become (catalog queries only)
 _REWRITES = [
@@ -86,6 +86,10 @@ _MACROS = [
     "CREATE MACRO privplan_pg_get_expr(x, y, z := false) AS CAST(NULL AS VARCHAR)",
     "CREATE MACRO privplan_pg_total_relation_size(x) AS 0",
     "CREATE MACRO privplan_pg_relation_size(x) AS 0",
+    # (sizes are 0: a real size would tell how many rows a private table holds)
+    "CREATE MACRO privplan_pg_table_size(x) AS 0",
+    "CREATE MACRO privplan_pg_database_size(x) AS 0",
+    "CREATE MACRO privplan_pg_indexes_size(x) AS 0",
     "CREATE MACRO privplan_array_upper(a, d) AS len(a)",
     "CREATE MACRO privplan_pg_get_serial_sequence(x, y) AS CAST(NULL AS VARCHAR)",
     "CREATE MACRO privplan_pg_collation_is_visible(x) AS true",
@@ -110,6 +114,9 @@ _OVERRIDES = {
                 f"WHERE relnamespace NOT IN {_OWN}",
     "pg_namespace": f"SELECT * FROM pg_catalog.pg_namespace WHERE oid NOT IN {_OWN}",
     "pg_tables": "SELECT * FROM pg_catalog.pg_tables WHERE schemaname <> 'privplan_pg'",
+    "pg_database": "SELECT *, 0 AS datdba, 6 AS encoding, 'C' AS datcollate, 'C' AS datctype, "
+                   "CAST(NULL AS VARCHAR) AS daticulocale, 'c' AS datlocprovider, "
+                   "CAST(NULL AS VARCHAR[]) AS datacl FROM pg_catalog.pg_database",
     "pg_collation": "SELECT *, CAST(NULL AS BIGINT) AS collnamespace FROM pg_catalog.pg_collation",
     "pg_attribute": "SELECT * FROM pg_catalog.pg_attribute WHERE attrelid NOT IN (SELECT oid "
                     f"FROM pg_catalog.pg_class WHERE relnamespace IN {_OWN})",
