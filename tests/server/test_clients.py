@@ -183,15 +183,15 @@ def test_startup_options_set_the_budget_as_set_does_and_let_no_one_in(
 def test_sqlalchemy_and_pandas_read_sql(running: Running) -> None:
     """SQLAlchemy's ``postgresql+psycopg`` dialect (what it asks on connect: version(),
     current_schema(), SHOW TRANSACTION ISOLATION LEVEL, savepoints) and ``pandas.read_sql``
-    with a bound parameter. (``use_native_hstore=False``: its hstore lookup reads pg_type, and
-    pg_catalog is not answered yet.)"""
+    with a bound parameter; its hstore lookup (pg_type) is answered "no hstore" by the
+    catalog replica, and its reflection lists the policy's tables and columns."""
     import pandas as pd
     import sqlalchemy as sa
 
     url = (f"postgresql+psycopg://alice:{PASSWORDS['alice'].replace(' ', '%20')}@"
            f"{running.host}:{running.port}/demo?sslmode=require"
            "&options=-c%20privplan.epsilon%3D0.125")
-    engine = sa.create_engine(url, use_native_hstore=False)
+    engine = sa.create_engine(url)
     try:
         before = running.spent() or Fraction(0)
         with engine.connect() as con:
@@ -202,6 +202,14 @@ def test_sqlalchemy_and_pandas_read_sql(running: Running) -> None:
                                 con, params={"a": 50})
             assert list(older.columns) == ["n"] and len(older) == 1
             assert con.execute(sa.text("SELECT current_schema()")).scalar() == "main"
+        inspector = sa.inspect(engine)
+        assert sorted(inspector.get_table_names()) == ["hospitals", "visits"]
+        columns = {c["name"]: c["type"] for c in inspector.get_columns("visits")}
+        assert isinstance(columns["age"], sa.BigInteger)
+        assert isinstance(columns["hospital"], sa.String)
+        assert isinstance(columns["cost"], sa.Float)
+        assert isinstance(columns["insured"], sa.Boolean)
+        assert isinstance(columns["visit_date"], sa.Date)
         assert running.spent() == before + Fraction(1, 4)
     finally:
         engine.dispose()

@@ -4,13 +4,15 @@ every other one as a DP query through :meth:`privplan.Session.sql`.
 Per statement, in order: a server statement (:mod:`privplan.server.settings`: SET, SHOW,
 version(), transactions); a statement the DB-API answers free (constant selects and
 ``information_schema`` queries answered from the policy on an empty sandbox:
-:mod:`privplan.dbapi.free`); otherwise a DP query. Its budget is the query's own BigQuery
+:mod:`privplan.dbapi.free`); a ``pg_catalog`` query, answered on an empty replica of the
+policy's tables (:mod:`privplan.server.catalog`); otherwise a DP query. Its budget is the query's own BigQuery
 ``OPTIONS(epsilon=...)`` clause, else the connection's ``SET privplan.epsilon`` (delta, rho, mu);
 without either it is refused before anything is planned. The cost of each answer goes to the
 client as a NOTICE.
 
 Privacy: the only path to private rows is ``Session.sql`` (the gate, the charge, then the
-release); the free paths read settings, the ledger's totals and the policy's schema only. A
+release); the free paths read settings, the ledger's totals and the policy's schema only
+(the catalog replica holds no row of any table). A
 statement that fails is answered with privplan's message, never an engine's or Python's.
 """
 
@@ -26,7 +28,10 @@ from privplan.accounting.definitions import join_or, keyword_menu
 from privplan.dbapi.connection import Connection
 from privplan.dbapi.free import _columns, _free_answer, _rows
 from privplan.dbapi.tables import refuse_table_read
+from privplan.server.catalog import CatalogSandbox, is_catalog_query
+from privplan.server.describe import released_fields
 from privplan.server.formats import Answer
+from privplan.server.messages import Field
 from privplan.server.settings import Settings
 from privplan.server.sqlstate import ClientError
 from privplan.session.session import Session
@@ -66,8 +71,11 @@ class Answerer:
         self.session = session
         self._schema = Connection(session)  # (for the DB-API's free answers only)
         self.settings = Settings(startup, self._total)
+        self._catalog = CatalogSandbox(self._schema.describe_schema)
+        self._private = {name.lower() for name in session.policy.tables}
 
     def close(self) -> None:
+        self._catalog.close()
         self._schema.close()
 
     def _total(self, which: str) -> str:
@@ -80,13 +88,37 @@ class Answerer:
         server = self.settings.answer(sql)
         if server is not None:
             return server
+        free = self._free(sql)
+        return free if free is not None else self._dp(sql)
+
+    def _free(self, sql: str) -> Answer | None:
+        """The answer of a statement that reads no private row (a constant select, an
+        ``information_schema`` or ``pg_catalog`` query: :mod:`privplan.server.catalog`)."""
         free = _free_answer(self._schema, sql)
         if free is not None:
             return Answer.table(free.columns, free.rows,
                                 ["privplan: reads no private row: answered without a charge"])
-        return self._dp(sql)
+        if is_catalog_query(sql, self._private):  # (no NOTICE: psql's \d sends a dozen)
+            return self._catalog.answer(sql)
+        return None
 
-    def _dp(self, sql: str) -> Answer:
+    def describe(self, sql: str) -> list[Field] | None:
+        """The RowDescription fields ``answer(sql)`` would send (None: no rows), found without
+        answering a DP query, charging anything or changing a setting: a server statement is
+        answered on a scratch copy of the settings, a free one answered (it reads no private
+        row), a DP query planned (:func:`privplan.server.describe.released_fields`)."""
+        server = self.settings.scratch().answer(sql)
+        if server is not None:
+            return server.fields
+        free = self._free(sql)
+        if free is not None:
+            return free.fields
+        sql, value, extra = self._budget(sql)
+        return released_fields(self.session, sql, {"budget": value, **extra})
+
+    def _budget(self, sql: str) -> tuple[str, Any, dict[str, Any]]:
+        """A DP query's text (its BigQuery clause applied), budget value and other options
+        (refused before anything is planned when it has no budget)."""
         session = self.session
         refuse_table_read(session.policy, sql)
         sql, kwargs = apply_dp_clause(sql, session.policy, session.kind, {})
@@ -104,6 +136,11 @@ class Answerer:
             value = session.query_value(kwargs)
         except (ValueError, TypeError) as err:
             raise ClientError("22023", f"invalid budget: {err}") from None
+        return sql, value, extra
+
+    def _dp(self, sql: str) -> Answer:
+        session = self.session
+        sql, value, extra = self._budget(sql)
         result: Any = session.sql(sql, budget=value, **extra)
         notice = (f"privplan: this answer cost {result.cost.describe()}; spent "
                   f"{session.spent().describe()} of {session.budget.describe()}")

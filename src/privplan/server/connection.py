@@ -5,11 +5,12 @@ and cannot be cancelled yet), SCRAM-SHA-256 (:mod:`privplan.server.scram`), Para
 BackendKeyData, ReadyForQuery; then the simple query protocol and the extended one (Parse, Bind,
 Describe, Execute, Sync, Flush, Close). Answers come from :class:`privplan.server.answers.Answerer`.
 
-Extended protocol: a portal's query is answered (charged) when it is first described or
-executed, and its rows are kept for Execute (``max_rows`` then PortalSuspended). Describing a
-*statement* cannot say its columns without answering it, so it is answered with its parameter
-types and NoData; clients that run a described statement (psycopg does not) see the columns at
-Execute. After an error, messages are skipped up to Sync, as PostgreSQL does.
+Extended protocol: a portal's query is answered (charged) when it is first executed, and its
+rows are kept for Execute (``max_rows`` then PortalSuspended). Describe — of a statement or a
+portal — answers nothing and charges nothing: the columns a DP query will release are found by
+planning it (:meth:`Answerer.describe`, :mod:`privplan.server.describe`), a statement's
+parameters bound to stand-in values of their types. After an error, messages are skipped up to
+Sync, as PostgreSQL does.
 
 Privacy: every query goes through the Answerer (the Session's gate and charge before any
 release). Errors reach the client as privplan's message with a SQLSTATE; any other exception
@@ -22,20 +23,24 @@ connection.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import secrets
 import socket
 import ssl
+import struct
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import privplan.server.messages as m
 import privplan.server.wire as w
 from privplan.server.answers import Answerer, split_statements
+from privplan.server.binary import binary_value, result_formats
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.formats import Answer, decode_param
+from privplan.server.param_types import infer_param_types
 from privplan.server.scram import MECHANISM, AuthFailed, ScramExchange
 from privplan.server.sqlstate import ClientError, client_error
 from privplan.sql.params import Style, bind_params
@@ -43,6 +48,9 @@ from privplan.sql.params import Style, bind_params
 __all__ = ["ClientConnection"]
 
 _STYLE = Style(call="Bind", named="$")
+_STAND_INS: dict[int, object] = {20: 0, 21: 0, 23: 0, 700: 0.0, 701: 0.0, 1700: 0, 16: False,
+                                 1082: _dt.date(2000, 1, 1),
+                                 1114: _dt.datetime(2000, 1, 1)}
 _MAX_NAMED = 1000  # prepared statements, and portals, one connection may hold (memory bound)
 
 
@@ -54,14 +62,16 @@ class _Closed(Exception):
 class _Prepared:
     sql: str
     types: tuple[int, ...]
+    described: list[m.Field] | None = None  # (the columns its Describe told the client)
 
 
 @dataclass
 class _Portal:
     sql: str
+    formats: tuple[int, ...] = ()  # (the Bind's result format codes)
     answer: Answer | None = None
     sent: int = 0
-    described: bool = False
+    described: list[m.Field] | None = None  # (the columns its Describe told the client)
 
 
 class ClientConnection:
@@ -296,7 +306,11 @@ class ClientConnection:
             if len(self.statements) >= _MAX_NAMED:
                 raise ClientError("53400", f"more than {_MAX_NAMED} prepared statements on one "
                                   "connection: close some (Close, DEALLOCATE)")
-            self.statements[msg.name] = _Prepared(msg.sql, msg.param_types)
+            assert self.answerer is not None
+            count = max(len(msg.param_types), _placeholders(msg.sql))
+            types = infer_param_types(msg.sql, msg.param_types, count,
+                                      self.answerer.session.policy)
+            self.statements[msg.name] = _Prepared(msg.sql, tuple(types))
             self._send(m.parse_complete())
         elif isinstance(msg, w.Bind):
             self._bind(msg)
@@ -314,8 +328,7 @@ class ClientConnection:
         prepared = self.statements.get(msg.statement)
         if prepared is None:
             raise ClientError("26000", f"prepared statement \"{msg.statement}\" does not exist")
-        if any(f == 1 for f in msg.result_formats):
-            raise ClientError("0A000", "binary result format is not supported: ask for text")
+        result_formats(msg.result_formats, len(msg.result_formats))  # (codes 0 or 1 only)
         n = len(msg.params)
         formats = msg.param_formats
         if len(formats) not in (0, 1, n):
@@ -330,7 +343,7 @@ class ClientConnection:
         if len(self.portals) >= _MAX_NAMED:
             raise ClientError("53400", f"more than {_MAX_NAMED} open portals on one connection: "
                               "close some")
-        self.portals[msg.portal] = _Portal(sql)
+        self.portals[msg.portal] = _Portal(sql, msg.result_formats, described=prepared.described)
         self._send(m.bind_complete())
 
     def _portal(self, name: str) -> _Portal:
@@ -342,21 +355,41 @@ class ClientConnection:
         return portal
 
     def _describe(self, msg: w.Describe) -> None:
+        assert self.answerer is not None
         if msg.kind == "S":
             prepared = self.statements.get(msg.name)
             if prepared is None:
                 raise ClientError("26000", f"prepared statement \"{msg.name}\" does not exist")
-            count = max(len(prepared.types), _placeholders(prepared.sql))
-            types = [t or 25 for t in prepared.types] + [25] * (count - len(prepared.types))
+            types = list(prepared.types)  # (every one known: given or inferred at Parse)
             self._send(m.parameter_description(types))
-            self._send(m.no_data())
-            return
-        portal = self._portal(msg.name)
-        portal.described = True
-        if portal.answer is not None and portal.answer.fields is not None:
-            self._send(m.row_description(portal.answer.fields))
+            fields = prepared.described = self._statement_fields(prepared.sql, types)
         else:
-            self._send(m.no_data())
+            portal = self.portals.get(msg.name)
+            if portal is None:
+                raise ClientError("34000", f"portal \"{msg.name}\" does not exist")
+            fields = (portal.answer.fields if portal.answer is not None else
+                      self.answerer.describe(portal.sql) if split_statements(portal.sql)
+                      else None)
+            if fields is not None:
+                codes = result_formats(portal.formats, len(fields))
+                fields = [replace(f, format=c) for f, c in zip(fields, codes)]
+                portal.described = fields
+        self._send(m.row_description(fields) if fields is not None else m.no_data())
+
+    def _statement_fields(self, sql: str, types: list[int]) -> list[m.Field] | None:
+        """A prepared statement's columns, found without answering it. Its parameters are
+        bound to stand-in values of their types (0, 0.0, FALSE, 2000-01-01; '0' for text); if the statement fails with those, its columns are not known
+        before its real values come (NoData: the real values' error comes at Execute)."""
+        assert self.answerer is not None
+        if not types:
+            return self.answerer.describe(sql)
+        values = [_STAND_INS.get(t, "0") for t in types]
+        try:
+            return self.answerer.describe(bind_params(sql, values, _STYLE))
+        except Exception as err:  # (a stand-in value's failure: the real one comes at Execute)
+            if client_error(err) is None:
+                raise
+            return None
 
     def _execute(self, msg: w.Execute) -> None:
         portal = self._portal(msg.portal)
@@ -365,18 +398,41 @@ class ClientConnection:
             self._send(m.empty_query_response())
             return
         rows = answer.rows[portal.sent:]
-        if msg.max_rows > 0 and len(rows) > msg.max_rows:
-            for row in rows[:msg.max_rows]:
-                self._send(m.data_row(row))
+        suspended = msg.max_rows > 0 and len(rows) > msg.max_rows
+        if suspended:
+            rows = rows[:msg.max_rows]
+        # (binary values in the types the client was told, if it was: a Describe's types are
+        # found before the answer, from its plan, and should always be the answer's)
+        fields = answer.fields or []
+        if portal.described is not None and len(portal.described) == len(fields):
+            fields = portal.described
+        codes = result_formats(portal.formats, len(fields))
+        binary = [(i, f.type_oid) for i, (f, c) in enumerate(zip(fields, codes)) if c == 1]
+        for row in rows:
+            self._send(m.data_row(_encoded(row, binary) if binary else row))
+        if suspended:
             portal.sent += msg.max_rows
             self._send(m.portal_suspended())
             return
-        for row in rows:
-            self._send(m.data_row(row))
         portal.sent = len(answer.rows)
         # (after a suspension, as PostgreSQL: the rows this Execute returned)
         tag = f"SELECT {len(rows)}" if answer.tag.startswith("SELECT ") else answer.tag
         self._send(m.command_complete(tag))
+
+
+def _encoded(row: tuple[str | None, ...], binary: list[tuple[int, int]]
+             ) -> list[str | bytes | None]:
+    """``row`` with the columns ``binary`` lists (index, type OID) in binary format."""
+    out: list[str | bytes | None] = list(row)
+    for i, oid in binary:
+        value = row[i]
+        if value is not None:
+            try:
+                out[i] = binary_value(value, oid)
+            except (ValueError, ArithmeticError, struct.error):  # (a released value)
+                raise ClientError("0A000", f"column {i + 1} of this answer cannot be sent in "
+                                  f"binary as type OID {oid}: ask for text") from None
+    return out
 
 
 def _placeholders(sql: str) -> int:

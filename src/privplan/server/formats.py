@@ -54,6 +54,7 @@ def text_value(v: Any) -> str | None:
     return str(v)
 
 
+_EPOCH = _dt.datetime(2000, 1, 1)
 _BINARY_INTS = {21: "!h", 23: "!i", 20: "!q"}
 _TEXTUAL = {0, 25, 1043, 18, 19, 705}
 
@@ -79,6 +80,8 @@ def decode_param(raw: bytes | None, oid: int, binary: bool, position: int) -> An
             return text.lower() in ("t", "true", "1", "on", "yes", "y")
         if oid == 1082:
             return _dt.date.fromisoformat(text)
+        if oid == 1114:
+            return _dt.datetime.fromisoformat(text)
         return text
     except (ValueError, UnicodeDecodeError, struct.error, ArithmeticError):
         raise ClientError("22P02", f"{where} is not a valid value of its type "
@@ -94,6 +97,10 @@ def _binary(raw: bytes, oid: int, where: str) -> Any:
         return float(struct.unpack("!f", raw)[0])
     if oid == 16 and len(raw) == 1:
         return raw != b"\x00"
+    if oid == 1082:  # (days since 2000-01-01)
+        return _EPOCH.date() + _dt.timedelta(days=struct.unpack("!i", raw)[0])
+    if oid == 1114:  # (microseconds since 2000-01-01 00:00)
+        return _EPOCH + _dt.timedelta(microseconds=struct.unpack("!q", raw)[0])
     if oid in _TEXTUAL:
         return raw.decode("utf-8")
     raise ClientError("0A000", f"{where}: binary format for type OID {oid} is not supported; "

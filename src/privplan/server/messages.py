@@ -70,23 +70,24 @@ class Field:
     type_oid: int
     type_size: int = -1
     type_modifier: int = -1
+    format: int = 0  # (0 text, 1 binary: the values' format in the DataRows)
 
 
 def row_description(fields: Sequence[Field]) -> bytes:
     body = struct.pack("!h", len(fields))
     for f in fields:
         body += _cstr(f.name) + struct.pack("!ihihih", 0, 0, f.type_oid, f.type_size,
-                                            f.type_modifier, 0)
+                                            f.type_modifier, f.format)
     return _message(b"T", body)
 
 
-def data_row(values: Sequence[str | None]) -> bytes:
+def data_row(values: Sequence[str | bytes | None]) -> bytes:
     body = struct.pack("!h", len(values))
     for v in values:
         if v is None:
             body += struct.pack("!i", -1)
         else:
-            raw = v.encode("utf-8")
+            raw = v.encode("utf-8") if isinstance(v, str) else v
             body += struct.pack("!i", len(raw)) + raw
     return _message(b"D", body)
 

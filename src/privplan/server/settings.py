@@ -116,6 +116,14 @@ class Settings:
                 "IntervalStyle", "is_superuser", "application_name")
         return {k: self.values[k] for k in keys}
 
+    def scratch(self) -> Settings:
+        """A copy whose statements change nothing of this one (a Describe answers a SET or a
+        SHOW on it: describing a statement must not run it)."""
+        copy = Settings({}, self._totals)
+        copy.values, copy.budget = dict(self.values), dict(self.budget)
+        copy._identity, copy.in_transaction = dict(self._identity), self.in_transaction
+        return copy
+
     def answer(self, sql: str) -> Answer | None:
         """The answer of ``sql`` if it is one of this module's statements, else None."""
         text = sql.strip().rstrip(";").strip()
