@@ -81,8 +81,11 @@ def one_aggregation(core: CorePlan, column_types: dict[str, str], measures: list
         return None
     if any(m.kind not in _ONE_AGGREGATION_KINDS for m in measures):
         return None
-    items = measure_items_sql(core, column_types, measures, "spark", only=f"{SOURCE} = 0")
-    columns = _read_columns(", ".join(items))
+    marked = measure_items_sql(core, column_types, measures, "spark", only=f"{SOURCE} = 0")
+    bare = measure_items_sql(core, column_types, measures, "spark")
+    items = [b if _null_on_domain_rows(m) else f for m, b, f in zip(measures, bare, marked,
+                                                                     strict=True)]
+    columns = _read_columns(", ".join(marked))
     if columns is None:
         return None
     n = len(core.keys)
@@ -96,6 +99,14 @@ def one_aggregation(core: CorePlan, column_types: dict[str, str], measures: list
     in_domain = f"COUNT(*) FILTER (WHERE {SOURCE} = 1)"
     return (f"SELECT {', '.join(keys + items)}, {in_domain} AS {DUPLICATES} "
             f"FROM ({united}) AS __united GROUP BY {', '.join(keys)} HAVING {in_domain} > 0")
+
+
+def _null_on_domain_rows(m: Measure) -> bool:
+    """Whether the measure reads NULL on every domain row without a filter: a COUNT or SUM
+    of a bare column with no condition (the domain rows hold NULL there, and so does its grid
+    value: SUM and COUNT skip them). A COUNT(*), an expression or a condition is filtered on
+    the marker instead (an expression such as COALESCE need not be NULL on NULL columns)."""
+    return m.column is not None and m.expression is None and m.condition is None
 
 
 @functools.lru_cache(maxsize=1024)
