@@ -38,13 +38,13 @@ from privplan.errors import UnsupportedQueryError
 from privplan.gate.expressions import sub_expressions
 from privplan.gate.stand_ins import relation_sql
 from privplan.rewrite.engine_sql import (
-    engine_statement,
     grid_expression,
     key_sql,
     measure_input_sql,
     row_source,
     stored_grids,
 )
+from privplan.rewrite.statement import engine_statement
 from privplan.sql.plan import CorePlan, Measure
 
 __all__ = ["CoreProbe", "probe_core"]

@@ -201,7 +201,8 @@ def _condition(m: Measure) -> str | None:
 
 
 def measure_sql(m: Measure, column_type: str | None, stored: str | None = None, *,
-                counted: str | None = None, wide_sums: bool = False) -> str:
+                counted: str | None = None, wide_sums: bool = False,
+                only: str | None = None) -> str:
     """The measure's aggregate. ``stored``: a column already holding ``m``'s clamped grid
     values (the bounded copy's, same resolution and bounds), read instead of clamping again.
     ``counted``: for a COUNT of a column, a stored grid column of that column to count
@@ -210,8 +211,12 @@ def measure_sql(m: Measure, column_type: str | None, stored: str | None = None, 
     a centred sum over a stored grid is written ``SUM(g) - c * COUNT(g)``, the same integer
     as ``SUM(g - c)``, which the engine computes from the bare column (no expression per
     row: about a quarter of the statement's time at 10M rows). (The same form over a grid
-    computed in the statement saved nothing measurable at 10M rows: not used there.)"""
+    computed in the statement saved nothing measurable at 10M rows: not used there.)
+    ``only``: a condition every aggregated row must also meet (the private rows of
+    :mod:`privplan.rewrite.statement`'s one aggregation), before the measure's own."""
     cond = _condition(m)
+    if only is not None:
+        cond = f"{only} AND {cond}" if cond else only
     filt = f" FILTER (WHERE {cond})" if cond else ""
     if m.kind in COUNT_KINDS:
         arg = ("*" if m.column is None else m.expression if m.expression is not None
@@ -398,6 +403,39 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     ``dialect``: the engine it will run on (rendered for it later); only DuckDB's sums are
     written with its 128-bit integers (see :func:`measure_sql`)."""
     key_items = [f"{key_sql(k)} AS {key_column(i)}" for i, k in enumerate(core.keys)]
+    measure_items = measure_items_sql(core, column_types, measures, dialect)
+    where = where_sql(core)
+    group = (" GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
+             if core.keys else "")
+    source = row_source(core)
+    if group_bounded(core):
+        keyed = f"(SELECT {', '.join(['*', *key_items])} FROM {source}{where}) AS __keyed"
+        keys = [key_column(i) for i in range(len(core.keys))]
+        inner = (f"SELECT {', '.join(keys + measure_items)} FROM "
+                 f"{_group_bounded(core, keyed)}{group}")
+    else:
+        inner = f"SELECT {', '.join(key_items + measure_items)} FROM {source}{where}{group}"
+    if not core.keys or not core.public_keys:
+        return _checked(inner)
+    return _checked(_with_public_domain(core, inner, measures))
+
+
+def where_sql(core: CorePlan) -> str:
+    """The core's WHERE clause (with its leading space), or ''."""
+    return f" WHERE {core.where.sql(dialect='duckdb')}" if core.where is not None else ""
+
+
+def group_bounded(core: CorePlan) -> bool:
+    """Whether the statement keeps, per unit, only some rows or groups after keying them
+    (:func:`_group_bounded`)."""
+    return core.unit is not None and bool(core.max_rows_per_query or core.keys and (
+        core.max_groups_per_unit or core.max_rows_per_group))
+
+
+def measure_items_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measure],
+                      dialect: str = "duckdb", only: str | None = None) -> list[str]:
+    """Each measure's aggregate ``AS`` its column (see :func:`measure_sql`; ``only``: a
+    condition every aggregated row must also meet)."""
     grids = stored_grids(core) if core.prebounded else {}
 
     def stored(m: Measure) -> str | None:
@@ -416,25 +454,10 @@ def core_sql(core: CorePlan, column_types: dict[str, str], measures: list[Measur
     def item(m: Measure) -> str:
         column_type = column_types.get(m.column) if m.column else None
         aggregate = measure_sql(m, column_type, stored(m), counted=counted(m),
-                                wide_sums=dialect == "duckdb")
+                                wide_sums=dialect == "duckdb", only=only)
         return f"{aggregate} AS {measure_column(m)}"
 
-    measure_items = [item(m) for m in measures]
-    where = f" WHERE {core.where.sql(dialect='duckdb')}" if core.where is not None else ""
-    group = (" GROUP BY " + ", ".join(key_column(i) for i in range(len(core.keys)))
-             if core.keys else "")
-    source = row_source(core)
-    if core.unit is not None and (core.max_rows_per_query or core.keys and (
-            core.max_groups_per_unit or core.max_rows_per_group)):
-        keyed = f"(SELECT {', '.join(['*', *key_items])} FROM {source}{where}) AS __keyed"
-        keys = [key_column(i) for i in range(len(core.keys))]
-        inner = (f"SELECT {', '.join(keys + measure_items)} FROM "
-                 f"{_group_bounded(core, keyed)}{group}")
-    else:
-        inner = f"SELECT {', '.join(key_items + measure_items)} FROM {source}{where}{group}"
-    if not core.keys or not core.public_keys:
-        return _checked(inner)
-    return _checked(_with_public_domain(core, inner, measures))
+    return [item(m) for m in measures]
 
 
 def row_source(core: CorePlan) -> str:
@@ -458,7 +481,9 @@ def measure_input_sql(m: Measure, column_type: str | None) -> str | None:
     return _grid_value(m, column_type or "float")
 
 
-def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> str:
+def domain_sql(core: CorePlan) -> str:
+    """The public key domain: one row per combination of the keys' public values,
+    columns ``__k<i>`` (refused before the charge above MAX_PUBLIC_GROUPS rows)."""
     domains = [k.domain_sql if k.domain_sql is not None
                else () if k.domain_table is not None  # (read from the engine's relation)
                else tuple(_literal(v) for v in k.public_domain or ()) for k in core.keys]
@@ -495,7 +520,12 @@ def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> 
             continue
         rows = ", ".join(f"({v})" for v in dom)
         parts.append(f"(VALUES {rows}) AS __d{i}({key_column(i)})")
-    dom_sql = "SELECT * FROM " + " CROSS JOIN ".join(parts)
+    return "SELECT * FROM " + " CROSS JOIN ".join(parts)
+
+
+def _with_public_domain(core: CorePlan, inner: str, measures: list[Measure]) -> str:
+    dom_sql = domain_sql(core)
+    domains = core.keys
     if not measures:  # the keys alone (SELECT k FROM t GROUP BY k): the domain, no private row
         return dom_sql
     on = " AND ".join(
@@ -518,7 +548,8 @@ def with_key_check(sql: str, keys: int, *, fenced: bool = False) -> str:
     """``sql`` plus a column counting, *with the engine's own equality*, the rows that share
     each row's key: the session checks it is 1 everywhere before any noise is drawn (one
     released key, one exact aggregate; checked, not assumed). ``fenced`` (DuckDB): ``sql`` is
-    computed once, as a MATERIALIZED CTE, before the count (see :func:`engine_statement`)."""
+    computed once, as a MATERIALIZED CTE, before the count (see
+    :func:`privplan.rewrite.statement.engine_statement`)."""
     if not keys:
         return sql
     part = ", ".join(key_column(i) for i in range(keys))
@@ -526,22 +557,6 @@ def with_key_check(sql: str, keys: int, *, fenced: bool = False) -> str:
     if fenced:
         return f"WITH __released AS MATERIALIZED ({sql}) {count}__released"
     return f"{count}({sql}) AS __released"
-
-
-def engine_statement(core: CorePlan, column_types: dict[str, str], measures: list[Measure],
-                     dialect: str = "duckdb") -> str:
-    """The statement a session runs for ``core``: :func:`core_sql` with the key check.
-
-    On DuckDB a statement without the public-domain join (groups chosen by partition
-    selection, or no public key) computes its groups in a MATERIALIZED CTE before counting
-    them. Why: DuckDB's ``window_self_join`` optimizer turns ``COUNT(*) OVER (PARTITION BY
-    keys)`` over a GROUP BY into a second aggregation of the same input, which reads the
-    private table (or a prepared copy) twice: 1.5x the statement at 1M rows.
-    The CTE changes no value (the same rows, counted with the same equality). With the domain
-    join on top DuckDB does not rewrite, and the CTE would only cost (~0.3 ms)."""
-    fenced = dialect == "duckdb" and bool(core.keys) and not core.public_keys
-    return with_key_check(core_sql(core, column_types, measures, dialect), len(core.keys),
-                          fenced=fenced)
 
 
 def _checked(sql: str) -> str:

@@ -60,8 +60,9 @@ from privplan.planning.query_budget import query_budget
 from privplan.planning.shapes import Shaped, route, shape
 from privplan.policy import Policy
 from privplan.result import Result
-from privplan.rewrite.engine_sql import COUNT_KINDS, engine_statement
+from privplan.rewrite.engine_sql import COUNT_KINDS
 from privplan.rewrite.per_unit_sql import derived_view_sql
+from privplan.rewrite.statement import engine_statement
 from privplan.session.catalog import SessionCatalog
 from privplan.session.copies import SessionCopies
 from privplan.session.inputs import as_policy as _as_policy
