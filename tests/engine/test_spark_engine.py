@@ -312,6 +312,23 @@ def test_materialize_once_then_close_drops_only_privplan_views(spark: Any) -> No
     assert spark.sql('SELECT COUNT(*) AS c FROM t').collect()[0]["c"] == 7  # the user's view
 
 
+def test_two_engines_on_one_spark_session_keep_their_own_copies(spark: Any) -> None:
+    """Two privplan sessions on one SparkSession copy the same SELECT: each has its own view
+    (the name carries the engine's token), so one closing leaves the other's copy readable
+    (they used to share one name: the second replaced the first's view and a close dropped
+    both sessions' copy)."""
+    from privplan.engines.spark_engine import SparkEngine
+
+    first, second = SparkEngine(spark), SparkEngine(spark)
+    select = 'SELECT "id", "x" FROM "t" WHERE "id" > 1'
+    a, b = first.materialize(select), second.materialize(select)
+    assert a != b
+    first.close()
+    assert not spark.catalog.tableExists(a.strip('"'))
+    assert second.run(f"SELECT COUNT(*) AS c FROM {b}")["c"].tolist() == [6]
+    second.close()
+
+
 def test_redefined_relations_bind_anew(spark: Any) -> None:
     """register and create_view replace a view: statements over it bind to its new types."""
     from privplan.engines.spark_engine import SparkEngine

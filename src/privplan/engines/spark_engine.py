@@ -488,7 +488,7 @@ class SparkEngine:
     # -- the session's relations ---------------------------------------------------------------
     def materialized(self, select_sql: str) -> str | None:
         """The view :meth:`materialize` made for ``select_sql``, or None if not made yet."""
-        name = _materialized_name(select_sql)
+        name = _materialized_name(select_sql, self._token)
         return _quote(name) if name in self._materialized else None
 
     def materialize(self, select_sql: str) -> str:
@@ -496,7 +496,7 @@ class SparkEngine:
         statement (the session copy of a private table: a deterministic function of the data
         and the policy, reused by every later query; the session calls this only after the
         query is charged). The cache is filled here, so a failure surfaces here, withheld."""
-        name = _materialized_name(select_sql)
+        name = _materialized_name(select_sql, self._token)
         if name not in self._materialized:
             try:
                 with self._pinned(), self._quiet():
@@ -593,5 +593,5 @@ class SparkEngine:
             self._shadow.close()
 
 
-def _materialized_name(select_sql: str) -> str:
-    return "__privplan_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
+def _materialized_name(select_sql: str, token: str) -> str:  # (the engine's own: see _token)
+    return f"__privplan_{token}_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
