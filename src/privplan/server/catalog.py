@@ -172,7 +172,22 @@ def is_catalog_query(sql: str, private: set[str]) -> bool:
     return True
 
 
+# ``'pg_class'::regclass`` (JDBC's getTables): the named relation's oid, looked up in the
+# sandbox's pg_class (a number stays a number, cast by _REWRITES)
+_REGCLASS = re.compile(r"'((?:[^']|'')*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regclass\b",
+                       re.IGNORECASE)
+
+
+def _regclass(match: re.Match[str]) -> str:
+    name = match.group(1).replace("''", "'")
+    if name.strip().isdigit():
+        return f"CAST({int(name)} AS BIGINT)"
+    name = name.rsplit(".", 1)[-1].strip().strip('"').replace("'", "''")
+    return f"(SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = '{name}')"
+
+
 def _rewrite(sql: str) -> str:
+    sql = _REGCLASS.sub(_regclass, sql)
     for pattern, replacement in _REWRITES:
         sql = pattern.sub(replacement, sql)
     return sql
@@ -180,7 +195,7 @@ def _rewrite(sql: str) -> str:
 
 def _relations(names: list[str]) -> re.Pattern[str]:
     """A catalog relation's name, with or without ``pg_catalog.`` (not a function's)."""
-    return re.compile(r"(?<![.\w\"])(?:pg_catalog\s*\.\s*)?(" + "|".join(sorted(names, key=len,
+    return re.compile(r"(?<![.\w\"'])(?:pg_catalog\s*\.\s*)?(" + "|".join(sorted(names, key=len,
                       reverse=True)) + r")\b(?!\s*\()", re.IGNORECASE)
 
 
