@@ -125,3 +125,24 @@ def test_a_relation_name_cast_to_regclass_is_its_oid() -> None:
             "WHERE d.classoid = 'pg_class'::regclass").rows == [("0",)]
     finally:
         sandbox.close()
+
+
+def test_jdbc_key_queries_parse_and_find_no_key() -> None:
+    """JDBC's getPrimaryKeys expands ``pg_index.indkey`` with
+    ``information_schema._pg_expandarray`` and getImportedKeys first reads ``max_index_keys``
+    from ``pg_settings``: both are answered (no index exists in the replica)."""
+    from privplan.dbapi.free import ColumnInfo, TableInfo
+
+    sandbox = CatalogSandbox(lambda: (TableInfo("visits", "main", False, (
+        ColumnInfo("age", "BIGINT", True),)),))
+    try:
+        sql = ("SELECT a.attname, (information_schema._pg_expandarray(i.indkey)).n AS key_seq "
+               "FROM pg_catalog.pg_class ct JOIN pg_catalog.pg_attribute a "
+               "ON ct.oid = a.attrelid JOIN pg_catalog.pg_index i ON a.attrelid = i.indrelid "
+               "WHERE ct.relname = 'visits' AND i.indisprimary")
+        assert is_catalog_query(sql, {"visits"})
+        assert sandbox.answer(sql).rows == []
+        assert sandbox.answer("SELECT setting FROM pg_catalog.pg_settings "
+                              "WHERE name = 'max_index_keys'").rows == [("32",)]
+    finally:
+        sandbox.close()

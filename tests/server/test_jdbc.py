@@ -1,7 +1,8 @@
 """The PostgreSQL JDBC driver (Debian's ``libpostgresql-jdbc-java``) against the real server
 (tests/server/conftest.py): ``tests/server/clients/Jdbc.java`` is compiled with ``javac`` and
-run with ``java``. SCRAM over TLS, ``DatabaseMetaData.getTables`` (JDBC's pg_catalog query,
-answered from the empty replica), a DP GROUP BY through a PreparedStatement (extended protocol,
+run with ``java``. SCRAM over TLS, ``DatabaseMetaData.getTables``, ``getColumns``,
+``getPrimaryKeys``, ``getImportedKeys``, ``getIndexInfo`` (JDBC's pg_catalog queries, answered
+from the empty replica), a DP GROUP BY through a PreparedStatement (extended protocol,
 one parameter), the cost NOTICE as a SQLWarning, and the over-budget SQLException (53000) that
 charges nothing. Without java/javac or the driver the test is skipped locally and fails under
 CI (.ci/run installs them)."""
@@ -49,6 +50,11 @@ def test_jdbc_driver_over_tls_metadata_prepared_notice_and_refusal(
     assert lines[0] == "connected 15.0 (privplan)"
     tables = [line.split(" ", 1)[1] for line in lines if line.startswith("table ")]
     assert tables == ["main.hospitals", "main.visits"]  # the policy's tables (DuckDB's schema)
+    columns = [line.split(" ")[1:] for line in lines if line.startswith("column ")]
+    assert columns[:3] == [["visit_id", "int8"], ["patient_id", "int8"],
+                           ["hospital", "varchar"]]
+    assert ["age", "int8"] in columns and ["cost", "float8"] in columns
+    assert "keys 0" in lines  # (no key or index in the replica: no constraint is published)
     assert "set" in lines
     rows = [line.split(" ") for line in lines if line.startswith("row ")]
     assert [r[1] for r in rows] == ["A", "B", "C", "D"]

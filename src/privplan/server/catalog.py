@@ -65,6 +65,8 @@ _REWRITES = [
      r"::VARCHAR\2"),
     (re.compile(r"\bpg_catalog\s*\.\s*(?=(?:generate_series|unnest|string_agg|array_length|"
                 r"pg_table_is_visible)\s*\()", re.IGNORECASE), ""),
+    (re.compile(r"\b(?:information_schema\s*\.\s*)?_pg_expandarray\s*\(", re.IGNORECASE),
+     "privplan_pg_expandarray("),
     (re.compile(r"\b(?:pg_catalog\s*\.\s*)?(" + "|".join(_FUNCTIONS) + r")\s*\(",
                 re.IGNORECASE), r"privplan_\1("),
 ]
@@ -102,6 +104,9 @@ _MACROS = [
     "WHEN 1114 THEN 'timestamp without time zone' WHEN 1184 THEN "
     "'timestamp with time zone' WHEN 1700 THEN 'numeric' ELSE format_type(t, m) END"),
     "CREATE MACRO privplan_to_regtype(x) AS CAST(NULL AS BIGINT)",  # (no hstore, no extension)
+    # (JDBC's getPrimaryKeys/getIndexInfo expand pg_index.indkey; the replica has no index, so
+    # no row reaches it: its shape is what matters)
+    "CREATE MACRO privplan_pg_expandarray(a) AS {'x': NULL::BIGINT, 'n': NULL::BIGINT}",
     "CREATE MACRO privplan_array_to_string(a, s) AS array_to_string(CAST(a AS VARCHAR[]), s)",
 ]
 
@@ -118,6 +123,9 @@ _OVERRIDES = {
                    "CAST(NULL AS VARCHAR) AS daticulocale, 'c' AS datlocprovider, "
                    "CAST(NULL AS VARCHAR[]) AS datacl FROM pg_catalog.pg_database",
     "pg_collation": "SELECT *, CAST(NULL AS BIGINT) AS collnamespace FROM pg_catalog.pg_collation",
+    # (JDBC reads max_index_keys before getImportedKeys/getExportedKeys; PostgreSQL's value)
+    "pg_settings": "SELECT * FROM pg_catalog.pg_settings UNION ALL SELECT 'max_index_keys', "
+                   "'32', 'Shows the maximum number of index keys.', 'integer'",
     "pg_attribute": "SELECT * FROM pg_catalog.pg_attribute WHERE attrelid NOT IN (SELECT oid "
                     f"FROM pg_catalog.pg_class WHERE relnamespace IN {_OWN})",
 }

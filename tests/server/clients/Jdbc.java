@@ -1,5 +1,6 @@
 // The PostgreSQL JDBC driver against `privplan serve` (tests/server/test_jdbc.py compiles and
-// runs it): SCRAM over TLS, DatabaseMetaData.getTables (pg_catalog queries), SET, a DP GROUP BY
+// runs it): SCRAM over TLS, DatabaseMetaData.getTables, getColumns, getPrimaryKeys,
+// getImportedKeys and getIndexInfo (pg_catalog queries: the replica has no key), SET, a DP GROUP BY
 // through a PreparedStatement (extended protocol, one parameter), the cost NOTICE as a
 // SQLWarning, and the over-budget SQLException (SQLState 53000). Each result is one line on
 // standard output, which the test asserts on.
@@ -40,6 +41,21 @@ public final class Jdbc {
                         + tables.getString("TABLE_NAME"));
                 }
             }
+            try (ResultSet columns = meta.getColumns(null, null, "visits", "%")) {
+                while (columns.next()) {
+                    System.out.println("column " + columns.getString("COLUMN_NAME") + " "
+                        + columns.getString("TYPE_NAME"));
+                }
+            }
+            int keys = 0;
+            try (ResultSet primary = meta.getPrimaryKeys(null, null, "visits");
+                 ResultSet imported = meta.getImportedKeys(null, null, "visits");
+                 ResultSet indexes = meta.getIndexInfo(null, null, "visits", false, true)) {
+                while (primary.next() || imported.next() || indexes.next()) {
+                    keys++;
+                }
+            }
+            System.out.println("keys " + keys);
             try (Statement st = con.createStatement()) {
                 st.execute("SET privplan.epsilon = 0.5");
                 System.out.println("set");
