@@ -36,14 +36,16 @@ def driver() -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("verified", [False, True], ids=["tls-unverified", "tls-verified"])
 def test_jdbc_driver_over_tls_metadata_prepared_notice_and_refusal(
-        running: Running, tmp_path: Path) -> None:
+        running: Running, tmp_path: Path, verified: bool) -> None:
     jar = driver()
     subprocess.run(["javac", "-cp", str(jar), "-d", str(tmp_path), str(SOURCE)],
                    check=True, capture_output=True, text=True, timeout=120)
     before = running.spent() or Fraction(0)
+    ca = [str(running.folder / "server.crt")] if verified else []  # (the self-signed cert)
     done = subprocess.run(["java", "-cp", f"{jar}{os.pathsep}{tmp_path}", "Jdbc",
-                           running.host, str(running.port), "alice", PASSWORDS["alice"]],
+                           running.host, str(running.port), "alice", PASSWORDS["alice"], *ca],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

@@ -47,12 +47,14 @@ def node_modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("verified", [False, True], ids=["tls-unverified", "tls-verified"])
 def test_node_postgres_over_tls_simple_extended_notice_and_refusal(
-        running: Running, node_modules: Path) -> None:
+        running: Running, node_modules: Path, verified: bool) -> None:
     before = running.spent() or Fraction(0)
     env = dict(os.environ, NODE_PATH=str(node_modules))
+    ca = [str(running.folder / "server.crt")] if verified else []  # (the self-signed cert)
     done = subprocess.run(["node", str(SCRIPT), running.host, str(running.port), "alice",
-                           PASSWORDS["alice"]], env=env, capture_output=True, text=True,
+                           PASSWORDS["alice"], *ca], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

@@ -4,7 +4,7 @@
 // through a PreparedStatement (extended protocol, one parameter), the cost NOTICE as a
 // SQLWarning, and the over-budget SQLException (SQLState 53000). Each result is one line on
 // standard output, which the test asserts on.
-// Usage: java -cp postgresql.jar:. Jdbc HOST PORT USER PASSWORD
+// Usage: java -cp postgresql.jar:. Jdbc HOST PORT USER PASSWORD [CA_CERT]
 
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
@@ -26,8 +26,11 @@ public final class Jdbc {
     }
 
     public static void main(String[] args) throws Exception {
-        String url = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/demo"
-            + "?ssl=true&sslmode=require&sslfactory=org.postgresql.ssl.NonValidatingFactory";
+        // with a fifth argument (the server's CA certificate, PEM) the certificate and the host
+        // name are verified; without, TLS is required but not verified
+        String url = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/demo?ssl=true&"
+            + (args.length > 4 ? "sslmode=verify-full&sslrootcert=" + args[4]
+               : "sslmode=require&sslfactory=org.postgresql.ssl.NonValidatingFactory");
         Properties props = new Properties();
         props.setProperty("user", args[2]);
         props.setProperty("password", args[3]);

@@ -3,15 +3,18 @@
 // information_schema and from pg_catalog, SET, a DP GROUP BY (simple query), a parameterised
 // one (extended protocol), the cost NOTICE, and the over-budget error (code 53000). Each
 // result is one line on standard output, which the test asserts on.
-// Usage: node node_pg.js HOST PORT USER PASSWORD
+// Usage: node node_pg.js HOST PORT USER PASSWORD [CA_CERT]
 'use strict';
+const fs = require('fs');
 const { Client } = require('pg');
 
 async function main() {
-  const [host, port, user, password] = process.argv.slice(2);
+  const [host, port, user, password, ca] = process.argv.slice(2);
   const client = new Client({
     host, port: Number(port), user, password, database: 'demo',
-    ssl: { rejectUnauthorized: false }, connectionTimeoutMillis: 10000,
+    // with a fifth argument (the server's CA certificate, PEM) the certificate is verified
+    ssl: ca ? { ca: fs.readFileSync(ca, 'utf8') } : { rejectUnauthorized: false },
+    connectionTimeoutMillis: 10000,
   });
   client.on('notice', (msg) => console.log(`notice ${msg.severity} ${msg.message}`));
   await client.connect();
