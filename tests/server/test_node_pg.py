@@ -5,7 +5,7 @@ query protocol and a parameterised one by the extended protocol, the cost NOTICE
 over-budget error (code 53000) that charges nothing.
 
 Where ``pg`` comes from: ``PRIVPLAN_NODE_MODULES``, a ``node_modules`` directory holding it
-(.ci/run installs it there), else ``npm install --prefix <tmp> pg`` once per test session
+(.ci/run installs it there), else ``npm install --prefix <tmp> pg@8`` once per test session
 (npm's own cache keeps the download). Without node/npm (or when the install fails) the test
 is skipped locally and fails under CI."""
 
@@ -40,7 +40,7 @@ def node_modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
         missing("node", "npm is not on the PATH", FIX)
     prefix = tmp_path_factory.mktemp("node_pg")
     done = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                           "pg"], capture_output=True, text=True, timeout=300, check=False)
+                           "pg@8"], capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         missing("node", f"npm install pg failed: {done.stderr.strip()[-500:]}", FIX)
     return prefix / "node_modules"
