@@ -103,3 +103,46 @@ def test_no_size_or_row_count_of_a_private_table_is_told(running: Running) -> No
         row = con.execute("SELECT c.reltuples, c.relpages FROM pg_catalog.pg_class c "
                           "WHERE c.relname = 'visits'").fetchone()
         assert row is not None and float(row[0]) == 0 and int(row[1]) == 0
+
+
+def test_a_relation_name_cast_to_regclass_is_its_oid() -> None:
+    """JDBC's getTables joins ``pg_description`` on ``classoid = 'pg_class'::regclass``: the
+    name (not a number) is looked up in the sandbox's pg_class, and a catalog name inside a
+    string literal is left as it is."""
+    from privplan.dbapi.free import ColumnInfo, TableInfo
+
+    sandbox = CatalogSandbox(lambda: (TableInfo("visits", "main", False, (
+        ColumnInfo("age", "BIGINT", True),)),))
+    try:
+        oid = sandbox.answer("SELECT oid FROM pg_catalog.pg_class WHERE relname = 'visits'")
+        assert sandbox.answer("SELECT 'visits'::regclass AS r").rows == oid.rows
+        assert sandbox.answer("SELECT 'main.visits'::pg_catalog.regclass AS r").rows == oid.rows
+        assert sandbox.answer("SELECT '42'::regclass AS r").rows == [("42",)]
+        assert sandbox.answer("SELECT 'nothing'::regclass AS r").rows == [(None,)]
+        assert sandbox.answer("SELECT 'pg_class' AS name").rows == [("pg_class",)]
+        assert sandbox.answer(
+            "SELECT count(*) AS n FROM pg_catalog.pg_description d "
+            "WHERE d.classoid = 'pg_class'::regclass").rows == [("0",)]
+    finally:
+        sandbox.close()
+
+
+def test_jdbc_key_queries_parse_and_find_no_key() -> None:
+    """JDBC's getPrimaryKeys expands ``pg_index.indkey`` with
+    ``information_schema._pg_expandarray`` and getImportedKeys first reads ``max_index_keys``
+    from ``pg_settings``: both are answered (no index exists in the replica)."""
+    from privplan.dbapi.free import ColumnInfo, TableInfo
+
+    sandbox = CatalogSandbox(lambda: (TableInfo("visits", "main", False, (
+        ColumnInfo("age", "BIGINT", True),)),))
+    try:
+        sql = ("SELECT a.attname, (information_schema._pg_expandarray(i.indkey)).n AS key_seq "
+               "FROM pg_catalog.pg_class ct JOIN pg_catalog.pg_attribute a "
+               "ON ct.oid = a.attrelid JOIN pg_catalog.pg_index i ON a.attrelid = i.indrelid "
+               "WHERE ct.relname = 'visits' AND i.indisprimary")
+        assert is_catalog_query(sql, {"visits"})
+        assert sandbox.answer(sql).rows == []
+        assert sandbox.answer("SELECT setting FROM pg_catalog.pg_settings "
+                              "WHERE name = 'max_index_keys'").rows == [("32",)]
+    finally:
+        sandbox.close()

@@ -25,13 +25,18 @@ OPTIONAL = {
     "pyspark": "the Spark engine tests",
     "playwright.sync_api": "the browser tests of the notebook views",
 }
+# programs (not Python packages) some tests drive; .ci/run installs them
+TOOLS = {
+    "jdbc": "the PostgreSQL JDBC driver test of privplan serve",
+    "node": "the node-postgres test of privplan serve",
+}
 
 
 def missing(module: str, reason: str, fix: str = "") -> None:
     """Skip the calling test (or module): what ``module`` serves is unavailable for ``reason``
     (``fix``: how to make it available; default, the full test extra) — or, under CI, fail
     it."""
-    what = OPTIONAL.get(module, "these tests")
+    what = OPTIONAL.get(module) or TOOLS.get(module, "these tests")
     if os.environ.get("CI"):
         pytest.fail(f"{what} cannot run under CI={os.environ['CI']}: {reason}. CI must have "
                     f"what they need ({fix or FULL_EXTRA}): they must run there, never be "

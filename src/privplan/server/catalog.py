@@ -65,6 +65,8 @@ _REWRITES = [
      r"::VARCHAR\2"),
     (re.compile(r"\bpg_catalog\s*\.\s*(?=(?:generate_series|unnest|string_agg|array_length|"
                 r"pg_table_is_visible)\s*\()", re.IGNORECASE), ""),
+    (re.compile(r"\b(?:information_schema\s*\.\s*)?_pg_expandarray\s*\(", re.IGNORECASE),
+     "privplan_pg_expandarray("),
     (re.compile(r"\b(?:pg_catalog\s*\.\s*)?(" + "|".join(_FUNCTIONS) + r")\s*\(",
                 re.IGNORECASE), r"privplan_\1("),
 ]
@@ -102,6 +104,9 @@ _MACROS = [
     "WHEN 1114 THEN 'timestamp without time zone' WHEN 1184 THEN "
     "'timestamp with time zone' WHEN 1700 THEN 'numeric' ELSE format_type(t, m) END"),
     "CREATE MACRO privplan_to_regtype(x) AS CAST(NULL AS BIGINT)",  # (no hstore, no extension)
+    # (JDBC's getPrimaryKeys/getIndexInfo expand pg_index.indkey; the replica has no index, so
+    # no row reaches it: its shape is what matters)
+    "CREATE MACRO privplan_pg_expandarray(a) AS {'x': NULL::BIGINT, 'n': NULL::BIGINT}",
     "CREATE MACRO privplan_array_to_string(a, s) AS array_to_string(CAST(a AS VARCHAR[]), s)",
 ]
 
@@ -118,6 +123,9 @@ _OVERRIDES = {
                    "CAST(NULL AS VARCHAR) AS daticulocale, 'c' AS datlocprovider, "
                    "CAST(NULL AS VARCHAR[]) AS datacl FROM pg_catalog.pg_database",
     "pg_collation": "SELECT *, CAST(NULL AS BIGINT) AS collnamespace FROM pg_catalog.pg_collation",
+    # (JDBC reads max_index_keys before getImportedKeys/getExportedKeys; PostgreSQL's value)
+    "pg_settings": "SELECT * FROM pg_catalog.pg_settings UNION ALL SELECT 'max_index_keys', "
+                   "'32', 'Shows the maximum number of index keys.', 'integer'",
     "pg_attribute": "SELECT * FROM pg_catalog.pg_attribute WHERE attrelid NOT IN (SELECT oid "
                     f"FROM pg_catalog.pg_class WHERE relnamespace IN {_OWN})",
 }
@@ -172,7 +180,22 @@ def is_catalog_query(sql: str, private: set[str]) -> bool:
     return True
 
 
+# ``'pg_class'::regclass`` (JDBC's getTables): the named relation's oid, looked up in the
+# sandbox's pg_class (a number stays a number, cast by _REWRITES)
+_REGCLASS = re.compile(r"'((?:[^']|'')*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regclass\b",
+                       re.IGNORECASE)
+
+
+def _regclass(match: re.Match[str]) -> str:
+    name = match.group(1).replace("''", "'")
+    if name.strip().isdigit():
+        return f"CAST({int(name)} AS BIGINT)"
+    name = name.rsplit(".", 1)[-1].strip().strip('"').replace("'", "''")
+    return f"(SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = '{name}')"
+
+
 def _rewrite(sql: str) -> str:
+    sql = _REGCLASS.sub(_regclass, sql)
     for pattern, replacement in _REWRITES:
         sql = pattern.sub(replacement, sql)
     return sql
@@ -180,7 +203,7 @@ def _rewrite(sql: str) -> str:
 
 def _relations(names: list[str]) -> re.Pattern[str]:
     """A catalog relation's name, with or without ``pg_catalog.`` (not a function's)."""
-    return re.compile(r"(?<![.\w\"])(?:pg_catalog\s*\.\s*)?(" + "|".join(sorted(names, key=len,
+    return re.compile(r"(?<![.\w\"'])(?:pg_catalog\s*\.\s*)?(" + "|".join(sorted(names, key=len,
                       reverse=True)) + r")\b(?!\s*\()", re.IGNORECASE)
 
 
