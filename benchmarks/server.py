@@ -11,6 +11,7 @@ p50 in-process (target ≤ 1.3, reported, not enforced).
 
     python benchmarks/server.py [--rows 1000000] [--clients 32] [--seconds 60] [--threads 2]
                                 [--protocol simple|extended|prepared] [--quick] [--out PATH]
+                                [--data-dir DIR]   (the DuckDB file is cached in benchmarks/.data/)
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="10k rows, 2 clients, 3 seconds (a smoke run)")
     parser.add_argument("--out", default=str(HERE / "results" / "server.json"))
-    parser.add_argument("--data-dir", default=str(HERE / "data"))
+    parser.add_argument("--data-dir", default=str(HERE / ".data"))
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.clients, args.threads, args.seconds = 10_000, 2, 1, 3
