@@ -1,6 +1,7 @@
-"""A protocol fuzz: a thousand random, mutated and truncated byte streams, before and after
-authentication. The server answers each with well-formed messages (never an internal error or a
-traceback), logs no unexpected exception, charges nothing, and still serves a real client."""
+"""A protocol fuzz: a thousand (and, slower, ten thousand) random, mutated and truncated byte
+streams, before and after authentication. The server answers each with well-formed messages
+(never an internal error or a traceback), logs no unexpected exception, charges nothing, and
+still serves a real client."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import random
 import socket
 import struct
+import time
 
 import psycopg
 import pytest
@@ -133,22 +135,29 @@ ALLOWED = {"08P01", "28P01", "28000", "42601", "0A000", "26000", "34000", "42P03
            "22023", "22P02", "42704", "42501", "57P05"}
 
 
-@pytest.mark.slow
-def test_the_server_survives_a_protocol_fuzz(running: Running,
-                                             caplog: pytest.LogCaptureFixture) -> None:
-    rng = random.Random(SEED)
+def _stream(running: Running, rng: random.Random, i: int) -> tuple[socket.socket, bytes]:
+    """The ``i``-th stream's socket and bytes: every fourth after authentication (the query path
+    gets the garbage), else random bytes, a mutated startup, or a broken SCRAM exchange; every
+    eighth after authentication is a valid frontend stream cut at a random position."""
+    if i % 4 == 0:
+        sock = _authenticated(running)
+        regular = _regular(rng)
+        return sock, (regular[:rng.randrange(len(regular) + 1)] if i % 8 == 0
+                      else _mutate(rng, regular))
+    sock = socket.create_connection((running.host, running.port), timeout=20)
+    return sock, (rng.randbytes(rng.randint(0, 64)) if i % 4 == 1
+                  else _mutate(rng, _startup("bob") + _regular(rng)) if i % 4 == 2
+                  else _sasl(rng))
+
+
+def _fuzz(running: Running, caplog: pytest.LogCaptureFixture, streams: int, seed: int) -> None:
+    rng = random.Random(seed)
     before = running.spent()
     seen: set[str] = set()
+    started = time.monotonic()
     with caplog.at_level(logging.ERROR, logger="privplan.server"):
-        for i in range(1000):
-            if i % 4 == 0:  # after authentication: the query path gets the garbage
-                sock = _authenticated(running)
-                stream = _mutate(rng, _regular(rng))
-            else:
-                sock = socket.create_connection((running.host, running.port), timeout=20)
-                stream = (rng.randbytes(rng.randint(0, 64)) if i % 4 == 1
-                          else _mutate(rng, _startup("bob") + _regular(rng)) if i % 4 == 2
-                          else _sasl(rng))
+        for i in range(streams):
+            sock, stream = _stream(running, rng, i)
             with sock:
                 reply = _exchange(sock, stream)
             assert b"Traceback" not in reply
@@ -159,9 +168,23 @@ def test_the_server_survives_a_protocol_fuzz(running: Running,
             seen.update(codes)
     assert not [r for r in caplog.records if r.name.startswith("privplan.server")]
     assert {"08P01", "28P01", "42P05"} <= seen  # (it reached the codec, SCRAM and queries)
-    print("fuzz: error codes seen", sorted(seen))
+    print(f"fuzz: {streams} streams in {time.monotonic() - started:.1f} s; error codes seen",
+          sorted(seen))
     assert running.spent() == before
     with psycopg.connect(running.dsn(), password=PASSWORDS["alice"], autocommit=True) as con:
         con.execute("SET privplan.epsilon = 0.125")
         assert con.execute("SELECT COUNT(*) AS n FROM visits").fetchone() is not None
     assert running.spent() == (before or 0) + 0.125
+
+
+@pytest.mark.slow
+def test_the_server_survives_a_protocol_fuzz(running: Running,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    _fuzz(running, caplog, 1000, SEED)
+
+
+@pytest.mark.slow
+def test_the_server_survives_ten_thousand_fuzzed_streams(
+        running: Running, caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's figure: 10,000 streams (another seed than the thousand above)."""
+    _fuzz(running, caplog, 10_000, SEED + 1)
