@@ -24,6 +24,18 @@ from sqlglot.parser import Parser
 
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
+from privplan.session.shared_plans import shared_plans
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_plans() -> None:
+    """Each test starts with an empty process-wide plan cache.
+
+    Another test in the same worker may have planned the same text over an equal policy and
+    schema; its shared plan would be reused here and nothing parsed (correctly), which is not
+    what these tests count. The reuse itself is ``tests/test_plan_cache.py``.
+    """
+    shared_plans.clear()
 
 
 @pytest.fixture(scope="module")
