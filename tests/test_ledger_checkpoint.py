@@ -341,7 +341,7 @@ def test_a_checkpoint_that_cannot_be_encoded_is_skipped(db: Path, tmp_path: Path
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         error: type[Exception]) -> None:
     """Whatever goes wrong while saving the cache, the charged query still answers."""
-    import privplan.session.ledger as session_module
+    import privplan.session.account as session_module
 
     def fail(states: object) -> bytes:
         raise error("cannot store this state")
@@ -363,7 +363,7 @@ def test_explain_reads_what_sql_reads_not_the_whole_history(db: Path, tmp_path: 
     after it, and the last entries it compares one by one (here 3), never the entries the
     checkpoint covers (it used to decode every entry: 17 s at 100,000), and later calls only
     what was added since."""
-    import privplan.session.ledger as session_ledger
+    import privplan.session.account as session_ledger
     from privplan.ledger import history
 
     path = tmp_path / "l.sqlite"

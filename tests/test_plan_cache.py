@@ -200,7 +200,7 @@ def test_a_rebuilt_accountant_still_composes_a_cached_plan(demo_db: Path,
         sess.sql(GROUPED, epsilon=1)
         sess.ledger._forget()  # as after a failed durable write: rebuilt from the file
         sess.sql(GROUPED, epsilon=1)
-    assert sess._accountant is not None and sess.spent() == pp.PureDP(2)
+    assert sess.account._accountant is not None and sess.spent() == pp.PureDP(2)
     sess.close()
 
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
@@ -40,7 +42,7 @@ from privplan.accounting.definitions import (
     budget_keywords,
     constructors,
 )
-from privplan.accounting.model import TableModel
+from privplan.accounting.model import MechanismSpec, TableModel
 from privplan.arguments import accepts, checked_arguments
 from privplan.assemble import NoisyColumns, assemble, noisy_columns
 from privplan.boundary import log, privplan_errors
@@ -50,7 +52,7 @@ from privplan.engines.recognise import check_database, refuse_engine_keyword
 from privplan.errors import BudgetExceededError, PolicyError
 from privplan.explain import Explanation, explain_planned
 from privplan.gate import Admission, admit
-from privplan.ledger.store import LedgerEntry, open_ledger
+from privplan.ledger.store import LedgerEntry
 from privplan.planning.costs import PlannedMeasure, PlannedQuery
 from privplan.planning.engine_semantics import check_one_row_per_key, make_core_total
 from privplan.planning.options import QueryOptions
@@ -63,11 +65,11 @@ from privplan.result import Result
 from privplan.rewrite.engine_sql import COUNT_KINDS
 from privplan.rewrite.per_unit_sql import derived_view_sql
 from privplan.rewrite.statement import engine_statement
+from privplan.session.account import Account, shared_account
 from privplan.session.catalog import SessionCatalog
 from privplan.session.copies import SessionCopies
 from privplan.session.inputs import as_policy as _as_policy
 from privplan.session.inputs import data_file as _data_file
-from privplan.session.ledger import SessionLedger
 from privplan.session.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.session.pld import pld_accounting
 from privplan.session.shared_plans import PlanReads, SharedPlans, shared_plans
@@ -78,7 +80,6 @@ from privplan.sql.params import Style, bind_query
 from privplan.sql.parse import with_list_fallback
 from privplan.sql.per_unit import PerUnit
 from privplan.sql.plan import CorePlan
-from privplan.sql.virtual_tables import table_model as virtual_table_model
 from privplan.views.session import SessionViews
 
 B = TypeVar("B", PureDP, ApproxDP, ZCDP, GDP)
@@ -93,7 +94,7 @@ _PARAMS = Style(call="sess.sql(q, params={})", named="$")
 _EXPLAIN_PARAMS = Style(call="sess.explain(q, params={})", named="$")
 
 
-class Session(SessionViews, SessionLedger, Generic[B]):
+class Session(SessionViews, Generic[B]):
     """A private database session. Create with :func:`privplan.connect`.
 
     Generic in its privacy definition (``Session[PureDP]`` …), so that a type checker catches a
@@ -111,6 +112,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         exact_limit: int | None = None,
         prepare: bool | None = None,
         composition: str = "additive",
+        accounts: Sequence[Account] = (),
     ) -> None:
         self.policy = _as_policy(policy)
         if prepare is not None and not isinstance(prepare, bool):
@@ -139,20 +141,16 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         try:
             if data_file is not None:
                 self.engine.register(data_file[0], data_file[1])
-            self.ledger = open_ledger(ledger)
-            self.ledger.claim()
-            self.ledger.bind(budget, self.policy)
+            self._owns_account = not isinstance(ledger, Account)
+            self.account: Account = (
+                shared_account(ledger, type(budget), budget, self.policy) if isinstance(ledger, Account)
+                else Account.open(ledger, budget, self.policy, exact_limit=exact_limit))
+            self.accounts: tuple[Account, ...] = tuple(
+                shared_account(a, type(budget), None, self.policy) for a in accounts)
         except BaseException:
             self.engine.close()
             raise
-        # a larger exact_limit lets the solver search longer before it falls back to a proven
-        # (looser) upper bound; it can only tighten the charge, never lower it below the truth
-        self._exact_limit = exact_limit
-        self._tables: dict[str, TableModel] = {}
-        self._accountant: Accountant | None = None  # built on first use (see `accountant`)
-        if hasattr(self.ledger, "on_failure"):
-            # a failed durable write drops the in-memory accounting: it is rebuilt from the file
-            self.ledger.on_failure(self._drop_accounting)
+        self.ledger = self.account.ledger
         self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
         self._shared = shared_plans  # the process's plans, by policy content and schema
@@ -210,10 +208,14 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         if nested is not None:
             return explain_nested(self, nested, budget, sql)
         planned, _ = self.plan(sql, budget)
-        self._sync()
-        preview = self.accountant.preview([m.spec for m in planned.measures])
-        return self._explanation(planned, preview, self.accountant.total,
-                                 history=self._history())
+        account = self.reported
+        with account.lock:
+            account.sync()
+            specs = [m.spec for m in planned.measures]
+            account.know_tables(specs, account.accountant)
+            preview = account.accountant.preview(specs)
+            return self._explanation(planned, preview, account.accountant.total,
+                                     history=account.history())
 
     def query_value(self, budget: Mapping[str, Any]) -> Any:
         """A query's budget keywords as a value of the session's privacy definition (in a PLD
@@ -275,30 +277,53 @@ class Session(SessionViews, SessionLedger, Generic[B]):
 
     def _charge(self, admission: Admission, sql: str) -> tuple[Any, Explanation]:
         """The one charge of the session: an admitted query (it crossed the pre-charge gate,
-        :mod:`privplan.gate`) composed with the ledger and recorded, atomically, before
-        anything is run. Returns the marginal cost and the explanation."""
+        :mod:`privplan.gate`) composed with every account's ledger and recorded in each,
+        atomically per ledger, before anything is run. Returns the marginal cost and the
+        explanation of the account the session reports (:attr:`reported`).
+
+        With further accounts (an analyst's, on top of the data's total), every account is
+        locked and checked before anything is written to any: the query is refused by the
+        first whose budget it would exceed, spending nothing anywhere. Their transactions
+        then commit one after another (the session's own first); a crash in between leaves
+        one charged and another not, with nothing released: the answer is run only after
+        every COMMIT, so no release is ever charged to fewer accounts than it must be."""
         planned = admission.planned
-        accountant = self.accountant  # built (from the whole ledger) before the charge's lock
-        # -- atomic check-and-charge (the ledger commits before anything is released) --------
-        with self.ledger.charging() as txn:
-            accountant = self._catch_up(txn) or accountant  # (staged until the COMMIT)
-            query_id = txn.next_query_id()
-            specs = [replace(m.spec, id=query_id + m.spec.id[len(planned.query_id):])
-                     for m in planned.measures]
-            before = accountant.total
-            preview = accountant.preview(specs)
-            if not preview.cost <= self.budget:
-                raise BudgetExceededError(self._exceeded(before.cost, preview.cost))
-            explanation = self._explanation(planned, preview, before)
-            marginal = preview.cost - before.cost
-            txn.append(LedgerEntry(query_id=query_id, sql=sql, mechanisms=tuple(specs),
-                                   marginal=marginal, total_after=preview.cost))
-            # admitted in memory only once the entry is durable (after the COMMIT); if the
-            # COMMIT fails, the ledger raises and the session's accounting is rebuilt
-            txn.on_commit(lambda: accountant.admit(specs))
-        self._save_checkpoint()
-        log.info("charged %s: %s (composed total %s of %s)", query_id, marginal.describe(),
-                 preview.cost.describe(), self.budget.describe())
+        accounts = (*self.accounts, self.account)  # (the lock order of every session)
+        for account in accounts:
+            account.accountant  # noqa: B018 - built (from the whole ledger) before the locks
+        charged: list[tuple[Account, Any, Accountant, str, list[MechanismSpec], Any, Any]] = []
+        # -- atomic check-and-charge (every ledger commits before anything is released) -------
+        with ExitStack() as stack:
+            for account in accounts:
+                stack.enter_context(account.lock)
+                txn = stack.enter_context(account.ledger.charging())
+                accountant = account.catch_up(txn) or account.accountant  # (staged)
+                query_id = txn.next_query_id()
+                specs = [replace(m.spec, id=query_id + m.spec.id[len(planned.query_id):])
+                         for m in planned.measures]
+                account.know_tables(specs, accountant)
+                before, preview = accountant.total, accountant.preview(specs)
+                if not preview.cost <= account.budget:
+                    raise BudgetExceededError(
+                        self._exceeded(before.cost, preview.cost)
+                        if account is self.account and not self.accounts
+                        else account.exceeded(before.cost, preview.cost))
+                charged.append((account, txn, accountant, query_id, specs, before, preview))
+            for account, txn, accountant, query_id, specs, before, preview in charged:
+                txn.append(LedgerEntry(query_id=query_id, sql=sql, mechanisms=tuple(specs),
+                                       marginal=preview.cost - before.cost,
+                                       total_after=preview.cost))
+                # admitted in memory only once the entry is durable (after the COMMIT); if
+                # the COMMIT fails, the ledger raises and the account's accounting is rebuilt
+                txn.on_commit(partial(accountant.admit, specs))  # (the staged one)
+        for account in accounts:
+            account.save_checkpoint()
+        shown = next(c for c in charged if c[0] is self.reported)
+        _, _, _, query_id, _, before, preview = shown
+        explanation = self._explanation(planned, preview, before)
+        marginal = preview.cost - before.cost
+        log.info("charged %s: %s (composed total %s of %s)", query_id,
+                 marginal.describe(), preview.cost.describe(), self.reported.budget.describe())
         return marginal, explanation
 
     @privplan_errors
@@ -306,15 +331,27 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         """The composed cost of everything released so far (general composition theorem),
         including what other sessions sharing this ledger have charged. Before this session has
         planned anything it is the total the ledger's last (verified) entry recorded."""
-        if self._accountant is None:
-            recorded = self.ledger.recorded_total()
-            return recorded if recorded is not None else self.kind.zero()
-        self._sync()
-        return self.accountant.total.cost
+        spent: B = self.account.spent()
+        return spent
 
     @privplan_errors
     def remaining(self) -> B:
         return self.budget - self.spent()
+
+    @property
+    def reported(self) -> Account:
+        """The account whose figures this session shows (costs, explanations): its own, or
+        the first further account it charges (the server's analyst, whose answers must not
+        show what the data's total holds: that would tell one analyst about the others)."""
+        return self.accounts[0] if self.accounts else self.account
+
+    @property
+    def accountant(self) -> Accountant:
+        """The accounting of the session's own ledger (see :class:`Account`)."""
+        return self.account.accountant
+
+    def _sync(self) -> None:
+        self.account.sync()
 
     _closed = False
 
@@ -322,7 +359,8 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         """Close the ledger and engine (a caller's connection stays open); later queries fail."""
         self._closed = True
         self.engine.close()
-        self.ledger.close()
+        if self._owns_account:  # (a shared account is closed by whoever opened it)
+            self.account.close()
 
     def _require_open(self) -> None:
         if self._closed:
@@ -348,7 +386,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         worst = None
         if history is not None:
             by_id = {p.spec.id: p.spec for p in planned.measures}
-            by_id.update((m.id, m) for m in self._recorded(
+            by_id.update((m.id, m) for m in self.reported.recorded(
                 i for i in preview.witness if i not in by_id))
             worst = [by_id[i] for i in preview.witness if i in by_id]
         return replace(shown, notes=(*shown.notes, self.pld.note(preview.cost, worst)))
@@ -356,8 +394,7 @@ class Session(SessionViews, SessionLedger, Generic[B]):
     def table_models(self) -> dict[str, TableModel]:
         """The accountant's model of every private table it knows: the policy's, and the
         virtual ones planning has met (joins of private tables, per-unit tables)."""
-        self.accountant  # noqa: B018 - built first: building resets the models
-        return dict(self._tables)
+        return self.account.table_models()
 
     def plan(self, sql: str, budget: Mapping[str, Any]) -> tuple[PlannedQuery, list[str]]:
         """Plan one DP query with every check :meth:`sql` runs before its charge (the
@@ -445,23 +482,9 @@ class Session(SessionViews, SessionLedger, Generic[B]):
         return planned
 
     def _ensure_table(self, table: Any) -> None:
-        """Give the accountant the model of a virtual (joined) table the first time it is seen."""
-        accountant = self.accountant  # (built first: building resets the table models)
-        if table.name not in self._tables:
-            self._tables[table.name] = table.table_model()
-            accountant.add_table(table.name, table.table_model())
-
-    def _virtual_model(self, name: str) -> TableModel:
-        """The accountant's model of a table the policy does not list: a join of two private
-        tables (``a+b``), or a derived per-unit table (``t/per-unit/...``: one row per unit of
-        t, add/remove; rebuilt from the name alone when a ledger is replayed)."""
-        return virtual_table_model(self.policy, name)
-
-    def _joined_table(self, name: str) -> Any:
-        left, _, right = name.partition("+")
-        from privplan.sql.joins import _virtual_table
-
-        return _virtual_table(self.policy.table(left), self.policy.table(right))
+        """Give every account's accountant the model of a virtual (joined) table."""
+        for account in (*self.accounts, self.account):
+            account.ensure_table(table)
 
     def _engine_sql(self, core: CorePlan, planned: list[PlannedMeasure]) -> str:
         types = {n: c.type for n, c in core.table_policy.columns.items()}

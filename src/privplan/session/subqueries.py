@@ -99,12 +99,16 @@ def check_nested(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> list[P
     return plans
 
 
-def _preview_together(sess: Any, plans: list[PlannedQuery]) -> Any:
-    """The composed total if every inner query were admitted (nothing is recorded)."""
-    sess._sync()
+def _preview_together(sess: Any, plans: list[PlannedQuery], account: Any = None) -> Any:
+    """The composed total of ``account`` (the session's reported one by default) if every
+    inner query were admitted (nothing is recorded)."""
+    account = account if account is not None else sess.reported
     specs = [replace(m.spec, id=f"{m.spec.id}~{i}")
              for i, planned in enumerate(plans) for m in planned.measures]
-    return sess.accountant.preview(specs)
+    with account.lock:
+        account.sync()
+        account.know_tables(specs, account.accountant)
+        return account.accountant.preview(specs)
 
 
 def explain_nested(sess: Any, nested: Nested, budget: Mapping[str, Any], sql: str
@@ -118,8 +122,8 @@ def explain_nested(sess: Any, nested: Nested, budget: Mapping[str, Any], sql: st
         check_nested(sess, nested, budget)
         return explained
     plans = check_nested(sess, nested, budget)
-    before = sess.accountant.total
     preview = _preview_together(sess, plans)
+    before = sess.reported.accountant.total
     each = [explain_planned(p, preview, before, sess.budget) for p in plans]
     query_cost = each[0].query_cost
     for part in each[1:]:
@@ -137,15 +141,18 @@ def sql_nested(sess: Any, nested: Nested, budget: Mapping[str, Any]) -> Result[A
     own ledger entry) before anything is released. The per-column accuracy describes the
     inner answers (the outer may reshape them)."""
     plans = check_nested(sess, nested, budget)
-    if len(plans) > 1:
-        preview = _preview_together(sess, plans)
-        if not preview.cost <= sess.budget:
-            raise BudgetExceededError(
-                f"budget exceeded: the session has spent {sess.spent().describe()} of "
-                f"{sess.budget.describe()}; this statement's {len(plans)} DP subqueries would "
-                f"bring the composed total to {preview.cost.describe()}. Nothing was spent. Why: "
-                "the budget bounds what all of the session's answers together may reveal "
-                "about anyone. Fix: use smaller budgets, or fewer subqueries.")
+    for account in ((*sess.accounts, sess.account) if len(plans) > 1 else ()):
+        preview = _preview_together(sess, plans, account)
+        if preview.cost <= account.budget:
+            continue
+        if account is not sess.account or sess.accounts:
+            raise BudgetExceededError(account.exceeded(account.spent(), preview.cost))
+        raise BudgetExceededError(
+            f"budget exceeded: the session has spent {sess.spent().describe()} of "
+            f"{sess.budget.describe()}; this statement's {len(plans)} DP subqueries would "
+            f"bring the composed total to {preview.cost.describe()}. Nothing was spent. Why: "
+            "the budget bounds what all of the session's answers together may reveal "
+            "about anyone. Fix: use smaller budgets, or fewer subqueries.")
     answers = [sess.sql(inner, **part) for inner, part in
                zip(nested.inners, inner_budgets(sess, nested, budget))]
     df = post_process(nested.outer, {inner_name(i): a.df for i, a in enumerate(answers)})
