@@ -103,7 +103,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Data:
     database = write_demo_database(folder / "demo.duckdb", rows=2000)
     users = folder / "users.json"
     for name, password in PASSWORDS.items():
-        add_user(users, make_user(name, password, {"epsilon": 1.0}))
+        # (each as much as the total: these tests spend the total; test_analysts.py gives
+        # analysts budgets of their own below it)
+        add_user(users, make_user(name, password, {"epsilon": 3.0}))
     cert, key = make_certificate(folder)
     return Data(folder, database, users, cert, key)
 

@@ -37,7 +37,7 @@ def test_users_add_reads_the_password_from_stdin_or_a_file(
     code, out, err = run(["users", "add", str(users), "alice", "--epsilon", "1", "--delta",
                           "1e-6"], "s3cret\n", monkeypatch)
     assert code == 0, err
-    assert "added user 'alice'" in out and "not yet enforced" in out
+    assert "added user 'alice'" in out and "must fit" in out
     secret = tmp_path / "pw.txt"
     secret.write_text("other secret\n")
     code, _, err = run(["users", "add", str(users), "bob", "--rho", "0.5", "--password-file",
@@ -122,7 +122,7 @@ def test_serve_answers_psql_and_stops_on_ctrl_c(files: dict[str, str]) -> None:
             env=dict(os.environ, PGPASSWORD="pw"), capture_output=True, text=True, timeout=60,
             check=False)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.split()[-1] == "ε=1.5"
+        assert done.stdout.split()[-1] == "ε=0.5"  # (alice's own: ε = 1, not the total's 2)
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)

@@ -27,6 +27,7 @@ import pytest
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger.store import SQLiteLedger
 from privplan.ledger.verify import verify_ledger
+from privplan.server.accounts import analysts_folder
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 SEED = 20261129
@@ -88,6 +89,11 @@ def _ledger_state(path: str) -> tuple[Fraction, set[str], int]:
     return (Fraction(0) if total is None else Fraction(total.epsilon)), aliases, len(entries)
 
 
+def _own_ledger(files: dict[str, str]) -> str:
+    """alice's own ledger (the server charges it as well as the total)."""
+    return str(analysts_folder(Path(files["ledger"])) / "alice.sqlite")
+
+
 def _spent_shown(port: int) -> str:
     with psycopg.connect(_dsn(port), password="pw", autocommit=True) as con:
         row = con.execute("SHOW privplan.spent").fetchone()
@@ -113,8 +119,9 @@ def _one_round(files: dict[str, str], rng: random.Random, names: itertools.count
                                else (Fraction(0), set(), 0))
     proc, port = _start(files, Path(files["dir"]) / f"serve{round_no}.log")
     try:
-        shown = _spent_shown(port)  # the restarted server's total is the ledger's
-        assert Fraction(shown.removeprefix("ε=") or "0") == before, (shown, before)
+        shown = _spent_shown(port)  # the restarted server's figure is alice's own ledger's
+        own_before = _ledger_state(_own_ledger(files))[0]
+        assert Fraction(shown.removeprefix("ε=") or "0") == own_before, (shown, own_before)
         stop = threading.Event()
         threads = [threading.Thread(target=_client, args=(port, names, received, stop))
                    for _ in range(CLIENTS)]
@@ -131,6 +138,9 @@ def _one_round(files: dict[str, str], rng: random.Random, names: itertools.count
     after, aliases, count = _ledger_state(files["ledger"])
     assert not set(received) - aliases, sorted(set(received) - aliases)  # none uncharged
     assert after == before + EPSILON * (count - count_before)  # each entry charged on top
+    own, own_aliases, own_count = _ledger_state(_own_ledger(files))
+    assert not set(received) - own_aliases  # every answer received is in alice's too
+    assert own == EPSILON * own_count and own_aliases <= aliases  # (the total commits first)
     return count - count_before
 
 
@@ -144,13 +154,14 @@ def test_sigkill_during_queries_loses_no_charge(files: dict[str, str]) -> None:
     assert count == sum(admitted) >= len(received) > KILLS  # queries ran between the kills
     assert set(received) <= aliases
     proc, port = _start(files, Path(files["dir"]) / "final.log")
-    try:  # the last restart continues from the ledger, and charges on top
-        assert Fraction(_spent_shown(port).removeprefix("ε=")) == total
+    own = _ledger_state(_own_ledger(files))[0]
+    try:  # the last restart continues from the ledgers, and charges on top
+        assert Fraction(_spent_shown(port).removeprefix("ε=")) == own
         with psycopg.connect(_dsn(port), password="pw", autocommit=True) as con:
             con.execute(f"SET privplan.epsilon = {float(EPSILON)}")
             con.execute("SELECT COUNT(*) AS last FROM visits").fetchone()
             spent = con.execute("SHOW privplan.spent").fetchone()
-        assert spent is not None and Fraction(str(spent[0]).removeprefix("ε=")) == total + EPSILON
+        assert spent is not None and Fraction(str(spent[0]).removeprefix("ε=")) == own + EPSILON
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)

@@ -56,8 +56,8 @@ def cmd_users_add(args: argparse.Namespace) -> int:
     user = make_user(args.name, _password(args), budget)
     add_user(args.path, user)
     shown = ", ".join(f"{k}={v:g}" for k, v in user.budget.items())
-    print(f"added user {user.name!r} to {args.path} (budget {shown}; stored, not yet enforced "
-          "per analyst: every analyst spends the server's one ledger)")
+    print(f"added user {user.name!r} to {args.path} (budget {shown}: their answers must fit "
+          "it, and the data's total with every analyst's)")
     return 0
 
 
@@ -117,8 +117,8 @@ def add_server_commands(sub: Any) -> None:
     add.add_argument("name", help="the analyst's user name")
     for k in _BUDGET:
         add.add_argument(f"--{k}", type=float, default=None,
-                         help=f"the analyst's budget: {k} (stored; not yet enforced apart "
-                              "from the data's total)")
+                         help=f"the analyst's budget: {k} (their answers must fit it, and "
+                              "the data's total)")
     add.add_argument("--password-file", default=None,
                      help="read the password from this file (default: standard input)")
     add.set_defaults(func=cmd_users_add, checks={"path": "new_file"})

@@ -64,8 +64,8 @@ def split_statements(sql: str) -> list[str]:
 
 
 class Answerer:
-    """Answers one connection's statements over its own Session (which shares the server's
-    ledger file with every other connection)."""
+    """Answers one connection's statements over its own Session (which charges its analyst's
+    account and the data's total, both shared with the server's other connections)."""
 
     def __init__(self, session: Session, startup: dict[str, str]) -> None:
         self.session = session
@@ -79,8 +79,11 @@ class Answerer:
         self._schema.close()
 
     def _total(self, which: str) -> str:
-        s = self.session
-        value = {"spent": s.spent, "remaining": s.remaining, "budget": lambda: s.budget}[which]()
+        """SHOW privplan.spent / remaining / budget: the analyst's own account (the data's
+        total is not shown to an analyst: it would tell them about the others' queries)."""
+        account = self.session.reported
+        value = {"spent": account.spent, "remaining": account.remaining,
+                 "budget": lambda: account.budget}[which]()
         return str(value.describe())
 
     def answer(self, sql: str) -> Answer:
@@ -142,6 +145,7 @@ class Answerer:
         session = self.session
         sql, value, extra = self._budget(sql)
         result: Any = session.sql(sql, budget=value, **extra)
+        account = session.reported  # (the analyst's: see _total)
         notice = (f"privplan: this answer cost {result.cost.describe()}; spent "
-                  f"{session.spent().describe()} of {session.budget.describe()}")
+                  f"{account.spent().describe()} of {account.budget.describe()}")
         return Answer.table(_columns(result.df), _rows(result.df), [notice])

@@ -1,7 +1,7 @@
 """What every connection of one server shares: users, how to open a Session, TLS and limits.
 
-Privacy: configuration only. ``open_session`` opens a Session over the server's one ledger file,
-so every connection's answers are charged to (and composed in) the data's one total budget.
+Privacy: configuration only. ``open_session(analyst)`` opens a Session charging that analyst's
+account and the data's total (:mod:`privplan.server.accounts`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LOG = logging.getLogger("privplan.server")
 @dataclass
 class ServerConfig:
     users: Mapping[str, User]
-    open_session: Callable[[], Session]
+    open_session: Callable[[str], Session]  # (an analyst's name)
     secret: bytes  # per server: fake SCRAM salts for unknown users
     tls: ssl.SSLContext | None = None
     tls_required: bool = False

@@ -215,7 +215,7 @@ class ClientConnection:
 
     def _ready_session(self) -> None:
         try:
-            session = self.config.open_session()
+            session = self.config.open_session(self.user)
         except Exception as err:  # noqa: BLE001 - said to the client (a bug: logged)
             known = client_error(err)
             if known is None:

@@ -4,15 +4,14 @@
 policy and the ledger, by opening one Session and closing it), then accepts connections on a
 background thread and returns a :class:`Server` (``.address``, ``.close()``; port 0 picks a
 free port, as tests do). Each connection runs :class:`~privplan.server.connection.ClientConnection`
-on its own thread, with its own Session over the server's one ledger file; whatever happens on
-one connection is contained there. Beyond ``max_connections`` a client is refused with 53300.
+on its own thread, with its own Session; whatever happens on one connection is contained there.
+Beyond ``max_connections`` a client is refused with 53300.
 
-Budget model of this first version: ONE durable ledger holding the data's total budget, shared
-by every analyst; every analyst's releases compose in it (collusion-safe). The per-analyst
-budgets of the users file are stored but not yet enforced separately.
+Budgets (:mod:`privplan.server.accounts`): every Session charges its analyst's account and the
+data's total, both opened once for the whole server and shared by its connections.
 
-Privacy: opens Sessions only through :func:`privplan.connect`'s Session with the server's ledger;
-it answers nothing itself.
+Privacy: opens Sessions only through :class:`~privplan.session.session.Session`, charging the
+server's accounts; it answers nothing itself.
 """
 
 from __future__ import annotations
@@ -29,10 +28,12 @@ from typing import Any, Self
 import privplan.server.messages as m
 from privplan.errors import LedgerError, PolicyError
 from privplan.ledger.store import SQLiteLedger
+from privplan.server.accounts import Accounts
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.connection import ClientConnection
 from privplan.server.users import load_users
 from privplan.server.wire import DEFAULT_MAX_MESSAGE
+from privplan.session.inputs import as_policy
 from privplan.session.session import Session
 
 __all__ = ["Server", "serve"]
@@ -42,8 +43,10 @@ class Server:
     """A running server: ``address`` (host, port), ``close()`` (stops accepting, closes every
     connection, waits for their threads)."""
 
-    def __init__(self, sock: socket.socket, config: ServerConfig) -> None:
+    def __init__(self, sock: socket.socket, config: ServerConfig,
+                 accounts: Accounts | None = None) -> None:
         self._sock = sock
+        self._accounts = accounts
         self.config = config
         self.address: tuple[str, int] = sock.getsockname()[:2]
         self._ids = itertools.count(1)
@@ -119,6 +122,8 @@ class Server:
                 pass
         for _, thread in clients:
             thread.join(timeout)
+        if self._accounts is not None:
+            self._accounts.close()
 
     def __enter__(self) -> Self:
         return self
@@ -178,17 +183,23 @@ def serve(database: str | os.PathLike[str], *, policy: Any, ledger: str | os.Pat
     known = load_users(users)
     ledger_path = Path(ledger)
     total = _budget(ledger_path, budget)
+    policy = as_policy(policy)
+    Session(str(database), policy=policy, budget=total).close()  # fail now, not at a client
+    accounts = Accounts(ledger_path, total, policy, known)
 
-    def open_session() -> Session:
-        return Session(str(database), policy=policy, budget=total,
-                       ledger=SQLiteLedger(ledger_path))
+    def open_session(user: str) -> Session:
+        return Session(str(database), policy=policy, budget=total, ledger=accounts.total,
+                       accounts=[accounts.analyst(user)])
 
-    open_session().close()  # fail now (database, policy, ledger), not at the first client
     config = ServerConfig(users=known, open_session=open_session,
                           secret=secrets.token_bytes(32), tls=tls, tls_required=tls_required,
                           max_message=max_message, startup_timeout=startup_timeout,
                           idle_timeout=idle_timeout, max_connections=max_connections)
     family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
-    sock = socket.create_server(listen, family=family)
+    try:
+        sock = socket.create_server(listen, family=family)
+    except BaseException:
+        accounts.close()
+        raise
     sock.listen(128)
-    return Server(sock, config)
+    return Server(sock, config, accounts)

@@ -7,9 +7,8 @@ cannot be used to log in (it yields neither the password nor the client key). Th
 written atomically, a temporary file in the same folder with mode 0600 then ``os.replace``, so a
 crash leaves the old file or the new one, and a failing ``add`` changes nothing.
 
-Per-analyst budgets are stored but NOT yet enforced separately (issue 37's next step): the
-server charges every analyst's answers to the one ledger of the data's total budget, which is
-collusion-safe (every release composes in it) but lets one analyst spend the whole total.
+Each analyst's budget is enforced by the server on their own ledger, on top of the data's total
+(:mod:`privplan.server.accounts`).
 
 Privacy: the file holds no data and no password; reading it never touches the ledger.
 """
