@@ -370,3 +370,21 @@ def test_the_ledger_commands(db: Path, tmp_path: Path, monkeypatch: pytest.Monke
     assert "head MAC and seal checked" in capsys.readouterr().out
     with _session(db, copy) as s:
         assert s.spent() == pp.PureDP(0.6)
+
+
+@pytest.mark.usefixtures("keyed")
+def test_a_backup_under_the_owner_key_verifies_and_putting_it_back_is_refused(
+        db: Path, tmp_path: Path) -> None:
+    """`privplan ledger backup` under the key: the copy is sealed at its own path (it used to
+    fail its own verification: a keyed ledger without a seal), and its bytes put back at the
+    ledger's path are refused as a rollback until the owner adopts them."""
+    ledger, backup = tmp_path / "l.sqlite", tmp_path / "l.backup.sqlite"
+    spent = _charge(db, ledger, range(2))
+    assert backup_ledger(ledger, backup) == (2, spent)
+    assert verify_ledger(backup).ok
+    _charge(db, ledger, range(2, 4))
+    shutil.copy(backup, ledger)
+    _refused(db, ledger, "rolled back")
+    seal_ledger(ledger)
+    with _session(db, ledger) as s:
+        assert s.spent() == spent

@@ -179,3 +179,53 @@ def test_a_budget_the_accounts_cannot_hold_is_refused_at_start(data: Data,
     with pytest.raises(pp.LedgerError):
         serve(data.database, policy=demo_policy_path(), ledger=ledger, users=users,
               budget=pp.PureDP(2), listen=("127.0.0.1", 0))
+
+
+def test_with_the_owner_key_a_restored_ledger_is_refused_until_the_owner_adopts_it(
+        data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rollback resistance docs/SERVER.md promises: with the owner key and the seals kept
+    apart, putting back older copies of the ledgers (the total's or an analyst's, taken with
+    ``privplan ledger backup`` while the server ran) is refused at start; the owner who
+    restores them on purpose adopts them with ``privplan ledger seal``, and what was spent
+    since the backup is then forgotten — which is why backups are the owner's alone."""
+    from privplan.cli import main
+
+    key, seals = tmp_path / "owner.key", tmp_path / "seals"
+    key.write_bytes(b"0123456789abcdef0123456789abcdef")
+    seals.mkdir()
+    monkeypatch.setenv("PRIVPLAN_LEDGER_KEY_FILE", str(key))
+    monkeypatch.setenv("PRIVPLAN_LEDGER_SEAL_DIR", str(seals))
+    users = tmp_path / "users.json"
+    add_user(users, make_user("ann", "pw-ann", {"epsilon": 1.0}))
+    ledger = tmp_path / "total.ledger.sqlite"
+    own = analysts_folder(ledger) / "ann.sqlite"
+
+    def start() -> object:
+        return serve(data.database, policy=demo_policy_path(), ledger=ledger, users=users,
+                     budget=pp.PureDP(2), listen=("127.0.0.1", 0))
+
+    server = start()
+    try:
+        with _connect(server, "ann") as ann:
+            assert _ask(ann, 0.25) is None
+            for path in (ledger, own):  # (backed up while the server runs)
+                assert main(["ledger", "backup", str(path), str(path) + ".bak"]) == 0
+            assert _ask(ann, 0.5) is None
+    finally:
+        server.close()
+    for restored in (ledger, own):
+        saved = restored.read_bytes()
+        restored.write_bytes(Path(str(restored) + ".bak").read_bytes())
+        with pytest.raises(pp.LedgerError, match="rolled back"):
+            start()
+        restored.write_bytes(saved)
+    start().close()  # (both put back as they were: the server starts)
+    for restored in (ledger, own):
+        restored.write_bytes(Path(str(restored) + ".bak").read_bytes())
+        assert main(["ledger", "seal", str(restored)]) == 0
+    server = start()
+    try:
+        with _connect(server, "ann") as ann:
+            assert _show(ann, "spent") == "ε=0.25"  # (the ε = 0.5 charged since is forgotten)
+    finally:
+        server.close()

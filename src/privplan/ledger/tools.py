@@ -5,7 +5,8 @@ session is charging can miss committed charges still in the WAL (privplan copies
 the file after each charge, but a copy made in between, or while a reader held the WAL, misses
 them) or catch a page half written. Restoring such a copy gives spent budget back, and without
 the owner key nothing can tell. :func:`backup_ledger` copies through SQLite's backup API: one
-consistent snapshot of every committed entry, verified before it is kept.
+consistent snapshot of every committed entry, verified before it is kept (under the owner key,
+sealed at its own path first: see :func:`backup_ledger`).
 
 Why sealing is explicit: a session with the owner key refuses a ledger whose head carries no
 MAC, or that does not hold its seal's entry — a ledger from before the key, or one restored
@@ -63,6 +64,12 @@ def backup_ledger(source: str | Path, dest: str | Path) -> tuple[int, Any]:
         ledger.close()
         with contextlib.suppress(OSError):
             tmp.unlink()
+    if owner_key() is not None:
+        # under the owner key every ledger must hold its seal's entry: the copy (of a source
+        # verified above, under the key) is sealed at its own path, so it verifies as what it
+        # is. Its bytes put back at the ledger's path are still refused by the ledger's own
+        # seal, which names a later entry, until the owner adopts them (`ledger seal`).
+        seal_ledger(dest)
     kept = SQLiteLedger(dest)
     try:
         return len(kept.entries()), kept.recorded_total()
