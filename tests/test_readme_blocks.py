@@ -75,6 +75,8 @@ EXPECT: dict[str, tuple[list[str], list[str]]] = {
                             ["visits-budget.sqlite"]),
     "postgresql://": (["rows=4", "hospital"], ["budget.sqlite"]),
     "SparkSession": (["rows=4", "hospital"], []),
+    "users add users.json": (["hospital|n", "this answer cost ε=0.25", "('ε=0.25',)"],
+                             ["server.ledger.sqlite"]),
     "privplan explain": (["Mechanisms:", '"halfwidth_95"', "hash chain intact"],
                          ["budget.png", "copy.sqlite"]),
 }

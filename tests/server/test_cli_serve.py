@@ -102,6 +102,25 @@ def test_serve_refuses_bad_inputs_in_one_line_and_creates_no_ledger(
     assert not ledger.exists()
 
 
+def test_serve_stops_on_sigterm_and_closes_its_ledgers(files: dict[str, str]) -> None:
+    ledger = Path(files["dir"]) / "term.ledger.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "privplan.cli", "serve", "--database", files["db"], "--policy",
+         files["policy"], "--ledger", str(ledger), "--users", files["users"], "--listen",
+         "127.0.0.1:0", "--total-epsilon", "2"],
+        env=dict(os.environ, PYTHONPATH=SRC), stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert "serving on" in proc.stderr.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+    assert code == 0
+    assert not Path(f"{ledger}-wal").exists()  # (closed: SQLite folds its WAL in on close)
+
+
 @pytest.mark.slow
 def test_serve_answers_psql_and_stops_on_ctrl_c(files: dict[str, str]) -> None:
     ledger = Path(files["dir"]) / "served.ledger.sqlite"

@@ -16,7 +16,9 @@ Every check runs before anything is written or listened on; a failing command ch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.tls_cert:
         print("privplan: without TLS the password stays safe (SCRAM) but queries and answers "
               "cross the network in cleartext: pass --tls-cert and --tls-key", file=sys.stderr)
+    with contextlib.suppress(ValueError):  # (SIGTERM stops it as Ctrl-C does; main thread)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         server.wait()
     except KeyboardInterrupt:
