@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import uuid
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -126,7 +128,12 @@ class SparkEngine:
         first, and again when anything fails inside, it raises EngineUnavailableError."""
         pins = {"spark.sql.session.timeZone": self._time_zone, "spark.sql.ansi.enabled": "true",
                 "spark.sql.inMemoryColumnarStorage.partitionPruning": "false"}
-        with self._unless_gone():
+        # one pinned block at a time per SparkSession: its settings are shared by every thread,
+        # so a second privplan session on the same SparkSession (the server's connections, a
+        # user's threads) restoring the user's values (ANSI off, another time zone) in the
+        # middle of the first one's statement would run it under semantics the gate did not
+        # check. Reentrant: a pinned block may call another.
+        with _session_lock(self.spark), self._unless_gone():
             conf = self.spark.conf
             saved = {key: conf.get(key, None) for key in pins}
             with warnings.catch_warnings():
@@ -595,3 +602,17 @@ class SparkEngine:
 
 def _materialized_name(select_sql: str, token: str) -> str:  # (the engine's own: see _token)
     return f"__privplan_{token}_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
+
+
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _session_lock(spark: Any) -> threading.RLock:
+    """The lock of one SparkSession's settings (see ``SparkEngine._pinned``)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(spark)
+        if lock is None:
+            lock = _LOCKS[spark] = threading.RLock()
+        return lock
+

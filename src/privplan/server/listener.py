@@ -168,7 +168,7 @@ def _budget(ledger: Path, budget: Any) -> Any:
     return stored
 
 
-def serve(database: str | os.PathLike[str], *, policy: Any, ledger: str | os.PathLike[str],
+def serve(database: str | os.PathLike[str] | Any, *, policy: Any, ledger: str | os.PathLike[str],
           users: str | os.PathLike[str], budget: Any = None,
           listen: tuple[str, int] = ("127.0.0.1", 5433),
           tls_cert: str | os.PathLike[str] | None = None,
@@ -176,7 +176,9 @@ def serve(database: str | os.PathLike[str], *, policy: Any, ledger: str | os.Pat
           max_message: int = DEFAULT_MAX_MESSAGE, startup_timeout: float = 10.0,
           idle_timeout: float = 3600.0, max_connections: int = 64) -> Server:
     """Start a privplan server (see the module docstring); ``budget`` is the data's total
-    (optional when the ledger exists: it remembers its own)."""
+    (optional when the ledger exists: it remembers its own). ``database``: a DuckDB file, a
+    ``postgresql://`` URL, or (from Python) a SparkSession whose catalog or temporary views
+    hold the policy's tables."""
     tls = _tls(tls_cert, tls_key)
     if tls_required and tls is None:
         raise PolicyError("--tls-required needs --tls-cert and --tls-key.")
@@ -184,11 +186,14 @@ def serve(database: str | os.PathLike[str], *, policy: Any, ledger: str | os.Pat
     ledger_path = Path(ledger)
     total = _budget(ledger_path, budget)
     policy = as_policy(policy)
-    Session(str(database), policy=policy, budget=total).close()  # fail now, not at a client
+    # a path or URL as text; anything else (a SparkSession) as given: each connection's
+    # Session opens its own engine over it
+    source = str(database) if isinstance(database, (str, os.PathLike)) else database
+    Session(source, policy=policy, budget=total).close()  # fail now, not at a client
     accounts = Accounts(ledger_path, total, policy, known)
 
     def open_session(user: str) -> Session:
-        return Session(str(database), policy=policy, budget=total, ledger=accounts.total,
+        return Session(source, policy=policy, budget=total, ledger=accounts.total,
                        accounts=[accounts.analyst(user)])
 
     config = ServerConfig(users=known, open_session=open_session,
