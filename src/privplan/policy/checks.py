@@ -94,7 +94,18 @@ def _name(key: object, loc: _Loc, what: str) -> str:
             "privplan matches tables and columns in SQL by name.",
             f"quote it in the YAML, e.g. `'{key}':`.",
         )
-    return key.strip().lower()
+    name = key.strip().lower()
+    if name.startswith("__"):
+        _fail(
+            loc,
+            f"{what} name {key!r} starts with two underscores",
+            "privplan's engine statements name their inner columns and relations so "
+            "(`__privplan_order`, `__rn`, `__k`…); a column of that name could be read in "
+            "their place.",
+            "rename it without the leading underscores (in the data, or in a `source:` "
+            "query of the table that selects it under another name).",
+        )
+    return name
 
 
 def _mapping(raw: object, loc: _Loc, what: str, example: str) -> Mapping[Any, Any]:
