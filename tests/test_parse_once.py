@@ -39,10 +39,17 @@ def _no_shared_plans() -> None:
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pp.Session]:
+def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("parse") / "demo.duckdb"
     write_demo_database(db, rows=500)
-    with pp.connect(str(db), policy=demo_policy_path(), budget=pp.ApproxDP(1000, 1e-3)) as s:
+    return db
+
+
+@pytest.fixture
+def session(demo_file: Path) -> Iterator[pp.Session]:
+    """A session of each test's own (its plan cache holds only what the test planned)."""
+    with pp.connect(str(demo_file), policy=demo_policy_path(),
+                    budget=pp.ApproxDP(1000, 1e-3)) as s:
         yield s
 
 
