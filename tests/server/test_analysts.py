@@ -229,3 +229,26 @@ def test_with_the_owner_key_a_restored_ledger_is_refused_until_the_owner_adopts_
             assert _show(ann, "spent") == "ε=0.25"  # (the ε = 0.5 charged since is forgotten)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(("budget", "total", "want"), [
+    ({"epsilon": 1.0}, pp.PureDP, pp.PureDP(1)),
+    ({"epsilon": 1.0}, pp.ApproxDP, pp.ApproxDP(1, 0)),  # ((ε, 0)-DP is ε-DP)
+    ({"epsilon": 1.0, "delta": 1e-6}, pp.ApproxDP, pp.ApproxDP(1, 1e-6)),
+    ({"rho": 0.5}, pp.ZCDP, pp.ZCDP(0.5)),
+    ({"epsilon": 1.0}, pp.ZCDP, None),  # (ρ = ε²/2 would let Gaussian noise in: weaker)
+    ({"mu": 1.0}, pp.ZCDP, None),  # (ρ = μ²/2 is implied by μ-GDP, not the same)
+    ({"epsilon": 1.0, "delta": 1e-6}, pp.PureDP, None),
+    ({"rho": 0.5}, pp.ApproxDP, None),  # (needs a δ to convert)
+])
+def test_an_analyst_budget_is_the_totals_definition_or_the_same_guarantee(
+        budget: dict[str, float], total: type, want: object) -> None:
+    from privplan.server.accounts import analyst_budget
+    from privplan.server.users import User
+
+    user = User("ann", b"s", 1, b"k" * 32, b"k" * 32, budget)
+    if want is None:
+        with pytest.raises(pp.PolicyError, match="without a loss"):
+            analyst_budget(user, total)
+    else:
+        assert analyst_budget(user, total) == want

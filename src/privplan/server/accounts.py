@@ -27,7 +27,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from privplan.accounting.definitions import ApproxDP, PureDP, build, kind_for
+from privplan.accounting.conversions import convert
+from privplan.accounting.definitions import build, kind_for
 from privplan.errors import PolicyError
 from privplan.ledger.store import SQLiteLedger
 from privplan.server.users import User
@@ -43,18 +44,25 @@ def analysts_folder(ledger: Path) -> Path:
 
 def analyst_budget(user: User, kind: type) -> Any:
     """``user``'s budget as a value of the server's privacy definition ``kind``: their own
-    definition, or a pure-DP ε under an (ε, δ) total as (ε, 0). Another definition is refused
-    (its costs would not compose with the total's)."""
-    own = kind_for(user.budget)
-    if own is kind:
-        return build(kind, user.budget)
-    if own is PureDP and kind is ApproxDP:
-        return ApproxDP(user.budget["epsilon"], 0)
-    raise PolicyError(
-        f"analyst {user.name!r} has a budget of another privacy definition "
-        f"({own.__name__ if own else '?'}: {user.budget}) than the data's total "
-        f"({kind.__name__}). Fix: give every analyst a budget of the total's definition "
-        "(remove the user and add them again with the right flags).")
+    budget when it is of that definition, or its conversion when that is the same guarantee —
+    one that reads no δ and lands on δ = 0 (a pure ε under an (ε, δ) total: (ε, 0)-DP is ε-DP).
+    Anything else is refused: a budget converted with a loss (ε to ρ = ε²/2, μ to ρ = μ²/2)
+    would bound the analyst by a weaker guarantee than the users file gives them."""
+    named = kind_for(user.budget)
+    own = build(named, user.budget) if named is not None else None
+    if own is not None and type(own) is kind:
+        return own
+    try:
+        as_total = convert(own, kind) if own is not None else None
+    except TypeError:
+        as_total = None
+    if as_total is None or as_total.delta_or_none() != 0:
+        raise PolicyError(
+            f"analyst {user.name!r} has a budget of another privacy definition "
+            f"({user.budget}) than the data's total ({kind.__name__}), which does not convert "
+            "to it without a loss. Fix: give every analyst a budget of the total's definition "
+            "(remove the user and add them again with the right flags).")
+    return as_total
 
 
 class Accounts:
