@@ -474,3 +474,36 @@ def test_an_interval_the_library_did_not_compute_is_sent_null_as_described(
             assert row.endswith(struct.pack("!ii", -1, -1))
         simple = _talk(sock, _msg(b"Q", sql + b"\0"))
         assert _field_names(_body(simple, b"T")[0]) == ["hospital", "a"]
+
+
+def test_a_late_cancel_or_timer_never_reaches_the_next_statement() -> None:
+    """StatementControl over a real DuckDB connection: a cancel with no statement running, or
+    a timer of a statement that has ended, neither flags nor interrupts the next one; a cancel
+    of a running DuckDB statement interrupts it (from another thread) and returns once it ends."""
+    from privplan.server.cancel import StatementCancelled, StatementControl
+
+    con = duckdb.connect()
+    control = StatementControl(con.interrupt)
+    control.cancel("user")  # (idle: nothing)
+    timer = control.begin(0.05)
+    control.end(timer)  # (ended before its timer fired)
+    time.sleep(0.15)
+    timer = control.begin(0)
+    try:
+        assert con.execute("SELECT COUNT(*) FROM range(20000000)").fetchone() == (20000000,)
+        control.check()  # (not flagged)
+        assert control.reason is None
+    finally:
+        control.end(timer)
+    timer = control.begin(0.2)
+    try:
+        started = time.monotonic()
+        with pytest.raises(duckdb.InterruptException):
+            con.execute("SELECT COUNT(*) FROM range(100000000000) WHERE range % 7 = 1")
+        assert time.monotonic() - started < 5
+        assert control.reason == "timeout"
+        with pytest.raises(StatementCancelled, match="statement timeout"):
+            control.check()
+    finally:
+        control.end(timer)
+    assert con.execute("SELECT 1").fetchone() == (1,)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,10 +109,6 @@ class DuckDBEngine:
         self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
         self._stand_in_values: dict[str, Values] = {}
         self._stand_in_rows: set[str] = set()
-        # a server's cancellation check (privplan.server.cancel), called before each statement
-        # bound, probed or read from a public table: all of it planning, before the charge, so
-        # a statement cancelled while privplan plans it stops there and spends nothing
-        self.statement_check: Callable[[], None] | None = None
 
     # -- tables ------------------------------------------------------------------------------
     def register(self, name: str, data: Any) -> None:
@@ -347,8 +343,6 @@ class DuckDBEngine:
         :attr:`generation` (a view defined, a copy made or dropped). Binding reads no row, so
         its answer is a function of the catalog alone: the cached one is the one binding
         again would give (about a millisecond of every cached plan's reuse)."""
-        if self.statement_check is not None:
-            self.statement_check()
         fixed = self._catalog_locked and not self._registered
         key = (self.generation, sql)
         if fixed and (known := self._bound.get(key)) is not None:
@@ -473,8 +467,6 @@ class DuckDBEngine:
     def fetch_public(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a query over PUBLIC tables only (join stability, public domains); its errors
         may be shown, since public data is not protected."""
-        if self.statement_check is not None:
-            self.statement_check()
         try:
             return self.con.execute(sql).fetchall()
         except duckdb.Error as err:
@@ -577,8 +569,6 @@ class DuckDBEngine:
         (a WITH around the statement), and return every row, or bind it only. Reads no
         private row: the caller replaced every private table by a stand-in. Raises
         :class:`~privplan.engines.base.ProbeFailed` with the engine's message."""
-        if self.statement_check is not None:
-            self.statement_check()
         ctes = ", ".join(f"{_quote(name)} AS ({stand_in.relation})"
                          for name, stand_in in stand_ins.items())
         text = f"WITH {ctes} SELECT * FROM ({sql}) AS __probe" if ctes else sql

@@ -7,8 +7,9 @@ connection that carries a client's CancelRequest (its process id and secret key 
 :meth:`StatementControl.cancel`, which records why and then interrupts the session's DuckDB
 connection (``DuckDBPyConnection.interrupt()``) every few milliseconds until the statement
 ends (an interrupt that lands between two engine statements is lost by DuckDB, so one call is
-not enough). While privplan plans in Python, the flag is checked before each statement the
-engine binds or probes (``DuckDBEngine.statement_check``) and before a DP query is planned.
+not enough). While privplan plans in Python, the flag is checked before a DP query is planned
+and before each statement the session's engine binds, probes or reads from a public table
+(:func:`check_before_planning_reads`).
 The client is then told SQLSTATE 57014, "canceling statement due to user request" or "... due
 to statement timeout".
 
@@ -29,10 +30,12 @@ import hmac
 import struct
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from privplan.errors import PrivplanError
 
-__all__ = ["CANCELED", "REASONS", "Registry", "StatementCancelled", "StatementControl"]
+__all__ = ["CANCELED", "REASONS", "Registry", "StatementCancelled", "StatementControl",
+           "check_before_planning_reads"]
 
 CANCELED = "57014"  # query_canceled
 REASONS = {"user": "canceling statement due to user request",
@@ -42,6 +45,30 @@ _INTERRUPT_EVERY = 0.02  # seconds between two interrupts of one cancelled state
 
 class StatementCancelled(PrivplanError):
     """Raised before a charge, where privplan checks whether its statement was cancelled."""
+
+
+# the engine's methods that only planning calls, before the charge (binding a statement, the
+# gate's probes over stand-in rows, reads of public tables: privplan.planning.public_joins)
+_PLANNING_READS = ("bind", "probe", "fetch_public")
+
+
+def check_before_planning_reads(engine: Any, check: Callable[[], None]) -> None:
+    """Make this engine (one session's own) call ``check`` before each of its planning reads,
+    so a statement cancelled while privplan plans it stops at the next one. Privacy: these are
+    all before the charge (a cancel there spends nothing); nothing after the charge is checked,
+    so a run is never cut between its charge and its release except by the engine's own
+    interrupt (which releases nothing)."""
+    for name in _PLANNING_READS:
+        method = getattr(engine, name, None)
+        if method is not None:
+            setattr(engine, name, _checked(method, check))
+
+
+def _checked(method: Callable[..., Any], check: Callable[[], None]) -> Callable[..., Any]:
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        check()
+        return method(*args, **kwargs)
+    return checked
 
 
 class StatementControl:

@@ -46,7 +46,13 @@ import privplan.server.messages as m
 import privplan.server.wire as w
 from privplan.server.answers import Answerer, split_statements
 from privplan.server.binary import binary_value, result_formats
-from privplan.server.cancel import CANCELED, REASONS, Registry, StatementControl
+from privplan.server.cancel import (
+    CANCELED,
+    REASONS,
+    Registry,
+    StatementControl,
+    check_before_planning_reads,
+)
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.formats import Answer, decode_param
 from privplan.server.param_types import infer_param_types
@@ -253,8 +259,7 @@ class ClientConnection:
         engine = session.engine
         con = getattr(engine, "con", None)
         self.control = StatementControl(getattr(con, "interrupt", None))
-        if hasattr(engine, "statement_check"):
-            engine.statement_check = self.control.check
+        check_before_planning_reads(engine, self.control.check)
         self.answerer = Answerer(session, self.startup_params,
                                  statement_timeout=self.config.statement_timeout,
                                  check=self.control.check)
