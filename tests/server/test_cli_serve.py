@@ -127,7 +127,8 @@ def test_serve_answers_psql_and_stops_on_ctrl_c(files: dict[str, str]) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "privplan.cli", "serve", "--database", files["db"], "--policy",
          files["policy"], "--ledger", str(ledger), "--users", files["users"], "--listen",
-         "127.0.0.1:0", "--total-epsilon", "2"],
+         "127.0.0.1:0", "--total-epsilon", "2", "--statement-timeout", "7.5",
+         "--max-connections-per-user", "3"],
         env=dict(os.environ, PYTHONPATH=SRC), stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -137,11 +138,13 @@ def test_serve_answers_psql_and_stops_on_ctrl_c(files: dict[str, str]) -> None:
         done = subprocess.run(
             ["psql", f"host=127.0.0.1 port={found.group(1)} user=alice dbname=d sslmode=disable",
              "-X", "-A", "-t", "-c", "SET privplan.epsilon = 0.5", "-c",
-             "SELECT COUNT(*) AS n FROM visits", "-c", "SHOW privplan.remaining"],
+             "SELECT COUNT(*) AS n FROM visits", "-c", "SHOW statement_timeout", "-c",
+             "SHOW privplan.remaining"],
             env=dict(os.environ, PGPASSWORD="pw"), capture_output=True, text=True, timeout=60,
             check=False)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.split()[-1] == "ε=0.5"  # (alice's own: ε = 1, not the total's 2)
+        # (alice's own remaining: ε = 1 of her own, not the total's 2)
+        assert done.stdout.split()[-2:] == ["7500ms", "ε=0.5"]
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)

@@ -91,3 +91,57 @@ def test_statements_are_split_at_top_level_semicolons() -> None:
         "SELECT 1", " SELECT ';' "]
     assert split_statements(" ;; ") == []
     assert split_statements("SELECT 'unterminated") == ["SELECT 'unterminated"]
+
+
+@pytest.mark.parametrize(("text", "ms", "shown"), [
+    ("0", 0, "0"), ("2500", 2500, "2500ms"), ("2s", 2000, "2s"), (" 2 s ", 2000, "2s"),
+    ("1.5s", 1500, "1500ms"), ("1min", 60_000, "1min"), ("90s", 90_000, "90s"),
+    ("2h", 7_200_000, "2h"), ("1d", 86_400_000, "1d"), ("1500us", 2, "2ms"), ("250MS", 250, "250ms"),
+])
+def test_statement_timeout_values_in_postgresql_units(text: str, ms: int, shown: str) -> None:
+    s = settings()
+    assert s.answer(f"SET statement_timeout = '{text}'") is not None
+    assert s.timeout_ms == ms and s.statement_timeout == ms / 1000
+    assert value(s, "SHOW statement_timeout") == shown
+
+
+@pytest.mark.parametrize("text", ["soon", "-1", "2 weeks", "1e3", "", "99999999999"])
+def test_bad_statement_timeouts_are_refused(text: str) -> None:
+    s = Settings({}, lambda which: "", statement_timeout=3)
+    with pytest.raises(ClientError) as info:
+        s.answer(f"SET statement_timeout = '{text}'")
+    assert info.value.code == "22023" and s.timeout_ms == 3000
+
+
+def test_statement_timeout_defaults_resets_and_startup() -> None:
+    s = Settings({}, lambda which: "", statement_timeout=0.25)
+    assert value(s, "SHOW statement_timeout") == "250ms"
+    s.answer("SET statement_timeout TO 0")
+    assert s.statement_timeout == 0
+    s.answer("RESET statement_timeout")
+    assert s.timeout_ms == 250
+    s.apply_startup({"options": "-c statement_timeout=5s"})
+    assert s.timeout_ms == 5000
+    s.apply_startup({"statement_timeout": "1min"})
+    assert s.timeout_ms == 60_000
+    with pytest.raises(ClientError):
+        s.apply_startup({"options": "-c statement_timeout=x"})
+
+
+def test_intervals_setting() -> None:
+    s = settings()
+    assert value(s, "SHOW privplan.intervals") == "off" and not s.intervals
+    for on in ("on", "true", "1", "yes", "ON"):
+        s.answer(f"SET privplan.intervals = {on}")
+        assert s.intervals and value(s, "SHOW privplan.intervals") == "on"
+        s.answer("SET privplan.intervals TO off")
+        assert not s.intervals
+    s.answer("SET privplan.intervals = on")
+    assert s.scratch().intervals  # (a Describe sees the connection's setting)
+    s.answer("RESET privplan.intervals")
+    assert not s.intervals
+    with pytest.raises(ClientError) as info:
+        s.answer("SET privplan.intervals = maybe")
+    assert info.value.code == "22023"
+    s.apply_startup({"options": "-c privplan.intervals=on"})
+    assert s.intervals

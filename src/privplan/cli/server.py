@@ -6,7 +6,8 @@
   The budget is stored for the next step (per-analyst budgets); this version does not enforce
   it separately: every analyst spends the data's one total, in the server's ledger.
 * ``serve --database DB --policy P --ledger L --users U [--listen HOST:PORT] [--tls-cert C
-  --tls-key K] [--tls-required] [--total-epsilon E ...]``: runs :func:`privplan.server.serve`
+  --tls-key K] [--tls-required] [--statement-timeout SECONDS] [--max-connections-per-user N]
+  [--total-epsilon E ...]``: runs :func:`privplan.server.serve`
   until interrupted. The total budget is the ledger's own when it exists; a new ledger needs
   ``--total-epsilon`` (``--total-delta``, ``--total-rho``, ``--total-mu``).
 
@@ -93,7 +94,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     server = serve(args.database, policy=args.policy, ledger=args.ledger, users=args.users,
                    budget=_total(args), listen=_listen(args.listen), tls_cert=args.tls_cert,
-                   tls_key=args.tls_key, tls_required=args.tls_required)
+                   tls_key=args.tls_key, tls_required=args.tls_required,
+                   statement_timeout=args.statement_timeout,
+                   max_connections_per_user=args.max_connections_per_user)
     host, port = server.address
     print(f"privplan: serving on {host}:{port} (TLS {'on' if args.tls_cert else 'off'}); "
           "Ctrl-C stops", file=sys.stderr)
@@ -137,6 +140,12 @@ def add_server_commands(sub: Any) -> None:
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     p.add_argument("--tls-required", action="store_true",
                    help="refuse clients that do not use TLS")
+    p.add_argument("--statement-timeout", type=float, default=0.0, metavar="SECONDS",
+                   help="cancel a statement that runs longer (57014); 0 for none (default); "
+                        "a client may SET statement_timeout")
+    p.add_argument("--max-connections-per-user", type=int, default=16, metavar="N",
+                   help="connections one analyst may hold at once (default %(default)s; 0: "
+                        "no limit)")
     for k in _BUDGET:
         p.add_argument(f"--total-{k}", type=float, default=None,
                        help=f"the data's total budget: {k} (for a new ledger)")

@@ -8,7 +8,9 @@ version(), transactions); a statement the DB-API answers free (constant selects 
 policy's tables (:mod:`privplan.server.catalog`); otherwise a DP query. Its budget is the query's own BigQuery
 ``OPTIONS(epsilon=...)`` clause, else the connection's ``SET privplan.epsilon`` (delta, rho, mu);
 without either it is refused before anything is planned. The cost of each answer goes to the
-client as a NOTICE.
+client as a NOTICE. With ``SET privplan.intervals = on`` each noisy column ``c`` that has a 95%
+interval is followed by ``c_low`` and ``c_high`` (:func:`privplan.server.describe.with_intervals`:
+the library's ``Result.with_intervals()``), in Describe as in Execute.
 
 Privacy: the only path to private rows is ``Session.sql`` (the gate, the charge, then the
 release); the free paths read settings, the ledger's totals and the policy's schema only
@@ -18,6 +20,7 @@ statement that fails is answered with privplan's message, never an engine's or P
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot.dialects.duckdb import DuckDB
@@ -29,7 +32,7 @@ from privplan.dbapi.connection import Connection
 from privplan.dbapi.free import _columns, _free_answer, _rows
 from privplan.dbapi.tables import refuse_table_read
 from privplan.server.catalog import CatalogSandbox, is_catalog_query
-from privplan.server.describe import released_fields
+from privplan.server.describe import released_fields, with_intervals
 from privplan.server.formats import Answer
 from privplan.server.messages import Field
 from privplan.server.settings import Settings
@@ -67,10 +70,14 @@ class Answerer:
     """Answers one connection's statements over its own Session (which charges its analyst's
     account and the data's total, both shared with the server's other connections)."""
 
-    def __init__(self, session: Session, startup: dict[str, str]) -> None:
+    def __init__(self, session: Session, startup: dict[str, str], *,
+                 statement_timeout: float = 0.0, check: Callable[[], None] | None = None
+                 ) -> None:
         self.session = session
         self._schema = Connection(session)  # (for the DB-API's free answers only)
-        self.settings = Settings(startup, self._total)
+        self.settings = Settings(startup, self._total, statement_timeout)
+        # (raises if the running statement was cancelled: called before a DP query is planned)
+        self._check = check
         self._catalog = CatalogSandbox(self._schema.describe_schema)
         self._private = {name.lower() for name in session.policy.tables}
 
@@ -117,7 +124,10 @@ class Answerer:
         if free is not None:
             return free.fields
         sql, value, extra = self._budget(sql)
-        return released_fields(self.session, sql, {"budget": value, **extra})
+        if self._check is not None:
+            self._check()
+        return released_fields(self.session, sql, {"budget": value, **extra},
+                               intervals=self.settings.intervals)
 
     def _budget(self, sql: str) -> tuple[str, Any, dict[str, Any]]:
         """A DP query's text (its BigQuery clause applied), budget value and other options
@@ -144,8 +154,11 @@ class Answerer:
     def _dp(self, sql: str) -> Answer:
         session = self.session
         sql, value, extra = self._budget(sql)
+        if self._check is not None:  # (a statement cancelled before it is planned)
+            self._check()
         result: Any = session.sql(sql, budget=value, **extra)
         account = session.reported  # (the analyst's: see _total)
         notice = (f"privplan: this answer cost {result.cost.describe()}; spent "
                   f"{account.spent().describe()} of {account.budget.describe()}")
-        return Answer.table(_columns(result.df), _rows(result.df), [notice])
+        df = with_intervals(result.df, result.intervals) if self.settings.intervals else result.df
+        return Answer.table(_columns(df), _rows(df), [notice])

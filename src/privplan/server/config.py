@@ -31,4 +31,6 @@ class ServerConfig:
     startup_timeout: float = 10.0
     idle_timeout: float = 3600.0
     max_connections: int = 64
+    max_connections_per_user: int = 16  # (0: no limit)
+    statement_timeout: float = 0.0  # seconds (0: none); SET statement_timeout overrides it
     extra: dict[str, str] = field(default_factory=dict)

@@ -1,8 +1,11 @@
 """One client connection, from its first byte to Terminate: the protocol's state machine.
 
-Startup (SSLRequest → TLS, GSSENCRequest → 'N', CancelRequest → closed: queries run to the end
-and cannot be cancelled yet), SCRAM-SHA-256 (:mod:`privplan.server.scram`), ParameterStatus,
-BackendKeyData, ReadyForQuery; then the simple query protocol and the extended one (Parse, Bind,
+Startup (SSLRequest → TLS, GSSENCRequest → 'N', CancelRequest → the connection closed, then the
+statement of the connection its process id and secret key name cancelled:
+:mod:`privplan.server.cancel`), SCRAM-SHA-256 (:mod:`privplan.server.scram`), at most
+``max_connections_per_user`` connections per analyst (53300 beyond), ParameterStatus,
+BackendKeyData (a random secret key the server's registry keeps for CancelRequests),
+ReadyForQuery; then the simple query protocol and the extended one (Parse, Bind,
 Describe, Execute, Sync, Flush, Close). Answers come from :class:`privplan.server.answers.Answerer`.
 
 Extended protocol: a portal's query is answered (charged) when it is first executed, and its
@@ -11,6 +14,10 @@ portal — answers nothing and charges nothing: the columns a DP query will rele
 planning it (:meth:`Answerer.describe`, :mod:`privplan.server.describe`), a statement's
 parameters bound to stand-in values of their types. After an error, messages are skipped up to
 Sync, as PostgreSQL does.
+
+Each statement (and each Describe, which plans) runs under the connection's
+:class:`~privplan.server.cancel.StatementControl`, armed with its ``statement_timeout``; a
+cancelled statement fails with SQLSTATE 57014.
 
 Privacy: every query goes through the Answerer (the Session's gate and charge before any
 release). Errors reach the client as privplan's message with a SQLSTATE; any other exception
@@ -31,13 +38,21 @@ import ssl
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import privplan.server.messages as m
 import privplan.server.wire as w
 from privplan.server.answers import Answerer, split_statements
 from privplan.server.binary import binary_value, result_formats
+from privplan.server.cancel import (
+    CANCELED,
+    REASONS,
+    Registry,
+    StatementControl,
+    check_before_planning_reads,
+)
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.formats import Answer, decode_param
 from privplan.server.param_types import infer_param_types
@@ -52,6 +67,7 @@ _STAND_INS: dict[int, object] = {20: 0, 21: 0, 23: 0, 700: 0.0, 701: 0.0, 1700: 
                                  1082: _dt.date(2000, 1, 1),
                                  1114: _dt.datetime(2000, 1, 1)}
 _MAX_NAMED = 1000  # prepared statements, and portals, one connection may hold (memory bound)
+T = TypeVar("T")
 
 
 class _Closed(Exception):
@@ -77,10 +93,16 @@ class _Portal:
 class ClientConnection:
     """Serve one accepted socket (``run`` returns when the connection is over)."""
 
-    def __init__(self, sock: socket.socket, config: ServerConfig, process_id: int) -> None:
+    def __init__(self, sock: socket.socket, config: ServerConfig, process_id: int,
+                 registry: Registry | None = None) -> None:
         self.sock: socket.socket = sock
         self.config = config
         self.pid = process_id
+        self.registry = registry if registry is not None else Registry(
+            config.max_connections_per_user)
+        self.control = StatementControl()
+        self.counted: str | None = None  # (the analyst this connection counts for)
+        self.cancel_request: w.CancelRequest | None = None
         self.reader = w.FrontendReader(config.max_message)
         self.inbox: deque[w.FrontendMessage] = deque()
         self.out = bytearray()
@@ -123,6 +145,9 @@ class ClientConnection:
             self.deadline = time.monotonic() + self.config.startup_timeout
             user = self._startup()
             self._authenticate(user)
+            if not self.registry.admit(user):
+                self._fatal("53300", f"too many connections for role \"{user}\"")
+            self.counted = user
             self._ready_session()
             self.deadline = None
             self.sock.settimeout(self.config.idle_timeout)
@@ -145,8 +170,15 @@ class ClientConnection:
                                         "details)", severity="FATAL"))
         finally:
             self._close()
+            if self.cancel_request is not None:  # (after its socket is closed: nothing is said)
+                self.registry.cancel(self.cancel_request.process_id,
+                                     self.cancel_request.secret)
 
     def _close(self) -> None:
+        self.registry.unregister(self.pid)
+        if self.counted is not None:
+            self.registry.leave(self.counted)
+            self.counted = None
         try:
             self._flush()
         except (OSError, ssl.SSLError):
@@ -175,7 +207,8 @@ class ClientConnection:
             elif isinstance(msg, (w.SSLRequest, w.GSSENCRequest)):
                 self.sock.sendall(b"N")
             elif isinstance(msg, w.CancelRequest):
-                raise _Closed()  # (cancelling a running query is not supported yet)
+                self.cancel_request = msg  # (acted on once this connection is closed)
+                raise _Closed()
             elif isinstance(msg, w.StartupMessage):
                 break
             else:  # (the reader yields only startup-phase messages here)
@@ -223,14 +256,22 @@ class ClientConnection:
                           type(err).__name__, exc_info=True)
             self._fatal("58000", "the server could not open its privplan session"
                         + (f": {known.message}" if known else ""))
-        self.answerer = Answerer(session, self.startup_params)
+        engine = session.engine
+        con = getattr(engine, "con", None)
+        self.control = StatementControl(getattr(con, "interrupt", None))
+        check_before_planning_reads(engine, self.control.check)
+        self.answerer = Answerer(session, self.startup_params,
+                                 statement_timeout=self.config.statement_timeout,
+                                 check=self.control.check)
         try:
             self.answerer.settings.apply_startup(self.startup_params)
         except ClientError as err:
             self._fatal(err.code, f"startup parameter: {err.message}")
         for name, value in self.answerer.settings.reported().items():
             self._send(m.parameter_status(name, value))
-        self._send(m.backend_key_data(self.pid, secrets.randbits(32)))
+        secret = secrets.randbits(32)
+        self.registry.register(self.pid, secret, self.control)
+        self._send(m.backend_key_data(self.pid, secret))
         self._ready()
 
     def _ready(self) -> None:
@@ -270,9 +311,29 @@ class ClientConnection:
             known = ClientError("XX000", "internal error (the server log has the details)")
         self._send(m.error_response(known.code, known.message, hint=known.hint))
 
+    def _statement(self, work: Callable[[], T]) -> T:
+        """``work()`` as one statement: cancellable, under the statement timeout; if it fails
+        after a cancel, the client is told 57014 (whatever it failed with)."""
+        assert self.answerer is not None
+        timer = self.control.begin(self.answerer.settings.statement_timeout)
+        try:
+            return work()
+        except (w.ProtocolViolation, _Closed):
+            raise
+        except Exception as err:
+            reason = self.control.reason
+            if reason is None:
+                raise
+            LOG.info("connection %d: statement cancelled (%s) after %s", self.pid, reason,
+                     type(err).__name__)
+            raise ClientError(CANCELED, REASONS[reason]) from None
+        finally:
+            self.control.end(timer)
+
     def _answer(self, sql: str) -> Answer:
         assert self.answerer is not None
-        answer = self.answerer.answer(sql)
+        answerer = self.answerer
+        answer = self._statement(lambda: answerer.answer(sql))
         for notice in answer.notices:
             self._send(m.notice_response(notice))
         return answer
@@ -351,7 +412,7 @@ class ClientConnection:
         if portal is None:
             raise ClientError("34000", f"portal \"{name}\" does not exist")
         if portal.answer is None and split_statements(portal.sql):
-            portal.answer = self._answer(portal.sql)
+            portal.answer = _as_described(self._answer(portal.sql), portal.described)
         return portal
 
     def _describe(self, msg: w.Describe) -> None:
@@ -362,14 +423,16 @@ class ClientConnection:
                 raise ClientError("26000", f"prepared statement \"{msg.name}\" does not exist")
             types = list(prepared.types)  # (every one known: given or inferred at Parse)
             self._send(m.parameter_description(types))
-            fields = prepared.described = self._statement_fields(prepared.sql, types)
+            fields = prepared.described = self._statement(
+                lambda: self._statement_fields(prepared.sql, types))
         else:
             portal = self.portals.get(msg.name)
             if portal is None:
                 raise ClientError("34000", f"portal \"{msg.name}\" does not exist")
+            answerer = self.answerer
             fields = (portal.answer.fields if portal.answer is not None else
-                      self.answerer.describe(portal.sql) if split_statements(portal.sql)
-                      else None)
+                      self._statement(lambda: answerer.describe(portal.sql))
+                      if split_statements(portal.sql) else None)
             if fields is not None:
                 codes = result_formats(portal.formats, len(fields))
                 fields = [replace(f, format=c) for f, c in zip(fields, codes)]
@@ -387,7 +450,7 @@ class ClientConnection:
         try:
             return self.answerer.describe(bind_params(sql, values, _STYLE))
         except Exception as err:  # (a stand-in value's failure: the real one comes at Execute)
-            if client_error(err) is None:
+            if client_error(err) is None or self.control.reason is not None:
                 raise
             return None
 
@@ -418,6 +481,23 @@ class ClientConnection:
         # (after a suspension, as PostgreSQL: the rows this Execute returned)
         tag = f"SELECT {len(rows)}" if answer.tag.startswith("SELECT ") else answer.tag
         self._send(m.command_complete(tag))
+
+
+def _as_described(answer: Answer, described: list[m.Field] | None) -> Answer:
+    """``answer`` with the columns its Describe told the client, where they differ only by
+    interval columns the answer lacks (the library computes no per-row interval of a derived
+    aggregate beyond 200,000 rows, which a Describe's one stand-in row cannot know): those are
+    sent NULL, so the rows always have the described columns."""
+    fields = answer.fields
+    if described is None or fields is None or len(described) == len(fields):
+        return answer
+    names = [f.name for f in described]
+    where = {f.name: i for i, f in reversed(list(enumerate(fields)))}
+    missing = [n for n in names if n not in where]
+    if set(where) - set(names) or not all(n.endswith(("_low", "_high")) for n in missing):
+        return answer
+    rows = [tuple(row[where[n]] if n in where else None for n in names) for row in answer.rows]
+    return Answer(answer.tag, [replace(f, format=0) for f in described], rows, answer.notices)
 
 
 def _encoded(row: tuple[str | None, ...], binary: list[tuple[int, int]]

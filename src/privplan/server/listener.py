@@ -29,6 +29,7 @@ import privplan.server.messages as m
 from privplan.errors import LedgerError, PolicyError
 from privplan.ledger.store import SQLiteLedger
 from privplan.server.accounts import Accounts
+from privplan.server.cancel import Registry
 from privplan.server.config import LOG, ServerConfig
 from privplan.server.connection import ClientConnection
 from privplan.server.users import load_users
@@ -51,6 +52,7 @@ class Server:
         self.address: tuple[str, int] = sock.getsockname()[:2]
         self._ids = itertools.count(1)
         self._slots = threading.BoundedSemaphore(config.max_connections)
+        self.registry = Registry(config.max_connections_per_user)
         self._clients: dict[int, tuple[socket.socket, threading.Thread]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -89,7 +91,7 @@ class Server:
 
     def _run(self, client: socket.socket, pid: int) -> None:
         try:
-            ClientConnection(client, self.config, pid).run()
+            ClientConnection(client, self.config, pid, self.registry).run()
         except Exception as err:  # noqa: BLE001 - run contains its own; the last guard
             LOG.error("connection %d: %s", pid, type(err).__name__)
         finally:
@@ -174,11 +176,17 @@ def serve(database: str | os.PathLike[str] | Any, *, policy: Any, ledger: str | 
           tls_cert: str | os.PathLike[str] | None = None,
           tls_key: str | os.PathLike[str] | None = None, tls_required: bool = False,
           max_message: int = DEFAULT_MAX_MESSAGE, startup_timeout: float = 10.0,
-          idle_timeout: float = 3600.0, max_connections: int = 64) -> Server:
+          idle_timeout: float = 3600.0, max_connections: int = 64,
+          max_connections_per_user: int = 16, statement_timeout: float = 0.0) -> Server:
     """Start a privplan server (see the module docstring); ``budget`` is the data's total
     (optional when the ledger exists: it remembers its own). ``database``: a DuckDB file, a
     ``postgresql://`` URL, or (from Python) a SparkSession whose catalog or temporary views
-    hold the policy's tables."""
+    hold the policy's tables. ``statement_timeout`` (seconds, 0 for none) is each
+    connection's default, ``max_connections_per_user`` (0: none) the connections one analyst
+    may hold at once."""
+    if not 0 <= statement_timeout < float("inf") or max_connections_per_user < 0:
+        raise PolicyError("--statement-timeout (seconds) and --max-connections-per-user must be "
+                          "0 (none) or positive.")
     tls = _tls(tls_cert, tls_key)
     if tls_required and tls is None:
         raise PolicyError("--tls-required needs --tls-cert and --tls-key.")
@@ -199,7 +207,9 @@ def serve(database: str | os.PathLike[str] | Any, *, policy: Any, ledger: str | 
     config = ServerConfig(users=known, open_session=open_session,
                           secret=secrets.token_bytes(32), tls=tls, tls_required=tls_required,
                           max_message=max_message, startup_timeout=startup_timeout,
-                          idle_timeout=idle_timeout, max_connections=max_connections)
+                          idle_timeout=idle_timeout, max_connections=max_connections,
+                          max_connections_per_user=max_connections_per_user,
+                          statement_timeout=statement_timeout)
     family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
     try:
         sock = socket.create_server(listen, family=family)

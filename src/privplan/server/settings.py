@@ -4,7 +4,11 @@ transaction commands, ``SELECT version()``, ``current_setting(...)``, ``current_
 
 ``SET privplan.epsilon = 0.1`` (and ``delta``, ``rho``, ``mu``) sets the budget of each later DP
 query of the connection; ``SHOW privplan.spent`` / ``privplan.remaining`` / ``privplan.budget``
-report the ledger's composed totals. Other ``SET``s (what drivers send on connect: DateStyle,
+report the ledger's composed totals. ``SET privplan.intervals = on`` adds each noisy column's
+95% interval to later answers (``<col>_low``, ``<col>_high``). ``SET statement_timeout = '2s'``
+(PostgreSQL's units: ``ms`` when none is given, ``us``, ``s``, ``min``, ``h``, ``d``; 0 for none)
+cancels a later statement that runs longer (:mod:`privplan.server.cancel`); ``RESET`` goes back
+to the server's default. Other ``SET``s (what drivers send on connect: DateStyle,
 extra_float_digits, application_name...) are remembered and shown back, and change nothing.
 Transactions: ``BEGIN`` … ``COMMIT`` are accepted (drivers open them), but an answer is charged
 when it is released and cannot be un-spent, so ``ROLLBACK`` warns that it restores no budget.
@@ -53,6 +57,38 @@ _NO_UNDO = ("privplan: ROLLBACK restores no privacy budget: every answer was cha
             "it was released")
 
 
+_BOOLEANS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False,
+             "no": False, "0": False}
+_TIME_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0,
+               "d": 86_400_000.0}
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def parse_timeout(value: str) -> int:
+    """A ``statement_timeout`` value in milliseconds, read as PostgreSQL reads it (a number,
+    ``ms`` when no unit is given; ``us``, ``ms``, ``s``, ``min``, ``h``, ``d``)."""
+    m = _DURATION.fullmatch(value)
+    unit = m.group(2).lower() if m else ""
+    if m is None or (unit and unit not in _TIME_UNITS):
+        raise ClientError("22023", f"invalid value for parameter \"statement_timeout\": "
+                          f"{value!r}", hint="a duration: e.g. 2500, '2.5s', '1min'; 0 for none "
+                          f"(units: {', '.join(_TIME_UNITS)})")
+    ms = float(m.group(1)) * _TIME_UNITS[unit or "ms"]
+    if ms > 2_147_483_647:
+        raise ClientError("22023", "statement_timeout is out of range (at most 2147483647ms)")
+    return round(ms)
+
+
+def show_timeout(ms: int) -> str:
+    """``ms`` as PostgreSQL's SHOW writes a duration (the largest unit it divides)."""
+    if ms == 0:
+        return "0"
+    for unit in ("d", "h", "min", "s"):
+        if ms % _TIME_UNITS[unit] == 0:
+            return f"{ms // int(_TIME_UNITS[unit])}{unit}"
+    return f"{ms}ms"
+
+
 def _unquote(value: str) -> str:
     value = value.strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -80,7 +116,8 @@ def _option_pairs(options: str) -> list[str]:
 class Settings:
     """One connection's settings (startup parameters, SETs, the per-query budget)."""
 
-    def __init__(self, startup: dict[str, str], totals: Callable[[str], str]) -> None:
+    def __init__(self, startup: dict[str, str], totals: Callable[[str], str],
+                 statement_timeout: float = 0.0) -> None:
         self.values: dict[str, str] = {
             "server_version": SERVER_VERSION, "server_encoding": "UTF8",
             "client_encoding": "UTF8", "DateStyle": "ISO, MDY", "integer_datetimes": "on",
@@ -89,6 +126,9 @@ class Settings:
             "application_name": startup.get("application_name", ""),
             "transaction_isolation": "read committed", "max_identifier_length": "63"}
         self.budget: dict[str, float] = {}
+        self.intervals = False  # (SET privplan.intervals)
+        self._default_timeout = max(0, round(statement_timeout * 1000))  # (ms: the server's)
+        self.timeout_ms = self._default_timeout
         user = startup.get("user", "")
         self._identity = {"current_schema": DEFAULT_SCHEMA, "user": user, "current_user": user,
                           "session_user": user,
@@ -100,14 +140,23 @@ class Settings:
         """The ``privplan.*`` settings of a startup packet: as parameters of their own (drivers'
         ``server_settings``) or in ``options`` (``-c privplan.epsilon=0.1``, libpq's
         ``PGOPTIONS``). Each is checked as its ``SET`` is (a bad one refuses the connection);
-        other options are ignored, as other ``SET``s change nothing."""
+        ``statement_timeout`` is read the same way; other options are ignored, as other
+        ``SET``s change nothing."""
+        def ours(name: str) -> bool:
+            return name.lower().startswith("privplan.") or name.lower() == "statement_timeout"
+
         for key, value in params.items():
-            if key.lower().startswith("privplan."):
+            if ours(key):
                 self._set(key, value)
         for pair in _option_pairs(params.get("options", "")):
             name, _, value = pair.partition("=")
-            if name.lower().startswith("privplan."):
+            if ours(name):
                 self._set(name, value)
+
+    @property
+    def statement_timeout(self) -> float:
+        """The connection's statement timeout in seconds (0: none)."""
+        return self.timeout_ms / 1000
 
     def reported(self) -> dict[str, str]:
         """The ParameterStatus values sent after authentication."""
@@ -121,6 +170,8 @@ class Settings:
         SHOW on it: describing a statement must not run it)."""
         copy = Settings({}, self._totals)
         copy.values, copy.budget = dict(self.values), dict(self.budget)
+        copy.intervals, copy.timeout_ms = self.intervals, self.timeout_ms
+        copy._default_timeout = self._default_timeout
         copy._identity, copy.in_transaction = dict(self._identity), self.in_transaction
         return copy
 
@@ -167,11 +218,24 @@ class Settings:
 
     def _set(self, name: str, value: str | None) -> Answer:
         key = name.lower()
+        if key == "statement_timeout":
+            reset = value is None or value.lower() == "default"
+            self.timeout_ms = self._default_timeout if reset else parse_timeout(value or "")
+            return Answer("RESET" if value is None else "SET")
+        if key == "privplan.intervals":
+            if value is None or value.lower() == "default":
+                self.intervals = False
+                return Answer("RESET" if value is None else "SET")
+            if value.lower() not in _BOOLEANS:
+                raise ClientError("22023", f"SET {name}: {value!r} is not on or off")
+            self.intervals = _BOOLEANS[value.lower()]
+            return Answer("SET")
         if key.startswith("privplan."):
             field = key.removeprefix("privplan.")
             if field not in budget_keywords():
                 raise ClientError("42704", f"unrecognized privplan setting {name!r}: the "
-                                  f"settings are privplan.{', privplan.'.join(budget_keywords())}")
+                                  f"settings are privplan.{', privplan.'.join(budget_keywords())}"
+                                  ", privplan.intervals")
             if value is None or value.lower() == "default":
                 self.budget.pop(field, None)
                 return Answer("RESET" if value is None else "SET")
@@ -192,6 +256,10 @@ class Settings:
 
     def _get(self, name: str) -> str:
         key = name.lower()
+        if key == "statement_timeout":
+            return show_timeout(self.timeout_ms)
+        if key == "privplan.intervals":
+            return "on" if self.intervals else "off"
         if key in ("privplan.spent", "privplan.remaining", "privplan.budget"):
             return self._totals(key.removeprefix("privplan."))
         if key.startswith("privplan."):

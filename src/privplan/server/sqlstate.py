@@ -11,8 +11,9 @@ The codes (documented for clients; PostgreSQL's where one fits):
 * ``58000`` (system_error): the ledger or the engine failed; ``XX000`` (internal_error): a bug.
 * ``08P01`` (protocol_violation), ``28P01`` (invalid_password), ``28000``
   (invalid_authorization_specification: cleartext refused when TLS is required), ``57P05``
-  (a startup, authentication or idle timeout), ``53300`` (too many connections), ``53400``
-  (too many prepared statements or portals on one connection), ``26000``/``34000`` (no such
+  (a startup, authentication or idle timeout), ``57014`` (query_canceled: a CancelRequest or
+  ``statement_timeout``), ``53300`` (too many connections, to the server or of one analyst),
+  ``53400`` (too many prepared statements or portals on one connection), ``26000``/``34000`` (no such
   prepared statement/portal), ``22P02`` (a parameter that is not a value of its type).
 
 Privacy: only privplan's messages reach a client; they are written to say nothing about private
