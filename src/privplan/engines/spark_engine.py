@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 import uuid
 import warnings
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -64,6 +62,7 @@ from privplan.engines.frames import duckdb_frame
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
+from privplan.engines.spark_lock import session_lock
 from privplan.engines.spark_types import WIDER, castable, duckdb_type, field_type, spark_type
 from privplan.errors import (
     EngineUnavailableError,
@@ -128,12 +127,8 @@ class SparkEngine:
         first, and again when anything fails inside, it raises EngineUnavailableError."""
         pins = {"spark.sql.session.timeZone": self._time_zone, "spark.sql.ansi.enabled": "true",
                 "spark.sql.inMemoryColumnarStorage.partitionPruning": "false"}
-        # one pinned block at a time per SparkSession: its settings are shared by every thread,
-        # so a second privplan session on the same SparkSession (the server's connections, a
-        # user's threads) restoring the user's values (ANSI off, another time zone) in the
-        # middle of the first one's statement would run it under semantics the gate did not
-        # check. Reentrant: a pinned block may call another.
-        with _session_lock(self.spark), self._unless_gone():
+        # (one pinned block at a time per SparkSession: privplan.engines.spark_lock)
+        with session_lock(self.spark), self._unless_gone():
             conf = self.spark.conf
             saved = {key: conf.get(key, None) for key in pins}
             with warnings.catch_warnings():
@@ -602,17 +597,3 @@ class SparkEngine:
 
 def _materialized_name(select_sql: str, token: str) -> str:  # (the engine's own: see _token)
     return f"__privplan_{token}_" + hashlib.sha256(select_sql.encode()).hexdigest()[:16]
-
-
-_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
-def _session_lock(spark: Any) -> threading.RLock:
-    """The lock of one SparkSession's settings (see ``SparkEngine._pinned``)."""
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(spark)
-        if lock is None:
-            lock = _LOCKS[spark] = threading.RLock()
-        return lock
-
