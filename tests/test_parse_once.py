@@ -25,17 +25,21 @@ from sqlglot.parser import Parser
 import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.session.shared_plans import shared_plans
+from privplan.sql.parse import _TREES
 
 
 @pytest.fixture(autouse=True)
-def _no_shared_plans() -> None:
-    """Each test starts with an empty process-wide plan cache.
+def _no_earlier_parse() -> None:
+    """Each test starts with empty process-wide caches of plans and of parsed trees.
 
-    Another test in the same worker may have planned the same text over an equal policy and
-    schema; its shared plan would be reused here and nothing parsed (correctly), which is not
-    what these tests count. The reuse itself is ``tests/test_plan_cache.py``.
+    Another test in the same worker may have planned or parsed the same text (a server test
+    refusing ``SELECT COUNT(*) FROM visits`` over budget kept its tree in
+    ``privplan.sql.parse._TREES``, 64 texts by recency): it would be reused here and nothing
+    parsed (correctly), which is not what these tests count — CI failed so, twice. The reuse
+    itself is ``tests/test_plan_cache.py``.
     """
     shared_plans.clear()
+    _TREES.clear()
 
 
 @pytest.fixture(scope="module")
