@@ -473,12 +473,19 @@ class DuckDBEngine:
         if not make and registry.known(key) is None:
             return None  # (no session of the process made it: nothing to look up)
         alias = registry.alias(key)
-        with registry.lock(key):
+        lock = registry.lock(key)
+        # a lookup (planning) never waits while another session makes the copy: it reads the
+        # table meanwhile; only a session that needs the copy now (make) waits for it
+        if not lock.acquire(blocking=make):
+            return None
+        try:
             if not self._attached(alias):
                 if not make:
                     return None
                 self._make_shared(alias, select_sql)
             registry.acquire(key)
+        finally:
+            lock.release()
         self._adopted[select_sql] = (key, f"{alias}.rows")
         self.generation += 1
         return f"{alias}.rows"
