@@ -5,12 +5,22 @@ total budget large enough never to refuse), and the real ``pgbench`` running a c
 DP queries (ε from the startup options, ``PGOPTIONS=-c privplan.epsilon=...``) with ``--clients``
 clients for ``--seconds`` seconds. Reported: pgbench's errors (must be 0), transactions,
 throughput, p50/p99 latency from its per-transaction log; the ledger's entries and its total,
-which must equal #entries × ε (every admitted query charged, nothing else); and the same
-queries in-process (``Session.sql`` in a loop on the same file) with the ratio p50 server /
-p50 in-process (target ≤ 1.3, reported, not enforced).
+which must equal #entries × ε (every admitted query charged, nothing else).
+
+Baselines, the same transaction (both queries) in-process on the same file:
+
+* ``in_process``: one ``Session.sql`` loop with an in-memory ledger (the first baseline);
+* ``in_process_concurrent``: ``--clients`` threads for ``--seconds``, each its own Session
+  over one SQLite ledger file, as the server's connections are — the server's workload
+  without the server;
+* ``server_1_client`` (pgbench with one client) against ``in_process_1_thread`` (one such
+  thread): the server's own overhead, with no concurrency in either.
+
+Ratios: p50 and throughput of each pair (target p50 ≤ 1.3x, reported, not enforced).
 
     python benchmarks/server.py [--rows 1000000] [--clients 32] [--seconds 60] [--threads 2]
                                 [--protocol simple|extended|prepared] [--quick] [--out PATH]
+                                [--single-seconds 20] [--profile-server PATH]
                                 [--data-dir DIR]   (the DuckDB file is cached in benchmarks/.data/)
 """
 
@@ -24,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -35,6 +46,7 @@ import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger.store import SQLiteLedger
 from privplan.ledger.verify import verify_ledger
+from privplan.session.session import Session
 
 SRC = str(HERE.parent / "src")
 EPSILON = Fraction(1, 1024)  # exact in binary: the ledger's total is checked exactly
@@ -63,17 +75,32 @@ def _start_server(db: Path, ledger: Path, users: Path, log: Path) -> tuple[Any, 
     raise SystemExit("the server did not start: " + log.read_text(errors="replace"))
 
 
-def _pgbench(port: int, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
+def _profiler(pid: int, args: argparse.Namespace) -> Any:
+    """``py-spy record`` attached to the server for the pgbench run (``--profile-server``):
+    collapsed stacks of every thread, idle ones included (a wait for a lock shows as one)."""
+    if not args.profile_server:
+        return None
+    return subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--duration", str(args.seconds), "--rate", "50",
+         "--idle", "--nonblocking", "--format", "raw", "--output", args.profile_server],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _pgbench(port: int, folder: Path, args: argparse.Namespace, clients: int | None = None,
+             seconds: int | None = None) -> dict[str, Any]:
+    clients = args.clients if clients is None else clients
+    seconds = args.seconds if seconds is None else seconds
+    folder = Path(tempfile.mkdtemp(dir=folder))
     script = folder / "dp.sql"
     script.write_text("".join(q + ";\n" for q in QUERIES))
     env = dict(os.environ, PGPASSWORD="pw", PGSSLMODE="disable",
                PGOPTIONS=f"-c privplan.epsilon={float(EPSILON)!r}")
-    cmd = ["pgbench", "-n", "-f", str(script), "-c", str(args.clients), "-j", str(args.threads),
-           "-T", str(args.seconds), "-M", args.protocol, "--log",
+    cmd = ["pgbench", "-n", "-f", str(script), "-c", str(clients),
+           "-j", str(min(args.threads, clients)), "-T", str(seconds), "-M", args.protocol, "--log",
            f"--log-prefix={folder / 'pgbench'}", "-h", "127.0.0.1", "-p", str(port),
            "-U", "alice", "demo"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False,
-                          timeout=args.seconds + 300)
+                          timeout=seconds + 300)
     out = done.stdout + done.stderr
     latencies = [int(line.split()[2]) / 1e6 for log in folder.glob("pgbench.*")
                  for line in log.read_text().splitlines() if line.strip()]
@@ -112,8 +139,59 @@ def _in_process(db: Path, seconds: float) -> dict[str, Any]:
         for q in QUERIES:
             session.sql(q, epsilon=float(EPSILON))
         times.append(time.perf_counter() - start)
-    return {"transactions": len(times), "latency_p50_s": statistics.median(times),
-            "latency_p99_s": _p99(times)}
+    return {"transactions": len(times), "tps": len(times) / sum(times),
+            "latency_p50_s": statistics.median(times), "latency_p99_s": _p99(times)}
+
+
+def _in_process_concurrent(db: Path, ledger: Path, clients: int, seconds: float
+                           ) -> dict[str, Any]:
+    """``clients`` threads for ``seconds``, each with its own Session over the one SQLite ledger
+    file (as each server connection has), each running the transaction in a loop."""
+    policy = demo_policy_path()
+    budget = pp.PureDP(1e9)
+    times: list[list[float]] = [[] for _ in range(clients)]
+    errors: list[str] = []
+    ready = threading.Barrier(clients + 1)
+    until = [0.0]
+
+    def client(i: int) -> None:
+        try:
+            session = Session(str(db), policy=policy, budget=budget,
+                              ledger=SQLiteLedger(ledger))
+        except BaseException as err:  # noqa: BLE001 - reported
+            errors.append(type(err).__name__)
+            ready.wait()
+            return
+        try:
+            ready.wait()
+            while time.monotonic() < until[0]:
+                start = time.perf_counter()
+                for q in QUERIES:
+                    session.sql(q, epsilon=float(EPSILON))
+                times[i].append(time.perf_counter() - start)
+        except BaseException as err:  # noqa: BLE001 - reported
+            errors.append(type(err).__name__)
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    until[0] = time.monotonic() + seconds
+    ready.wait()
+    started = time.monotonic()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    flat = [x for per in times for x in per]
+    return {"clients": clients, "transactions": len(flat), "errors": errors,
+            "tps": len(flat) / elapsed if elapsed else None,
+            "latency_p50_s": statistics.median(flat) if flat else None,
+            "latency_p99_s": _p99(flat)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
 
 
 def _ledger(path: Path) -> dict[str, Any]:
@@ -142,20 +220,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "alice", "--epsilon", "1000000000"], input="pw\n", text=True,
                        check=True, env=dict(os.environ, PYTHONPATH=SRC), capture_output=True)
         proc, port = _start_server(db, folder / "ledger.sqlite", users, folder / "serve.log")
+        profiler = _profiler(proc.pid, args)
         try:
             served = _pgbench(port, folder, args)
+            single = _pgbench(port, folder, args, clients=1, seconds=args.single_seconds)
         finally:
+            if profiler is not None:
+                profiler.wait(timeout=120)
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
         ledger = _ledger(folder / "ledger.sqlite")
-    local = _in_process(db, min(args.seconds, 20))
-    ratio = (served["latency_p50_s"] / local["latency_p50_s"]
-             if served["latency_p50_s"] and local["latency_p50_s"] else None)
+        local = _in_process(db, args.single_seconds)
+        concurrent = _in_process_concurrent(db, folder / "threads.sqlite", args.clients,
+                                            args.seconds)
+        one_thread = _in_process_concurrent(db, folder / "one.sqlite", 1, args.single_seconds)
+    p50 = "latency_p50_s"
     return {"benchmark": "server", "rows": args.rows, "clients": args.clients,
             "threads": args.threads, "seconds": args.seconds, "protocol": args.protocol,
             "queries": QUERIES, "epsilon_per_query": float(EPSILON), "server": served,
-            "ledger": ledger, "in_process": local, "ratio_p50_server_in_process": ratio,
-            "charges_match": ledger["entries"] == len(QUERIES) * served["transactions"],
+            "ledger": ledger, "in_process": local,
+            "ratio_p50_server_in_process": _ratio(served[p50], local[p50]),
+            "in_process_concurrent": concurrent,
+            "ratio_p50_server_in_process_concurrent": _ratio(served[p50], concurrent[p50]),
+            "ratio_tps_in_process_concurrent_server": _ratio(concurrent["tps"], served["tps"]),
+            "server_1_client": single, "in_process_1_thread": one_thread,
+            "ratio_p50_server_1_client_in_process_1_thread": _ratio(single[p50],
+                                                                    one_thread[p50]),
+            "ratio_tps_in_process_1_thread_server_1_client": _ratio(one_thread["tps"],
+                                                                    single["tps"]),
+            "charges_match": ledger["entries"] == len(QUERIES) * (
+                served["transactions"] + single["transactions"]),
             "machine": machine_info(), "git": git_revision()}
 
 
@@ -170,18 +264,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="10k rows, 2 clients, 3 seconds (a smoke run)")
     parser.add_argument("--out", default=str(HERE / "results" / "server.json"))
+    parser.add_argument("--single-seconds", type=int, default=20,
+                        help="seconds of the one-client runs (pgbench and in-process)")
+    parser.add_argument("--profile-server", metavar="PATH",
+                        help="py-spy's collapsed stacks of the server during the run (needs "
+                             "py-spy)")
     parser.add_argument("--data-dir", default=str(HERE / ".data"))
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.clients, args.threads, args.seconds = 10_000, 2, 1, 3
+        args.single_seconds = 3
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # (run in the background, SIGINT is ignored, and the server would inherit that: it
+        # stops on SIGINT only with a handler here, which exec resets to the default)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     result = run(args)
     write_json(Path(args.out), result)
     s, local = result["server"], result["in_process"]
-    print(f"server: {s['transactions']} transactions ({s['failed']} failed), {s['tps']} tps, "
-          f"p50 {s['latency_p50_s']}, p99 {s['latency_p99_s']}; ledger {result['ledger']}; "
-          f"in-process p50 {local['latency_p50_s']} p99 {local['latency_p99_s']}; "
-          f"ratio {result['ratio_p50_server_in_process']}")
-    return 0 if s["returncode"] == 0 and s["failed"] == 0 and result["charges_match"] else 1
+
+    def line(name: str, r: dict[str, Any]) -> str:
+        return (f"{name}: {r['transactions']} transactions, {r['tps']} tps, "
+                f"p50 {r['latency_p50_s']}, p99 {r['latency_p99_s']}")
+
+    print(line(f"server {args.clients} clients", s) + f" ({s['failed']} failed)")
+    print(line(f"in-process {args.clients} threads", result["in_process_concurrent"]))
+    print(line("server 1 client", result["server_1_client"]))
+    print(line("in-process 1 thread (ledger file)", result["in_process_1_thread"]))
+    print(line("in-process loop (in-memory ledger)", local))
+    print(f"ledger {result['ledger']}")
+    for key, value in result.items():
+        if key.startswith("ratio_"):
+            print(f"{key}: {value}")
+    ok = (s["returncode"] == 0 and s["failed"] == 0 and result["charges_match"]
+          and result["server_1_client"]["failed"] == 0
+          and not result["in_process_concurrent"]["errors"])
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

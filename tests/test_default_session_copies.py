@@ -51,12 +51,15 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def _answers(database: object, prepare: bool | None, *, register: bool = False
-             ) -> tuple[list[pd.DataFrame], list[str], list[object], pp.Session]:
+def _answers(database: object, prepare: bool | None, *, register: bool = False,
+             share: bool = True) -> tuple[list[pd.DataFrame], list[str], list[object], pp.Session]:
     """Every query answered twice in order (noise off) in one session; the statements the
-    engine ran and each ledger entry's cost."""
+    engine ran and each ledger entry's cost. ``share=False``: the session's copies are its
+    own, not the process's (``privplan.engines.shared_copies``)."""
     sess = pp.connect(database, policy=POLICY, budget=pp.PureDP(1e6),  # type: ignore[arg-type]
                       prepare=prepare)
+    if not share:
+        sess.engine.share_copies(None)  # type: ignore[attr-defined]
     if register:
         sess.register("t", duckdb.connect(str(database), read_only=True).table("t").df())
     ran: list[str] = []
@@ -69,13 +72,16 @@ def _answers(database: object, prepare: bool | None, *, register: bool = False
 
 
 def _reads_copy(statement: str) -> bool:
-    return "__privplan_work_" in statement
+    """A session's own copy, or one shared by the process's sessions (shared_copies)."""
+    return "__privplan_work_" in statement or "__privplan_shared_" in statement
 
 
 def test_a_default_file_session_copies_from_the_second_query_with_the_same_answers(
         db: Path) -> None:
     never, never_ran, never_costs, s0 = _answers(db, False)
     first, first_ran, first_costs, s1 = _answers(db, True)
+    for s in (s0, s1):  # (else the default session would read s1's copy from its first query)
+        s.close()
     auto, auto_ran, auto_costs, s2 = _answers(db, None)
     for a, b, c in zip(never, first, auto, strict=True):
         pd.testing.assert_frame_equal(a, b)
@@ -85,9 +91,8 @@ def test_a_default_file_session_copies_from_the_second_query_with_the_same_answe
     assert all(map(_reads_copy, first_ran))
     # the default: the first query reads the table; from the second on, the copy
     assert not _reads_copy(auto_ran[0]) and all(map(_reads_copy, auto_ran[1:]))
-    assert len(s2.engine._materialized) == 1  # type: ignore[attr-defined]
-    for s in (s0, s1, s2):
-        s.close()
+    assert len(s2.engine._adopted) == 1  # type: ignore[attr-defined]  # (one shared copy)
+    s2.close()
 
 
 def test_no_copy_on_its_own_where_the_rows_can_change(db: Path) -> None:
@@ -110,10 +115,11 @@ def test_a_copy_that_cannot_be_made_changes_no_answer_and_no_charge(
     statement, is charged once, and the session stops trying."""
     never, _, never_costs, s0 = _answers(db, False)
     s0.close()
-    _, _, _, named = _answers(db, True)
+    _, _, _, named = _answers(db, True, share=False)
     (copy,) = named.engine._materialized  # type: ignore[attr-defined]  # (named by its SELECT)
     named.close()
     sess = pp.connect(db, policy=POLICY, budget=pp.PureDP(1e6))
+    sess.engine.share_copies(None)  # type: ignore[attr-defined]  # (its own work database)
     ran: list[str] = []
     real = sess.engine.run
     sess.engine.run = lambda st: ran.append(st) or real(st)  # type: ignore[method-assign]

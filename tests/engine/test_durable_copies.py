@@ -52,6 +52,11 @@ ROW_QUERIES = [
 ]
 
 
+def _made(engine: object) -> bool:
+    """Whether the session made a copy (its own, or the process's: shared_copies)."""
+    return bool(engine._materialized or engine._adopted)  # type: ignore[attr-defined]
+
+
 def _answers(db: Path, seed: int, policy: Path = POLICY, queries: list[str] = QUERIES
              ) -> tuple[list, list, list[str]]:
     frames, costs, noises = [], [], []
@@ -62,7 +67,7 @@ def _answers(db: Path, seed: int, policy: Path = POLICY, queries: list[str] = QU
             frames.append(res.df.to_dict("list"))
             costs.append(res.cost)
             noises.append([m.noise for m in res.explanation.mechanisms])
-        made_own = bool(sess.engine._materialized)
+        made_own = _made(sess.engine)
     return frames, costs, noises + [["made its own copy" if made_own else "read durable"]]
 
 
@@ -104,7 +109,7 @@ def test_noise_free_answers_match_the_bounding_done_in_session(db: Path) -> None
     prepare_copies(db, POLICY)
     with noise_disabled(), pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
         got = [sess.sql(q, epsilon=1).df.to_dict("list") for q in QUERIES]
-        assert sess.engine.durable is not None and not sess.engine._materialized
+        assert sess.engine.durable is not None and not _made(sess.engine)
     assert got == expected
 
 
@@ -117,7 +122,7 @@ def test_a_changed_database_makes_the_copies_stale(db: Path) -> None:
         assert sess.engine.durable is None  # ignored: the file changed since prepare
         res = sess.sql("SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital",
                        epsilon=1)
-        assert sess.engine._materialized  # bounded afresh, from the data as it is now
+        assert _made(sess.engine)  # bounded afresh, from the data as it is now
     counts = dict(zip(res.df["hospital"], res.df["n"], strict=True))
     assert counts.get("A", 0) == 0
     prepare_copies(db, POLICY)  # made again: used again
@@ -132,7 +137,7 @@ def test_another_policy_does_not_read_copies_made_for_this_one(db: Path, tmp_pat
     assert other.read_text() != POLICY.read_text()
     with pp.connect(db, policy=other, budget=pp.PureDP(100)) as sess:
         sess.sql(QUERIES[0], epsilon=1)
-        assert sess.engine._materialized  # its statement differs: its own copy
+        assert _made(sess.engine)  # its statement differs: its own copy
 
 
 def test_a_registered_table_turns_the_copies_off(db: Path) -> None:

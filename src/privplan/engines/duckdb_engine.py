@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from privplan.engines.data_files import (
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.engines.frames import duckdb_frame
 from privplan.engines.recognise import KINDS, missing_file
+from privplan.engines.shared_copies import VOLATILE, file_identity, registry
 from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 
@@ -80,6 +81,12 @@ class DuckDBEngine:
         self._owned = not isinstance(database, duckdb.DuckDBPyConnection)
         # whether no one but this engine can change what a statement binds to (see bind)
         self._catalog_locked = False
+        # the file as it was opened (read only), its copies shared with the process's other
+        # sessions of the same policy (see shared_copies): None where copies are not shared
+        self._identity: tuple[str, int, int, int, int] | None = None
+        self._share_scope: Hashable | None = None
+        self._views_defined = False
+        self._adopted: dict[str, tuple[Hashable, str]] = {}  # select -> (key, shared table)
         self._bound: dict[tuple[int, str], list[tuple[str, str]]] = {}
         self._replacements: Any = None  # the caller's setting, restored by close()
         if isinstance(database, duckdb.DuckDBPyConnection):
@@ -92,6 +99,8 @@ class DuckDBEngine:
                 raise PolicyError(missing_file(Path(path)))
             read_only = path != ":memory:"
             self._catalog_locked = read_only
+            if read_only:
+                self._identity = file_identity(Path(path))  # (before it is opened: see there)
             self.con = _open(path, read_only)
         _secure(self.con)
         # the database file's durable copies, if made for the file as it is now (see
@@ -258,6 +267,7 @@ class DuckDBEngine:
         about names and types only and are shown."""
         quoted = name.replace('"', '""')
         self.generation += 1
+        self._views_defined = True  # (a name a copy's text could read: no more sharing)
         try:
             self.con.execute(f'CREATE OR REPLACE TEMP VIEW "{quoted}" AS {select_sql}')
         except duckdb.Error as err:
@@ -373,7 +383,7 @@ class DuckDBEngine:
         """The table :meth:`materialize` made for ``select_sql``, or None if not made yet."""
         name = _materialized_name(select_sql)
         made = f"{self._work_db}.{name}" if name in self._materialized else None
-        return made or self._durable_copy(select_sql)
+        return made or self._durable_copy(select_sql) or self._shared_copy(select_sql)
 
     def forget_durable(self) -> None:
         """Stop reading the durable copies (``privplan prepare`` plans from the table itself)."""
@@ -411,6 +421,9 @@ class DuckDBEngine:
         if durable is not None:
             return durable
         name = _materialized_name(select_sql)
+        if name not in self._materialized and (
+                shared := self._shared_copy(select_sql, make=True)) is not None:
+            return shared
         qualified = f"{self._work_database()}.{name}"
         if name not in self._materialized:
             started = time.perf_counter()
@@ -427,6 +440,98 @@ class DuckDBEngine:
                 "made the session's copy of the table (%s) in %.2f s", name,
                 time.perf_counter() - started)
         return qualified
+
+    # -- copies shared by the process's sessions (privplan.engines.shared_copies) -----------
+    def share_copies(self, scope: Hashable) -> None:
+        """Share this engine's copies with the process's other engines of the same ``scope``
+        (the session's policy content) over the same file state: see :meth:`_share_key`."""
+        self._share_scope = scope
+
+    def _share_key(self, select_sql: str) -> Hashable | None:
+        """The shared copy's key for ``select_sql``, or None where the copy is not shared: only
+        where the statement's rows are a function of the key alone — the file opened here,
+        read only, as it was then (its identity), nothing registered and no view defined (no
+        name the text reads can mean something else in another session), the same policy
+        content, and no volatile function in the text."""
+        if (self._identity is None or self._share_scope is None or not self._catalog_locked
+                or self._registered or self._views_defined
+                or any(v in select_sql.lower() for v in VOLATILE)):
+            return None
+        return (self._identity, self._share_scope, select_sql)
+
+    def _shared_copy(self, select_sql: str, *, make: bool = False) -> str | None:
+        """The shared copy of ``select_sql``'s rows if this engine may read one: adopted
+        before; made by another engine of this DuckDB instance (adopted now); or, with
+        ``make`` (after a charge: :meth:`materialize`), made now under the key's lock while
+        every other engine that needs it waits. None: not shared (the engine's own copy)."""
+        key = self._share_key(select_sql)
+        if key is None:
+            return None
+        adopted = self._adopted.get(select_sql)
+        if adopted is not None:
+            return adopted[1]
+        if not make and registry.known(key) is None:
+            return None  # (no session of the process made it: nothing to look up)
+        alias = registry.alias(key)
+        lock = registry.lock(key)
+        # a lookup (planning) never waits while another session makes the copy: it reads the
+        # table meanwhile; only a session that needs the copy now (make) waits for it
+        if not lock.acquire(blocking=make):
+            return None
+        try:
+            if not self._attached(alias):
+                if not make:
+                    return None
+                self._make_shared(alias, select_sql)
+            registry.acquire(key)
+        finally:
+            lock.release()
+        self._adopted[select_sql] = (key, f"{alias}.rows")
+        self.generation += 1
+        return f"{alias}.rows"
+
+    def _attached(self, alias: str) -> bool:
+        """Whether this DuckDB instance holds ``alias``'s finished copy (its ``ready`` table is
+        created only once the copy is written and checkpointed)."""
+        rows = self.con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE database_name = ? AND table_name = 'ready'",
+            [alias]).fetchall()
+        return bool(rows)
+
+    def _make_shared(self, alias: str, select_sql: str) -> None:
+        """Make the copy in a compressed in-memory database of its own (as :meth:`materialize`
+        does), attached to the instance as ``alias``; on failure nothing stays attached."""
+        from privplan.views.progress import execute_with_progress
+
+        started = time.perf_counter()
+        try:
+            self.con.execute(f"ATTACH ':memory:' AS {alias} (COMPRESS, READ_WRITE)")
+            execute_with_progress(
+                self.con, f"CREATE TABLE {alias}.rows AS {select_sql}",
+                desc="privplan: making the session's copy of the table")
+            self.con.execute(f"CHECKPOINT {alias}")
+            self.con.execute(f"CREATE TABLE {alias}.ready (x INTEGER)")
+        except duckdb.Error:
+            try:
+                self.con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+            except duckdb.Error:
+                pass
+            raise ExecutionError(COPY_FAILED) from None
+        logging.getLogger("privplan").info(
+            "made the process's shared copy of the table (%s) in %.2f s", alias,
+            time.perf_counter() - started)
+
+    def _release_shared(self) -> None:
+        """Stop reading the shared copies; the last engine reading one detaches it."""
+        for key, table in self._adopted.values():
+            alias = table.rsplit(".", 1)[0]
+            with registry.lock(key):
+                if registry.release(key):
+                    try:
+                        self.con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+                    except duckdb.Error:
+                        pass  # (the connection may already be closed by its owner)
+        self._adopted.clear()
 
     def domain_table(self, values: list[Any]) -> str:
         """A table (one column ``x``) holding ``values``: a long public group-key domain of
@@ -459,6 +564,7 @@ class DuckDBEngine:
 
     def _drop_materialized(self) -> None:
         self.generation += 1
+        self._release_shared()
         if self._work_db is not None:
             for name in self._materialized:
                 self.con.execute(f"DROP TABLE IF EXISTS {self._work_db}.{name}")
@@ -478,6 +584,7 @@ class DuckDBEngine:
         is theirs), without the tables the session registered on it."""
         # (the durable copies too: sessions on one file in one process share DuckDB's database
         # instance, which would keep every closed session's attachment)
+        self._release_shared()
         for alias in (self._work_db, self.durable[0] if self.durable else None):
             if alias is not None:
                 try:

@@ -19,6 +19,12 @@ DuckDB session's SUM/AVG went from ~5x the plain query to the prepared session's
   Why the second query: making the copy costs about one clamped statement more, which a session
   that asks once (the CLI, a connection per request) would pay for nothing.
 
+Where the rows are a function of the file and the policy alone (the DuckDB file opened read
+only, nothing registered, no view defined), the copy is the process's, not the session's
+(:mod:`privplan.engines.shared_copies`): the sessions of a ``privplan serve`` (one per
+connection) over an equal policy read one copy, made by the first that needs it; a session may
+then read it from its first query, since it is exactly the copy it would have made.
+
 Privacy: whether a copy is made depends on how many charged queries the session ran over that
 table, the ``prepare`` argument and the engine's configuration — never on a row. The copy is made
 only after the query is charged (``Session._run_core``), holds exactly the rows the admitted

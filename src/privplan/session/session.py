@@ -72,7 +72,7 @@ from privplan.session.inputs import as_policy as _as_policy
 from privplan.session.inputs import data_file as _data_file
 from privplan.session.plan_cache import PlanCache, plan_key, planned_again_if_changed, reuse
 from privplan.session.pld import pld_accounting
-from privplan.session.shared_plans import PlanReads, SharedPlans, shared_plans
+from privplan.session.shared_plans import PlanReads, SharedPlans, policy_key, shared_plans
 from privplan.session.subqueries import explain_nested, sql_nested
 from privplan.sql.bigquery import QUERY_OPTIONS
 from privplan.sql.builder import build_plan
@@ -152,6 +152,9 @@ class Session(SessionViews, Generic[B]):
             raise
         self.ledger = self.account.ledger
         self.catalog = SessionCatalog(self.engine, self.policy)  # (stored types, typed views)
+        share = getattr(self.engine, "share_copies", None)
+        if share is not None:  # (copies shared by the process's sessions of an equal policy)
+            share(policy_key(self.policy))
         self._plans = PlanCache()  # planned queries by text, budget, policy and engine state
         self._shared = shared_plans  # the process's plans, by policy content and schema
 

@@ -1,0 +1,119 @@
+"""Session copies made once per process: the sessions of a ``privplan serve`` (or any process
+with several sessions on one DuckDB file) share one bounded copy of a table instead of each
+making its own.
+
+A session copy (:meth:`~privplan.engines.duckdb_engine.DuckDBEngine.materialize`) is the
+result of one SELECT over a private table (its bounded rows, with their SUM-grid columns). Each
+session made it in its own in-memory work database: under ``privplan serve`` every connection
+is a session, so 32 connections made 32 copies of a million-row table (each about one clamped
+statement of CPU, and its memory), all equal.
+
+DuckDB keeps one database instance per file in a process, and a database ATTACHed by one
+connection of the instance is visible to all of them. A shared copy is a table ``rows`` in an
+in-memory database of its own, attached to the instance under a name this registry gives to
+its **key**:
+
+* the data file's identity when the engine opened it (real path, device, inode, modification
+  time in ns, size: ``file_identity``);
+* the policy's content (:func:`privplan.session.shared_plans.policy_key`, set by the session);
+* the exact SELECT text (which names the table, its typed columns and every bound and grid).
+
+and an engine shares only where that key is everything the copy's rows depend on
+(:meth:`DuckDBEngine._share_key`): it opened the file itself, read only (DuckDB's file lock
+keeps every writer out while the instance lives, and the instance — with the copies attached
+to it — ends when its last connection closes), it has registered nothing and defined no view
+(names a SELECT text could read with another meaning in another session), and the text calls
+no volatile function. Then the copy another session made is exactly the one this session
+would make (the rows of the same statement over the same file state; privplan's bounding is a
+fixed function of each unit's rows: :mod:`privplan.rewrite.row_order`), so reading it changes
+no answer; a different policy, bound or file state is a different key, hence another copy.
+
+Privacy: unchanged from the session copy's argument (:mod:`privplan.session.copies`). A copy
+is made only after a charge, by the session whose query needs it (the other sessions wait on
+the key's lock rather than make their own); whether it already exists depends on what other
+sessions of the process asked, never on a row (timing, DESIGN.md §1, is out of scope). A
+failure making it is the session copy's failure (``COPY_FAILED``, withheld) and leaves nothing
+attached. The plans over a copy are not shared between sessions (:mod:`.shared_plans`); each
+session binds and admits its own.
+
+A copy is dropped (DETACHed) when the last engine that read it releases it (closes, or
+registers a table); otherwise it lives as long as the DuckDB instance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Hashable
+from pathlib import Path
+
+__all__ = ["VOLATILE", "SharedCopyRegistry", "file_identity", "registry"]
+
+VOLATILE = ("random(", "uuid(", "setseed(", "now(", "current_timestamp", "current_date",
+            "current_time", "nextval(")
+"""Functions whose value is not a function of the rows: a text calling one is never shared."""
+
+
+def file_identity(path: Path) -> tuple[str, int, int, int, int] | None:
+    """The data file as it is now (real path, device, inode, mtime in ns, size), or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class SharedCopyRegistry:
+    """The process's shared copies: key -> the name of the database attached for it, a lock
+    per key (one session makes a copy while the others wait for it), and how many engines
+    read each one (the last to release it detaches it)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._aliases: dict[Hashable, str] = {}
+        self._locks: dict[Hashable, threading.Lock] = {}
+        self._users: dict[Hashable, int] = {}
+        self._count = itertools.count(1)
+
+    def alias(self, key: Hashable) -> str:
+        """The attached database's name for ``key`` (unique in the process: two keys never
+        share one, whatever instance they are attached to)."""
+        with self._guard:
+            found = self._aliases.get(key)
+            if found is None:
+                found = self._aliases[key] = f"__privplan_shared_{next(self._count)}"
+            return found
+
+    def known(self, key: Hashable) -> str | None:
+        """The name given to ``key`` if some session made (or is making) its copy."""
+        with self._guard:
+            return self._aliases.get(key)
+
+    def lock(self, key: Hashable) -> threading.Lock:
+        """The lock held while ``key``'s copy is made, adopted or dropped."""
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def acquire(self, key: Hashable) -> None:
+        """One more engine reads ``key``'s copy (called under :meth:`lock`)."""
+        with self._guard:
+            self._users[key] = self._users.get(key, 0) + 1
+
+    def release(self, key: Hashable) -> bool:
+        """One engine less; True when it was the last (called under :meth:`lock`)."""
+        with self._guard:
+            left = self._users.get(key, 0) - 1
+            if left > 0:
+                self._users[key] = left
+                return False
+            self._users.pop(key, None)
+            return True
+
+    def users(self, key: Hashable) -> int:
+        """How many engines read ``key``'s copy now (tests)."""
+        with self._guard:
+            return self._users.get(key, 0)
+
+
+registry = SharedCopyRegistry()
