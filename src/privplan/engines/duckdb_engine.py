@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from privplan.engines.base import COPY_FAILED, RUN_FAILED, ProbeFailed, StandIn, Values
+from privplan.engines.base import COPY_FAILED, RUN_FAILED, Values
 from privplan.engines.data_files import (
     check_same_columns,
     missing_csv_columns,
@@ -28,10 +28,11 @@ from privplan.engines.data_files import (
     resolve_files,
     sniffed_header,
 )
+from privplan.engines.duckdb_probe import DuckDBProbes
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.engines.frames import duckdb_frame
 from privplan.engines.recognise import KINDS, missing_file
-from privplan.engines.shared_copies import VOLATILE, file_identity, registry
+from privplan.engines.shared_copies import SharingEngine, file_identity
 from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 
@@ -72,7 +73,7 @@ def _arrow_or_polars(data: Any) -> bool:
         module == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"))
 
 
-class DuckDBEngine:
+class DuckDBEngine(SharingEngine, DuckDBProbes):
     """Runs privplan's engine statements on a DuckDB database (a path, ':memory:', or a connection)."""
 
     dialect = "duckdb"
@@ -441,98 +442,6 @@ class DuckDBEngine:
                 time.perf_counter() - started)
         return qualified
 
-    # -- copies shared by the process's sessions (privplan.engines.shared_copies) -----------
-    def share_copies(self, scope: Hashable) -> None:
-        """Share this engine's copies with the process's other engines of the same ``scope``
-        (the session's policy content) over the same file state: see :meth:`_share_key`."""
-        self._share_scope = scope
-
-    def _share_key(self, select_sql: str) -> Hashable | None:
-        """The shared copy's key for ``select_sql``, or None where the copy is not shared: only
-        where the statement's rows are a function of the key alone — the file opened here,
-        read only, as it was then (its identity), nothing registered and no view defined (no
-        name the text reads can mean something else in another session), the same policy
-        content, and no volatile function in the text."""
-        if (self._identity is None or self._share_scope is None or not self._catalog_locked
-                or self._registered or self._views_defined
-                or any(v in select_sql.lower() for v in VOLATILE)):
-            return None
-        return (self._identity, self._share_scope, select_sql)
-
-    def _shared_copy(self, select_sql: str, *, make: bool = False) -> str | None:
-        """The shared copy of ``select_sql``'s rows if this engine may read one: adopted
-        before; made by another engine of this DuckDB instance (adopted now); or, with
-        ``make`` (after a charge: :meth:`materialize`), made now under the key's lock while
-        every other engine that needs it waits. None: not shared (the engine's own copy)."""
-        key = self._share_key(select_sql)
-        if key is None:
-            return None
-        adopted = self._adopted.get(select_sql)
-        if adopted is not None:
-            return adopted[1]
-        if not make and registry.known(key) is None:
-            return None  # (no session of the process made it: nothing to look up)
-        alias = registry.alias(key)
-        lock = registry.lock(key)
-        # a lookup (planning) never waits while another session makes the copy: it reads the
-        # table meanwhile; only a session that needs the copy now (make) waits for it
-        if not lock.acquire(blocking=make):
-            return None
-        try:
-            if not self._attached(alias):
-                if not make:
-                    return None
-                self._make_shared(alias, select_sql)
-            registry.acquire(key)
-        finally:
-            lock.release()
-        self._adopted[select_sql] = (key, f"{alias}.rows")
-        self.generation += 1
-        return f"{alias}.rows"
-
-    def _attached(self, alias: str) -> bool:
-        """Whether this DuckDB instance holds ``alias``'s finished copy (its ``ready`` table is
-        created only once the copy is written and checkpointed)."""
-        rows = self.con.execute(
-            "SELECT 1 FROM duckdb_tables() WHERE database_name = ? AND table_name = 'ready'",
-            [alias]).fetchall()
-        return bool(rows)
-
-    def _make_shared(self, alias: str, select_sql: str) -> None:
-        """Make the copy in a compressed in-memory database of its own (as :meth:`materialize`
-        does), attached to the instance as ``alias``; on failure nothing stays attached."""
-        from privplan.views.progress import execute_with_progress
-
-        started = time.perf_counter()
-        try:
-            self.con.execute(f"ATTACH ':memory:' AS {alias} (COMPRESS, READ_WRITE)")
-            execute_with_progress(
-                self.con, f"CREATE TABLE {alias}.rows AS {select_sql}",
-                desc="privplan: making the session's copy of the table")
-            self.con.execute(f"CHECKPOINT {alias}")
-            self.con.execute(f"CREATE TABLE {alias}.ready (x INTEGER)")
-        except duckdb.Error:
-            try:
-                self.con.execute(f"DETACH DATABASE IF EXISTS {alias}")
-            except duckdb.Error:
-                pass
-            raise ExecutionError(COPY_FAILED) from None
-        logging.getLogger("privplan").info(
-            "made the process's shared copy of the table (%s) in %.2f s", alias,
-            time.perf_counter() - started)
-
-    def _release_shared(self) -> None:
-        """Stop reading the shared copies; the last engine reading one detaches it."""
-        for key, table in self._adopted.values():
-            alias = table.rsplit(".", 1)[0]
-            with registry.lock(key):
-                if registry.release(key):
-                    try:
-                        self.con.execute(f"DETACH DATABASE IF EXISTS {alias}")
-                    except duckdb.Error:
-                        pass  # (the connection may already be closed by its owner)
-        self._adopted.clear()
-
     def domain_table(self, values: list[Any]) -> str:
         """A table (one column ``x``) holding ``values``: a long public group-key domain of
         plain values (all strings, or all integers within BIGINT), made once per engine and
@@ -609,89 +518,6 @@ class DuckDBEngine:
             except duckdb.Error:
                 pass  # (closed by its owner, or never registered under that name)
         self._registered.clear()
-
-    # -- the pre-charge gate's stand-in rows (privplan.gate) ---------------------------------
-    def stand_in_values(self, storage_type: str) -> Values:
-        """The edge values a column of ``storage_type`` can store
-        (:mod:`privplan.gate.edge_values`): each candidate text converted by DuckDB's own cast,
-        the ones that do not convert dropped, each value kept once, NULL first — as a table
-        ``(i, v)`` of this engine's work database, made once per type (a statement then names
-        it instead of carrying its values: DuckDB reads a long statement slowly). Reads no
-        private table."""
-        known = self._stand_in_values.get(storage_type)
-        if known is not None:
-            return known
-        from privplan.gate.edge_values import CANDIDATES, extra_texts
-
-        texts = [t for t in (*CANDIDATES, *extra_texts(storage_type)) if t is not None]
-        t = storage_type
-        name = (f"{self._work_database()}.__privplan_values_"
-                f"{hashlib.sha256(t.encode()).hexdigest()[:16]}")
-        try:
-            self.con.execute(
-                f"CREATE OR REPLACE TABLE {name} AS WITH c AS (SELECT unnest($1) AS t, "
-                f"generate_subscripts($1, 1) AS k), conv AS (SELECT k, TRY_CAST(t AS {t}) AS v "
-                "FROM c), firsts AS (SELECT MIN(k) AS k FROM conv WHERE v IS NOT NULL GROUP BY "
-                f"TRY_CAST(v AS VARCHAR)) SELECT 0 AS i, CAST(NULL AS {t}) AS v UNION ALL "
-                "SELECT CAST(row_number() OVER (ORDER BY k) AS INTEGER) AS i, v FROM conv "
-                "WHERE k IN (SELECT k FROM firsts)", [texts])
-            ((count, shown),) = self.con.execute(
-                f"SELECT COUNT(*), MIN(CASE WHEN i = 1 THEN CAST(v AS VARCHAR) END) "
-                f"FROM {name}").fetchall()
-        except duckdb.Error:  # (a type no text converts to, or one DuckDB cannot name)
-            count, shown = 1, None
-            self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT 0 AS i, "
-                             f"CAST(NULL AS {t}) AS v")
-        ordinary = (f"CAST({_string(shown)} AS {t})" if shown is not None
-                    else f"CAST(NULL AS {t})")
-        values = Values(name, int(count), ordinary)
-        self._stand_in_values[storage_type] = values
-        return values
-
-    def stand_in_rows(self, select_sql: str) -> str:
-        """The gate's stand-in rows that depend on a table's column types alone (each value of
-        each column, and the diagonal: :func:`privplan.gate.stand_ins.relation_sql`) as a
-        table of the work database, made once per text: read by every probe of every query
-        over the table. Made with DuckDB's join-order optimizer off: the diagonal joins one
-        edge-value table per column, and ordering ten of them took DuckDB ~150 ms a
-        statement (three statements a query), where the join itself takes ~2 ms. Reads no
-        private table, and the rows are the same in any join order."""
-        name = (f"{self._work_database()}.__privplan_stand_in_rows_"
-                f"{hashlib.sha256(select_sql.encode()).hexdigest()[:16]}")
-        if name not in self._stand_in_rows:
-            ((previous,),) = self.con.execute(
-                "SELECT current_setting('disabled_optimizers')").fetchall()
-            off = ", ".join(x for x in (previous, "join_order") if x)
-            self.con.execute(f"SET disabled_optimizers = {_string(off)}")
-            try:
-                self.con.execute(f"CREATE OR REPLACE TABLE {name} AS {select_sql}")
-            finally:
-                self.con.execute(f"SET disabled_optimizers = {_string(previous)}")
-            self._stand_in_rows.add(name)
-        return f"SELECT * FROM {name}"
-
-    def probe(self, sql: str, stand_ins: Mapping[str, StandIn], *, bind_only: bool = False
-              ) -> pd.DataFrame | None:
-        """Run ``sql`` with each name of ``stand_ins`` bound to its relation of stand-in rows
-        (a WITH around the statement), and return every row, or bind it only. Reads no
-        private row: the caller replaced every private table by a stand-in. Raises
-        :class:`~privplan.engines.base.ProbeFailed` with the engine's message."""
-        ctes = ", ".join(f"{_quote(name)} AS ({stand_in.relation})"
-                         for name, stand_in in stand_ins.items())
-        text = f"WITH {ctes} SELECT * FROM ({sql}) AS __probe" if ctes else sql
-        try:
-            if bind_only:
-                self.con.sql(text)
-                return None
-            return _frame(self.con.execute(text))  # (as run() reads an answer)
-        except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as err:
-            raise ProbeFailed("bind", _first_line(err)) from None
-        except duckdb.Error as err:
-            raise ProbeFailed("run", _first_line(err)) from None
-
-
-def _string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _first_line(err: BaseException) -> str:

@@ -43,12 +43,20 @@ registers a table); otherwise it lives as long as the DuckDB instance.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import threading
+import time
 from collections.abc import Hashable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["VOLATILE", "SharedCopyRegistry", "file_identity", "registry"]
+import duckdb
+
+from privplan.engines.base import COPY_FAILED
+from privplan.errors import ExecutionError
+
+__all__ = ["VOLATILE", "SharedCopyRegistry", "SharingEngine", "file_identity", "registry"]
 
 VOLATILE = ("random(", "uuid(", "setseed(", "now(", "current_timestamp", "current_date",
             "current_time", "nextval(")
@@ -117,3 +125,109 @@ class SharedCopyRegistry:
 
 
 registry = SharedCopyRegistry()
+
+
+class SharingEngine:
+    """The shared-copy part of :class:`~privplan.engines.duckdb_engine.DuckDBEngine` (its base
+    class: the engine module stays small enough to review). Reads the engine's connection,
+    its registered tables and generation, set by the engine's ``__init__``."""
+
+    con: duckdb.DuckDBPyConnection
+    generation: int
+    _registered: dict[str, Any]
+    _catalog_locked: bool
+    _identity: tuple[str, int, int, int, int] | None
+    _share_scope: Hashable | None
+    _views_defined: bool
+    _adopted: dict[str, tuple[Hashable, str]]
+
+    def share_copies(self, scope: Hashable) -> None:
+        """Share this engine's copies with the process's other engines of the same ``scope``
+        (the session's policy content) over the same file state: see :meth:`_share_key`."""
+        self._share_scope = scope
+
+    def _share_key(self, select_sql: str) -> Hashable | None:
+        """The shared copy's key for ``select_sql``, or None where the copy is not shared: only
+        where the statement's rows are a function of the key alone — the file opened here,
+        read only, as it was then (its identity), nothing registered and no view defined (no
+        name the text reads can mean something else in another session), the same policy
+        content, and no volatile function in the text."""
+        if (self._identity is None or self._share_scope is None or not self._catalog_locked
+                or self._registered or self._views_defined
+                or any(v in select_sql.lower() for v in VOLATILE)):
+            return None
+        return (self._identity, self._share_scope, select_sql)
+
+    def _shared_copy(self, select_sql: str, *, make: bool = False) -> str | None:
+        """The shared copy of ``select_sql``'s rows if this engine may read one: adopted
+        before; made by another engine of this DuckDB instance (adopted now); or, with
+        ``make`` (after a charge: :meth:`materialize`), made now under the key's lock while
+        every other engine that needs it waits. None: not shared (the engine's own copy)."""
+        key = self._share_key(select_sql)
+        if key is None:
+            return None
+        adopted = self._adopted.get(select_sql)
+        if adopted is not None:
+            return adopted[1]
+        if not make and registry.known(key) is None:
+            return None  # (no session of the process made it: nothing to look up)
+        alias = registry.alias(key)
+        lock = registry.lock(key)
+        # a lookup (planning) never waits while another session makes the copy: it reads the
+        # table meanwhile; only a session that needs the copy now (make) waits for it
+        if not lock.acquire(blocking=make):
+            return None
+        try:
+            if not self._attached(alias):
+                if not make:
+                    return None
+                self._make_shared(alias, select_sql)
+            registry.acquire(key)
+        finally:
+            lock.release()
+        self._adopted[select_sql] = (key, f"{alias}.rows")
+        self.generation += 1
+        return f"{alias}.rows"
+
+    def _attached(self, alias: str) -> bool:
+        """Whether this DuckDB instance holds ``alias``'s finished copy (its ``ready`` table is
+        created only once the copy is written and checkpointed)."""
+        rows = self.con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE database_name = ? AND table_name = 'ready'",
+            [alias]).fetchall()
+        return bool(rows)
+
+    def _make_shared(self, alias: str, select_sql: str) -> None:
+        """Make the copy in a compressed in-memory database of its own (as :meth:`materialize`
+        does), attached to the instance as ``alias``; on failure nothing stays attached."""
+        from privplan.views.progress import execute_with_progress
+
+        started = time.perf_counter()
+        try:
+            self.con.execute(f"ATTACH ':memory:' AS {alias} (COMPRESS, READ_WRITE)")
+            execute_with_progress(
+                self.con, f"CREATE TABLE {alias}.rows AS {select_sql}",
+                desc="privplan: making the session's copy of the table")
+            self.con.execute(f"CHECKPOINT {alias}")
+            self.con.execute(f"CREATE TABLE {alias}.ready (x INTEGER)")
+        except duckdb.Error:
+            try:
+                self.con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+            except duckdb.Error:
+                pass
+            raise ExecutionError(COPY_FAILED) from None
+        logging.getLogger("privplan").info(
+            "made the process's shared copy of the table (%s) in %.2f s", alias,
+            time.perf_counter() - started)
+
+    def _release_shared(self) -> None:
+        """Stop reading the shared copies; the last engine reading one detaches it."""
+        for key, table in self._adopted.values():
+            alias = table.rsplit(".", 1)[0]
+            with registry.lock(key):
+                if registry.release(key):
+                    try:
+                        self.con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+                    except duckdb.Error:
+                        pass  # (the connection may already be closed by its owner)
+        self._adopted.clear()

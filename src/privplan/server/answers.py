@@ -31,6 +31,7 @@ from privplan.accounting.definitions import join_or, keyword_menu
 from privplan.dbapi.connection import Connection
 from privplan.dbapi.free import _columns, _free_answer, _rows
 from privplan.dbapi.tables import refuse_table_read
+from privplan.planning.shapes import route
 from privplan.server.catalog import CatalogSandbox, is_catalog_query
 from privplan.server.describe import released_fields, with_intervals
 from privplan.server.formats import Answer
@@ -158,7 +159,12 @@ class Answerer:
             self._check()
         result: Any = session.sql(sql, budget=value, **extra)
         account = session.reported  # (the analyst's: see _total)
+        # the analyst's total after this charge, as composed under the charge's lock (read
+        # again from the ledger only for several DP subqueries, each charged on its own: the
+        # Result explains the first); reading it again took a second write lock per answer
+        spent = (result.explanation.projected_total if route(sql, session.policy) is None
+                 else account.spent())
         notice = (f"privplan: this answer cost {result.cost.describe()}; spent "
-                  f"{account.spent().describe()} of {account.budget.describe()}")
+                  f"{spent.describe()} of {account.budget.describe()}")
         df = with_intervals(result.df, result.intervals) if self.settings.intervals else result.df
         return Answer.table(_columns(df), _rows(df), [notice])

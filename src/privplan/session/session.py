@@ -382,7 +382,7 @@ class Session(SessionViews, Generic[B]):
                      history: dict[str, list[Any]] | None = None) -> Explanation:
         """``history`` is given by ``explain`` only (outside any ledger transaction): then a
         PLD session's note also reads the earlier mechanisms, for the additive comparison."""
-        shown: Explanation = explain_planned(planned, preview, before, self.budget,
+        shown: Explanation = explain_planned(planned, preview, before, self.reported.budget,
                                              history=history)
         if self.pld is None:
             return shown
