@@ -97,15 +97,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    tls_key=args.tls_key, tls_required=args.tls_required,
                    statement_timeout=args.statement_timeout,
                    max_connections_per_user=args.max_connections_per_user)
-    host, port = server.address
-    print(f"privplan: serving on {host}:{port} (TLS {'on' if args.tls_cert else 'off'}); "
-          "Ctrl-C stops", file=sys.stderr)
-    if not args.tls_cert:
-        print("privplan: without TLS the password stays safe (SCRAM) but queries and answers "
-              "cross the network in cleartext: pass --tls-cert and --tls-key", file=sys.stderr)
-    with contextlib.suppress(ValueError):  # (SIGTERM stops it as Ctrl-C does; main thread)
+    # (SIGTERM stops it as Ctrl-C does; set before "serving on" is said, so a supervisor that
+    # stops it as soon as it reads that line finds the handler in place; main thread only)
+    with contextlib.suppress(ValueError):
         signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
+    host, port = server.address
+    try:  # (a stop from the moment the handler is set: the server closed either way)
+        print(f"privplan: serving on {host}:{port} (TLS {'on' if args.tls_cert else 'off'}); "
+              "Ctrl-C stops", file=sys.stderr)
+        if not args.tls_cert:
+            print("privplan: without TLS the password stays safe (SCRAM) but queries and "
+                  "answers cross the network in cleartext: pass --tls-cert and --tls-key",
+                  file=sys.stderr)
         server.wait()
     except KeyboardInterrupt:
         pass
