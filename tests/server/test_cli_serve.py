@@ -102,13 +102,18 @@ def test_serve_refuses_bad_inputs_in_one_line_and_creates_no_ledger(
     assert not ledger.exists()
 
 
-def test_serve_stops_on_sigterm_and_closes_its_ledgers(files: dict[str, str]) -> None:
-    ledger = Path(files["dir"]) / "term.ledger.sqlite"
-    proc = subprocess.Popen(
+def _serve(files: dict[str, str], ledger: Path, *extra: str) -> subprocess.Popen[str]:
+    """``privplan serve`` as a process on a free port (its first stderr line says which)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "privplan.cli", "serve", "--database", files["db"], "--policy",
          files["policy"], "--ledger", str(ledger), "--users", files["users"], "--listen",
-         "127.0.0.1:0", "--total-epsilon", "2"],
+         "127.0.0.1:0", "--total-epsilon", "2", *extra],
         env=dict(os.environ, PYTHONPATH=SRC), stderr=subprocess.PIPE, text=True)
+
+
+def test_serve_stops_on_sigterm_and_closes_its_ledgers(files: dict[str, str]) -> None:
+    ledger = Path(files["dir"]) / "term.ledger.sqlite"
+    proc = _serve(files, ledger)
     try:
         assert proc.stderr is not None
         assert "serving on" in proc.stderr.readline()
@@ -124,12 +129,7 @@ def test_serve_stops_on_sigterm_and_closes_its_ledgers(files: dict[str, str]) ->
 @pytest.mark.slow
 def test_serve_answers_psql_and_stops_on_ctrl_c(files: dict[str, str]) -> None:
     ledger = Path(files["dir"]) / "served.ledger.sqlite"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "privplan.cli", "serve", "--database", files["db"], "--policy",
-         files["policy"], "--ledger", str(ledger), "--users", files["users"], "--listen",
-         "127.0.0.1:0", "--total-epsilon", "2", "--statement-timeout", "7.5",
-         "--max-connections-per-user", "3"],
-        env=dict(os.environ, PYTHONPATH=SRC), stderr=subprocess.PIPE, text=True)
+    proc = _serve(files, ledger, "--statement-timeout", "7.5", "--max-connections-per-user", "3")
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
