@@ -9,18 +9,24 @@ which must equal #entries × ε (every admitted query charged, nothing else).
 
 Baselines, the same transaction (both queries) in-process on the same file:
 
-* ``in_process``: one ``Session.sql`` loop with an in-memory ledger (the first baseline);
-* ``in_process_concurrent``: ``--clients`` threads for ``--seconds``, each its own Session
-  over one SQLite ledger file, as the server's connections are — the server's workload
-  without the server;
-* ``server_1_client`` (pgbench with one client) against ``in_process_1_thread`` (one such
-  thread): the server's own overhead, with no concurrency in either.
+* ``in_process_shared_accounts``: ``--clients`` threads for ``--seconds`` right after the
+  pgbench run, each its own Session, all sharing the server's accounting: one ``Account`` over
+  the data's total and one over an analyst's ledger, every answer charged to both — the
+  server's workload without the server (charges queue on the accounts' locks, as there);
+* ``one_client``: the server's own overhead with no concurrency: ``--rounds`` interleaved pairs
+  of pgbench with one client and one such in-process thread, which charges the server's own
+  ledger files (a charge composes with its ledger's history: both sides add to the same one);
+  the median of the pairs' p50 ratios;
+* ``in_process_concurrent_own_ledgers``: the threads each opening the ledger file themselves
+  (no shared account): they contend in SQLite's busy handler, half finish fast and the rest
+  wait seconds — a low p50 bought with a high mean and p99 (kept to show it);
+* ``in_process``: one ``Session.sql`` loop with an in-memory ledger (the first baseline).
 
 Ratios: p50 and throughput of each pair (target p50 ≤ 1.3x, reported, not enforced).
 
     python benchmarks/server.py [--rows 1000000] [--clients 32] [--seconds 60] [--threads 2]
                                 [--protocol simple|extended|prepared] [--quick] [--out PATH]
-                                [--single-seconds 20] [--profile-server PATH]
+                                [--single-seconds 20] [--rounds 4] [--profile-server PATH]
                                 [--data-dir DIR]   (the DuckDB file is cached in benchmarks/.data/)
 """
 
@@ -46,6 +52,9 @@ import privplan as pp
 from privplan.demo.data import demo_policy_path, write_demo_database
 from privplan.ledger.store import SQLiteLedger
 from privplan.ledger.verify import verify_ledger
+from privplan.server.accounts import analysts_folder
+from privplan.session.account import Account
+from privplan.session.inputs import as_policy
 from privplan.session.session import Session
 
 SRC = str(HERE.parent / "src")
@@ -118,6 +127,7 @@ def _pgbench(port: int, folder: Path, args: argparse.Namespace, clients: int | N
         "errors_in_output": len(re.findall(r"(?i)\berror\b", done.stderr)),
         "tps": number(r"tps = ([\d.]+)"),
         "latency_p50_s": statistics.median(latencies) if latencies else None,
+        "latency_mean_s": statistics.fmean(latencies) if latencies else None,
         "latency_p99_s": _p99(latencies),
         "logged_transactions": len(latencies),
         # (the script's temporary path left out: no machine paths in the results)
@@ -147,12 +157,21 @@ def _in_process(db: Path, seconds: float) -> dict[str, Any]:
             "latency_p50_s": statistics.median(times), "latency_p99_s": _p99(times)}
 
 
-def _in_process_concurrent(db: Path, ledger: Path, clients: int, seconds: float
-                           ) -> dict[str, Any]:
-    """``clients`` threads for ``seconds``, each with its own Session over the one SQLite ledger
-    file (as each server connection has), each running the transaction in a loop."""
-    policy = demo_policy_path()
+def _in_process_concurrent(db: Path, ledger: Path, clients: int, seconds: float,
+                           shared: bool = False, analyst: Path | None = None) -> dict[str, Any]:
+    """``clients`` threads for ``seconds``, each with its own Session running the transaction in
+    a loop. ``shared``: the server's accounting without the server — the sessions share one
+    ``Account`` over ``ledger`` (the data's total) and charge one more shared account beside it
+    (an analyst's, over ``analyst`` or a second file), as the server's connections do, so
+    charges queue on the accounts' locks. Otherwise each session opens ``ledger`` itself and they contend in
+    SQLite's busy handler."""
+    policy = as_policy(demo_policy_path())
     budget = pp.PureDP(1e9)
+    accounts: list[Account] = []
+    if shared:
+        accounts = [Account.open(SQLiteLedger(ledger), budget, policy, name="the data's total"),
+                    Account.open(SQLiteLedger(analyst or ledger.with_suffix(".analyst.sqlite")),
+                                 budget, policy, name="analyst alice")]
     times: list[list[float]] = [[] for _ in range(clients)]
     errors: list[str] = []
     ready = threading.Barrier(clients + 1)
@@ -160,8 +179,9 @@ def _in_process_concurrent(db: Path, ledger: Path, clients: int, seconds: float
 
     def client(i: int) -> None:
         try:
-            session = Session(str(db), policy=policy, budget=budget,
-                              ledger=SQLiteLedger(ledger))
+            session = (Session(str(db), policy=policy, budget=budget, ledger=accounts[0],
+                               accounts=accounts[1:]) if shared else
+                       Session(str(db), policy=policy, budget=budget, ledger=SQLiteLedger(ledger)))
         except BaseException as err:  # noqa: BLE001 - reported
             errors.append(type(err).__name__)
             ready.wait()
@@ -187,11 +207,47 @@ def _in_process_concurrent(db: Path, ledger: Path, clients: int, seconds: float
     for t in threads:
         t.join()
     elapsed = time.monotonic() - started
+    for account in accounts:
+        account.close()
     flat = [x for per in times for x in per]
-    return {"clients": clients, "transactions": len(flat), "errors": errors,
-            "tps": len(flat) / elapsed if elapsed else None,
+    return {"clients": clients, "shared_accounts": shared, "transactions": len(flat),
+            "errors": errors, "tps": len(flat) / elapsed if elapsed else None,
             "latency_p50_s": statistics.median(flat) if flat else None,
+            "latency_mean_s": statistics.fmean(flat) if flat else None,
             "latency_p99_s": _p99(flat)}
+
+
+def _one_client_rounds(port: int, db: Path, folder: Path, args: argparse.Namespace
+                       ) -> dict[str, Any]:
+    """The server's own overhead, with no concurrency: ``--rounds`` pairs of pgbench with one
+    client and one in-process thread with the server's accounting, each for
+    ``--single-seconds``, alternating which goes first (A B B A ...: the shared machine's drift
+    falls on both alike); the ratio of each pair's p50, and their median.
+
+    The in-process thread charges the server's own ledger files (the total's and alice's, as
+    a second process may): each charge composes with the history of the ledger it is added to,
+    so both sides must add to the same history or the longer one pays more."""
+    pairs: list[dict[str, Any]] = []
+
+    def served() -> dict[str, Any]:
+        return _pgbench(port, folder, args, clients=1, seconds=args.single_seconds)
+
+    def local(r: int) -> dict[str, Any]:
+        return _in_process_concurrent(db, folder / "ledger.sqlite", 1, args.single_seconds,
+                                      shared=True, analyst=analysts_folder(
+                                          folder / "ledger.sqlite") / "alice.sqlite")
+
+    for r in range(args.rounds):
+        if r % 2 == 0:
+            a, b = served(), local(r)
+        else:
+            b, a = local(r), served()
+        pairs.append({"server": a, "in_process": b,
+                      "ratio_p50": _ratio(a["latency_p50_s"], b["latency_p50_s"])})
+    ratios = [p["ratio_p50"] for p in pairs if p["ratio_p50"] is not None]
+    return {"rounds": pairs, "ratio_p50_median": statistics.median(ratios) if ratios else None,
+            "transactions": sum(p["server"]["transactions"] for p in pairs),
+            "failed": sum(p["server"]["failed"] for p in pairs)}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -227,33 +283,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         profiler = _profiler(proc.pid, args)
         try:
             served = _pgbench(port, folder, args)
-            single = _pgbench(port, folder, args, clients=1, seconds=args.single_seconds)
-        finally:
             if profiler is not None:
                 profiler.wait(timeout=120)
+            # the same concurrency in-process right after, with the server idle
+            pooled = _in_process_concurrent(db, folder / "pooled.sqlite", args.clients,
+                                            args.seconds, shared=True)
+            single = _one_client_rounds(port, db, folder, args)
+        finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
         ledger = _ledger(folder / "ledger.sqlite")
         local = _in_process(db, args.single_seconds)
         concurrent = _in_process_concurrent(db, folder / "threads.sqlite", args.clients,
                                             args.seconds)
-        one_thread = _in_process_concurrent(db, folder / "one.sqlite", 1, args.single_seconds)
     p50 = "latency_p50_s"
     return {"benchmark": "server", "rows": args.rows, "clients": args.clients,
             "threads": args.threads, "seconds": args.seconds, "protocol": args.protocol,
             "queries": QUERIES, "epsilon_per_query": float(EPSILON), "server": served,
-            "ledger": ledger, "in_process": local,
+            "ledger": ledger,
+            "in_process_shared_accounts": pooled,
+            "ratio_p50_server_in_process_shared_accounts": _ratio(served[p50], pooled[p50]),
+            "ratio_tps_in_process_shared_accounts_server": _ratio(pooled["tps"], served["tps"]),
+            "one_client": single,
+            "ratio_p50_server_1_client_in_process_1_thread": single["ratio_p50_median"],
+            "in_process_concurrent_own_ledgers": concurrent,
+            "ratio_p50_server_in_process_concurrent_own_ledgers": _ratio(served[p50],
+                                                                         concurrent[p50]),
+            "in_process": local,
             "ratio_p50_server_in_process": _ratio(served[p50], local[p50]),
-            "in_process_concurrent": concurrent,
-            "ratio_p50_server_in_process_concurrent": _ratio(served[p50], concurrent[p50]),
-            "ratio_tps_in_process_concurrent_server": _ratio(concurrent["tps"], served["tps"]),
-            "server_1_client": single, "in_process_1_thread": one_thread,
-            "ratio_p50_server_1_client_in_process_1_thread": _ratio(single[p50],
-                                                                    one_thread[p50]),
-            "ratio_tps_in_process_1_thread_server_1_client": _ratio(one_thread["tps"],
-                                                                    single["tps"]),
             "charges_match": ledger["entries"] == len(QUERIES) * (
-                served["transactions"] + single["transactions"]),
+                served["transactions"] + single["transactions"] + sum(
+                    p["in_process"]["transactions"] for p in single["rounds"])),
             "machine": machine_info(), "git": git_revision()}
 
 
@@ -273,11 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-server", metavar="PATH",
                         help="py-spy's collapsed stacks of the server during the run (needs "
                              "py-spy)")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="pairs of one-client runs (server, in-process), interleaved")
     parser.add_argument("--data-dir", default=str(HERE / ".data"))
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.clients, args.threads, args.seconds = 10_000, 2, 1, 3
-        args.single_seconds = 3
+        args.single_seconds, args.rounds = 3, 2
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # (run in the background, SIGINT is ignored, and the server would inherit that: it
         # stops on SIGINT only with a handler here, which exec resets to the default)
@@ -291,17 +353,24 @@ def main(argv: list[str] | None = None) -> int:
                 f"p50 {r['latency_p50_s']}, p99 {r['latency_p99_s']}")
 
     print(line(f"server {args.clients} clients", s) + f" ({s['failed']} failed)")
-    print(line(f"in-process {args.clients} threads", result["in_process_concurrent"]))
-    print(line("server 1 client", result["server_1_client"]))
-    print(line("in-process 1 thread (ledger file)", result["in_process_1_thread"]))
+    print(line(f"in-process {args.clients} threads, the server's accounts",
+               result["in_process_shared_accounts"]))
+    print(line(f"in-process {args.clients} threads, own ledger connections",
+               result["in_process_concurrent_own_ledgers"]))
+    for i, pair in enumerate(result["one_client"]["rounds"]):
+        print(line(f"round {i}: server 1 client", pair["server"]))
+        print(line(f"round {i}: in-process 1 thread, the server's accounts", pair["in_process"]))
     print(line("in-process loop (in-memory ledger)", local))
     print(f"ledger {result['ledger']}")
     for key, value in result.items():
         if key.startswith("ratio_"):
             print(f"{key}: {value}")
+    one = result["one_client"]
     ok = (s["returncode"] == 0 and s["failed"] == 0 and result["charges_match"]
-          and result["server_1_client"]["failed"] == 0
-          and not result["in_process_concurrent"]["errors"])
+          and one["failed"] == 0
+          and all(not p["in_process"]["errors"] for p in one["rounds"])
+          and not result["in_process_concurrent_own_ledgers"]["errors"]
+          and not result["in_process_shared_accounts"]["errors"])
     return 0 if ok else 1
 
 

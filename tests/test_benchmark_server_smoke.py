@@ -36,3 +36,11 @@ def test_server_benchmark_quick_writes_json(tmp_path: Path) -> None:
     assert {"latency_p50_s", "latency_p99_s", "tps"} <= set(server)
     assert {"latency_p50_s", "latency_p99_s", "transactions"} <= set(data["in_process"])
     assert data["ratio_p50_server_in_process"] > 0
+    pooled = data["in_process_shared_accounts"]
+    assert pooled["shared_accounts"] and not pooled["errors"] and pooled["transactions"] > 0
+    one = data["one_client"]
+    assert len(one["rounds"]) == 2 and one["failed"] == 0
+    assert all(p["ratio_p50"] > 0 and not p["in_process"]["errors"] for p in one["rounds"])
+    assert data["ratio_p50_server_1_client_in_process_1_thread"] == pytest.approx(
+        sorted(p["ratio_p50"] for p in one["rounds"])[0] / 2
+        + sorted(p["ratio_p50"] for p in one["rounds"])[1] / 2)
