@@ -8,6 +8,7 @@ be named twice in a row, also at the start of a parenthesised list ("18 mechanis
 from __future__ import annotations
 
 import itertools
+import pickle
 import re
 from pathlib import Path
 
@@ -83,3 +84,35 @@ def test_a_group_key_stays_one_group_and_a_range_is_whole(tmp_path: Path) -> Non
         sess.sql("SELECT COUNT(*) FROM visits WHERE age BETWEEN 20 AND 29", epsilon=1)
         sess.sql("SELECT COUNT(*) FROM visits WHERE age >= 25", epsilon=1)
         assert "hospital = 'A', 25 <= age <= 29 affects" in session_witness(sess)
+
+
+def test_an_answers_worst_case_is_the_one_of_its_own_charge_made_later(tmp_path: Path) -> None:
+    """A charge hands the worst case's text over as a function (it walks the whole history);
+    the text made later, or when the session settles it before its next charge, is the one
+    ``explain`` gave for that very charge beforehand (the accounting state it was charged
+    against, not the session's later one), and a kept answer holds text, not that state."""
+    db = write_demo_database(tmp_path / "demo.duckdb", rows=500)
+    sess = pp.connect(db, policy=Path(pp.__file__).parent / "demo" / "policy.yaml",
+                      budget=pp.PureDP(1000))
+    try:
+        queries = ["SELECT hospital, COUNT(*) FROM visits GROUP BY hospital",
+                   "SELECT COUNT(*) FROM visits WHERE age > 40",
+                   "SELECT department, SUM(cost) FROM visits GROUP BY department",
+                   "SELECT COUNT(*) FROM visits WHERE age <= 40"]
+        kept, foretold = [], []
+        for sql in queries:
+            foretold.append(sess.explain(sql, epsilon=1).witness)
+            kept.append(sess.sql(sql, epsilon=1))
+            *earlier, last = [r.explanation for r in kept]
+            assert all(isinstance(e.witness_source, str) for e in earlier)
+            assert callable(last.witness_source)
+        copied = pickle.loads(pickle.dumps(kept[-1].explanation))  # (settles it: text only)
+        assert copied.witness_source == foretold[-1] and copied == kept[-1].explanation
+        assert [r.explanation.witness for r in kept] == foretold
+        assert len(set(foretold)) > 1  # (the worst case changes along the history)
+        assert all(isinstance(r.explanation.witness_source, str) for r in kept)
+        # the text is the one str() and to_dict() show
+        assert f"Worst case: {foretold[-1]}" in str(kept[-1].explanation)
+        assert kept[-1].explanation.to_dict()["worst_case"] == foretold[-1]
+    finally:
+        sess.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,9 +79,15 @@ class MechanismExplanation:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Explanation:
-    """The plan of one query with its costs: print it, or use ``to_dict()`` / ``to_json()``."""
+    """The plan of one query with its costs: print it, or use ``to_dict()`` / ``to_json()``.
+
+    ``witness_source`` is the worst case's text, or a function that makes it: the text walks
+    every mechanism the worst case affects — for a long ledger, its whole history — while most
+    answers are never asked why, so a charge hands over the function and :attr:`witness`
+    calls it on first use (then keeps the text and drops the function, which holds the
+    accounting's state; see :meth:`settle`)."""
 
     sql: str
     mechanisms: tuple[MechanismExplanation, ...]
@@ -91,9 +97,42 @@ class Explanation:
     total_before: Any
     projected_total: Any
     budget: Any
-    witness: str
-    within_budget: bool
+    witness_source: str | Callable[[], str] = field(repr=False)
+    within_budget: bool = True
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def witness(self) -> str:
+        """The worst case in words: who (which record or unit) pays the most, and for what."""
+        source = self.witness_source
+        if not isinstance(source, str):
+            source = source()
+            object.__setattr__(self, "witness_source", source)  # (frozen: the text replaces it)
+        return source
+
+    def settle(self) -> None:
+        """Make the worst case's text now and drop the function that made it. A session
+        settles its last answers' explanations before its next charge, so an answer kept by
+        the caller holds the text, never the state of the accounting it was charged against
+        (which grows with the ledger: keeping it per answer would grow memory quadratically)."""
+        _ = self.witness
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.settle()  # (pickled with its text: the function is not data)
+        return dict(self.__dict__)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.sql, self.mechanisms, self.query_cost, self.query_rule, self.marginal,
+                self.total_before, self.projected_total, self.budget, self.witness,
+                self.within_budget, self.notes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Explanation):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key()[:-3])  # (not the worst case: hashing should not make it)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -314,6 +353,14 @@ def explain_planned(
     planned: PlannedQuery, preview: Composition, before: Composition, budget: Any,
     history: dict[str, list[Any]] | None = None,
 ) -> Explanation:
+    """The explanation of ``planned`` at ``preview``. With ``history`` (``explain``) the worst
+    case's text is made now; without (a charge) it is made on first use
+    (:attr:`Explanation.witness`)."""
+    labels = {p.spec.id: p.measure.label for p in planned.measures}
+
+    def witness() -> str:
+        return _readable_witness(preview.witness_detail, labels)
+
     mechs = []
     for p in planned.measures:
         scale = float(p.measure.scale)
@@ -346,8 +393,7 @@ def explain_planned(
         sql=planned.plan.sql, mechanisms=tuple(mechs), query_cost=planned.composition.cost,
         query_rule=planned.composition.rule, marginal=preview.cost - before.cost,
         total_before=before.cost, projected_total=preview.cost, budget=budget,
-        witness=_readable_witness(preview.witness_detail,
-                                  {p.spec.id: p.measure.label for p in planned.measures}),
+        witness_source=witness() if history is not None else witness,
         within_budget=bool(preview.cost <= budget),
         notes=tuple(notes),
     )

@@ -21,6 +21,7 @@ Privacy: nothing reads a private row before _charge commits a charge the gate ad
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
@@ -122,6 +123,8 @@ class Session(SessionViews, Generic[B]):
                 "None: copy it from the second query where its rows cannot change.")
         self._session_copies = SessionCopies(prepare)  # (which copies queries read)
         self._told_clamping = False  # (see _note_clamping)
+        # answers' explanations whose worst case is not written yet (see Explanation.settle)
+        self._unsettled: list[weakref.ref[Explanation]] = []
         if type(budget) not in KINDS:
             raise PolicyError(
                 f"budget must be a privacy value: {constructors()}; got {budget!r}. Why: a bare "
@@ -291,6 +294,10 @@ class Session(SessionViews, Generic[B]):
         one charged and another not, with nothing released: the answer is run only after
         every COMMIT, so no release is ever charged to fewer accounts than it must be."""
         planned = admission.planned
+        for ref in self._unsettled:
+            if (earlier := ref()) is not None:  # (an answer the caller still holds)
+                earlier.settle()
+        self._unsettled.clear()
         accounts = (*self.accounts, self.account)  # (the lock order of every session)
         for account in accounts:
             account.accountant  # noqa: B018 - built (from the whole ledger) before the locks
@@ -324,6 +331,7 @@ class Session(SessionViews, Generic[B]):
         shown = next(c for c in charged if c[0] is self.reported)
         _, _, _, query_id, _, before, preview = shown
         explanation = self._explanation(planned, preview, before)
+        self._unsettled.append(weakref.ref(explanation))
         marginal = preview.cost - before.cost
         log.info("charged %s: %s (composed total %s of %s)", query_id,
                  marginal.describe(), preview.cost.describe(), self.reported.budget.describe())
