@@ -388,3 +388,39 @@ def test_explain_reads_what_sql_reads_not_the_whole_history(db: Path, tmp_path: 
         s.sql("SELECT COUNT(*) FROM visits WHERE age = 4", epsilon=0.1)
         s.explain("SELECT COUNT(*) FROM visits WHERE age = 5", epsilon=0.1)
         assert len(decoded) == 4  # (only the entry added since)
+
+
+def test_checkpoints_of_a_long_ledger_are_spaced_by_its_length(
+        db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint is a pass over the whole state: written every ``checkpoint_every`` entries
+    it made each charge of a long ledger pay for the history. It is due after
+    max(checkpoint_every, last checkpoint's entry // CHECKPOINT_SPACING) entries (spacing 4
+    here, so the growth shows in a short ledger), and a session resuming from any of them
+    composes the same total as one rebuilt from the entries."""
+    from privplan.ledger import store
+    monkeypatch.setattr(store, "CHECKPOINT_SPACING", 4)
+    path = tmp_path / "l.sqlite"
+    written = []
+    with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:
+        s.ledger.checkpoint_every = 2
+        for i in range(60):
+            s.sql(QUERIES[i % len(QUERIES)], epsilon=0.1)
+            con = sqlite3.connect(path)
+            try:
+                row = con.execute("SELECT seq FROM checkpoint").fetchone()
+            except sqlite3.OperationalError:  # (no checkpoint table yet)
+                row = None
+            finally:
+                con.close()
+            if row is not None and (not written or row[0] != written[-1]):
+                written.append(row[0])
+    want, last = [], 0
+    for seq in range(1, 61):  # the rule, replayed
+        if seq - last >= max(2, last // 4):
+            want.append(seq)
+            last = seq
+    assert written == want
+    assert want[:4] == [2, 4, 6, 8] and want[-1] - want[-2] > 2  # (it did space out)
+    spent, total, used = _composed(db, path)
+    rebuilt = _composed(db, _without_checkpoint(path, tmp_path / "no_ckpt.sqlite"))
+    assert used and (spent, total) == rebuilt[:2]

@@ -3,7 +3,8 @@
 Why: composing a ledger means solving the general composition theorem over every mechanism it
 holds. Replaying 100,000 entries (decoding each region, then solving) takes seconds, and every
 CLI call, report run and pool worker would pay it. So a charging session stores, every
-:data:`CHECKPOINT_EVERY` entries, the accountant's solver state after entry ``seq``
+:data:`CHECKPOINT_EVERY` entries (further apart in a long ledger: :data:`CHECKPOINT_SPACING`),
+the accountant's solver state after entry ``seq``
 (:class:`~privplan.accounting.solver.SolverState`: atom axes, boxes, weights, the worst pair
 found), and a new session resumes from it and admits only the entries after ``seq``.
 
@@ -36,9 +37,15 @@ from privplan.accounting.solver import SolverState
 from privplan.ledger.chain import ChainHead
 from privplan.ledger.codec import decode_value, encode_value
 
-__all__ = ["CHECKPOINT_EVERY", "binding", "bound_checkpoint", "decode_states", "encode_states"]
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SPACING", "binding", "bound_checkpoint", "decode_states", "encode_states"]
 
 CHECKPOINT_EVERY = 32
+# a checkpoint is due CHECKPOINT_EVERY entries after the last one, or 1/CHECKPOINT_SPACING of
+# the ledger's length when that is longer: writing one is a pass over the whole state (~5 µs
+# per entry), so a fixed interval made every charge of a long ledger pay for its history; this
+# keeps the amortised cost per charge constant, and a new session still replays at most about
+# 1/64 of the ledger after its checkpoint (a one-off at open, like restoring it)
+CHECKPOINT_SPACING = 64
 """Entries a charging session lets accumulate after the checkpoint before writing a new one:
 a new session admits at most this many entries beyond the checkpoint. (At 100,000 entries a
 checkpoint is about 18 MB and takes about 0.2 s to write, about 6 ms per charge amortised; in

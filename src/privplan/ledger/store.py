@@ -49,7 +49,12 @@ from typing import Any
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
 from privplan.ledger.chain import ChainHead, changed, root_hash, verify_rows
-from privplan.ledger.checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint
+from privplan.ledger.checkpoint import (
+    CHECKPOINT_EVERY,
+    CHECKPOINT_SPACING,
+    binding,
+    bound_checkpoint,
+)
 from privplan.ledger.codec import decode_cost, decode_mechanism, encode_cost
 from privplan.ledger.durability import apply, durability_of
 from privplan.ledger.file import (
@@ -274,9 +279,11 @@ class SQLiteLedger(LedgerHistory):
 
     def save_checkpoint(self, export: Callable[[], bytes]) -> bool:
         """Store ``export()`` (the session's accounting after the last entry it consumed) as
-        the checkpoint, when :attr:`checkpoint_every` entries have passed since the newest one.
-        Runs under the ledger's lock, so the state and the entry it covers agree."""
-        if self._seen - self._checkpoint_seq < self.checkpoint_every:
+        the checkpoint, when :attr:`checkpoint_every` entries (or 1/``CHECKPOINT_SPACING`` of
+        the ledger, if more) have passed since the newest one. Runs under the ledger's lock, so
+        the state and the entry it covers agree."""
+        due = max(self.checkpoint_every, self._checkpoint_seq // CHECKPOINT_SPACING)
+        if self._seen - self._checkpoint_seq < due:
             return False
         with self._write() as con:
             seq = self._seen
