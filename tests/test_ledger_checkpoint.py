@@ -13,6 +13,7 @@ import random
 import sqlite3
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ledger_files import edit_ledger
@@ -424,3 +425,60 @@ def test_checkpoints_of_a_long_ledger_are_spaced_by_its_length(
     spent, total, used = _composed(db, path)
     rebuilt = _composed(db, _without_checkpoint(path, tmp_path / "no_ckpt.sqlite"))
     assert used and (spent, total) == rebuilt[:2]
+
+
+def test_a_checkpoint_holds_the_state_of_the_entry_it_names_when_a_shared_account_races(
+        db: Path, tmp_path: Path) -> None:
+    """Sessions of a process sharing one account (the server's connections) save checkpoints
+    after their charges, outside the account's lock. Between a session's reading the
+    account's state and its checkpoint write, another process may charge the ledger and
+    another session of this one charge too (catching that entry up, which replaces the
+    account's state): the checkpoint must name the entry its state covers, or a process
+    resuming from it would never compose those charges (an under-charge). The race is made
+    exact here: both charges run inside the first session's checkpoint save, before its
+    write (the other process is a session over its own connection to the file)."""
+    from privplan.session.account import Account
+    from privplan.session.inputs import as_policy
+    from privplan.session.session import Session
+
+    policy = as_policy(POLICY)
+    path = tmp_path / "l.sqlite"
+    account = Account.open(SQLiteLedger(path), pp.PureDP(50), policy)
+    first = Session(db, policy=policy, budget=pp.PureDP(50), ledger=account)
+    other = Session(db, policy=policy, budget=pp.PureDP(50), ledger=account)
+    sql = "SELECT COUNT(*) FROM visits WHERE age = 1"  # (each charge adds 1 to the total)
+    try:
+        account.ledger.checkpoint_every = 1
+        real_save = account.ledger.save_checkpoint
+        raced: list[int] = []
+
+        def save_after_another_charge(export: Any) -> bool:
+            if not raced:
+                raced.append(1)
+                # the other session commits a charge; its own checkpoint save has not come
+                # yet (it would come after this one, in the race)
+                with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as far:
+                    far.sql(sql, epsilon=1)
+                account.ledger.checkpoint_every = 10**9
+                other.sql(sql, epsilon=1)
+                account.ledger.checkpoint_every = 1
+            return real_save(export)
+
+        account.ledger.save_checkpoint = save_after_another_charge
+        first.sql(sql, epsilon=1)
+        assert raced and account.spent() == pp.PureDP(3)
+        with _open(path) as led:
+            assert led.checkpoint()[0] == 3  # (written in the race; nothing after it)
+    finally:
+        first.close()
+        other.close()
+        account.close()
+    spent, total, used = _composed_with(db, path, budget=pp.PureDP(50))
+    assert used and spent == total == pp.PureDP(3)
+    assert verify_ledger(path).ok
+
+
+def _composed_with(db: Path, path: Path, budget: object) -> tuple[object, object, bool]:
+    with pp.connect(db, policy=POLICY, budget=budget, ledger=path) as s:
+        used = s.ledger.checkpoint() is not None
+        return s.spent(), s.accountant.total.cost, used

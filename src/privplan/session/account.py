@@ -193,10 +193,23 @@ class Account:
         save = getattr(self.ledger, "save_checkpoint", None)
         if save is None or self._accountant is None:
             return
-        accountant = self._accountant
+
+        def export() -> bytes:
+            # Called by the ledger under its lock, with the entry the checkpoint will name:
+            # the account's accounting is read *there*, not before. A commit moves both the
+            # ledger's last entry and the account's accounting under that lock; read earlier
+            # (this is called outside the account's lock), another session sharing the account
+            # could commit in between — catching up another process's charges, which replaces
+            # the accounting — and the checkpoint would name entries its state never composed:
+            # a process resuming from it would under-charge.
+            accountant = self._accountant
+            if accountant is None:  # (dropped after a failed write: nothing consistent to save)
+                raise LookupError("no accounting to save")
+            return encode_states(accountant.export_state())
+
         # any failure loses only the cache: the charge was committed and the answer is owed
         with contextlib.suppress(Exception):
-            save(lambda: encode_states(accountant.export_state()))
+            save(export)
 
     def _drop_accounting(self) -> None:
         """After a failed durable write: forget the in-memory accounting (it follows the file)."""
