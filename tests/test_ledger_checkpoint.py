@@ -482,3 +482,33 @@ def _composed_with(db: Path, path: Path, budget: object) -> tuple[object, object
     with pp.connect(db, policy=POLICY, budget=budget, ledger=path) as s:
         used = s.ledger.checkpoint() is not None
         return s.spent(), s.accountant.total.cost, used
+
+
+@pytest.mark.parametrize("policy_name", ["policy.yaml", "policy_patients.yaml"])
+def test_a_long_lived_account_continues_from_its_checkpoint_as_one_that_never_saved(
+        db: Path, tmp_path: Path, policy_name: str) -> None:
+    """After each checkpoint an account continues from the state it saved, restored (as a new
+    session would), instead of keeping every mechanism since it opened as objects. The oracle:
+    a session over an in-memory ledger (never saves, never restores) charged the same queries
+    — every marginal cost and every total equal, at row and at user level; and the account
+    did switch (its accountant object changed at checkpoints, and its mechanisms are held as
+    columns after one)."""
+    policy = pp.Policy.from_yaml(demo_policy_path().with_name(policy_name))
+    rng = random.Random(7)
+    asked = [rng.choice(QUERIES) for _ in range(45)]
+    epsilons = [Fraction(rng.randint(1, 8), 8) for _ in asked]
+    with pp.connect(db, policy=policy, budget=pp.PureDP(10**6), ledger=tmp_path / "l.sqlite"
+                    ) as saving, pp.connect(db, policy=policy, budget=pp.PureDP(10**6),
+                                            ledger=MemoryLedger()) as plain:
+        saving.ledger.checkpoint_every = 4
+        switched = 0
+        for sql, eps in zip(asked, epsilons):
+            before = saving.account.accountant
+            a = saving.sql(sql, epsilon=float(eps))
+            b = plain.sql(sql, epsilon=float(eps))
+            assert a.cost == b.cost, sql
+            assert saving.spent() == plain.spent(), sql
+            switched += saving.account.accountant is not before
+        assert switched >= 45 // 4 - 1
+        solver = next(iter(saving.account.accountant._solvers.values()))
+        assert solver._inst.mechs._base is not None  # (columns, from the last checkpoint)

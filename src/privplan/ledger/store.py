@@ -277,8 +277,9 @@ class SQLiteLedger(LedgerHistory):
         with self._lock:
             self._seen = seq
 
-    def save_checkpoint(self, export: Callable[[], bytes]) -> bool:
-        """Store ``export()`` (the session's accounting after the last entry it consumed) as
+    def save_checkpoint(self, export: Callable[[int], bytes]) -> bool:
+        """Store ``export(seq)`` (the session's accounting after entry ``seq``, the last it
+        consumed) as
         the checkpoint, when :attr:`checkpoint_every` entries (or 1/``CHECKPOINT_SPACING`` of
         the ledger, if more) have passed since the newest one. Runs under the ledger's lock, so
         the state and the entry it covers agree."""
@@ -297,7 +298,7 @@ class SQLiteLedger(LedgerHistory):
             found = con.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
             if found is None:  # (the entry vanished: the next read refuses the file)
                 return False
-            blob = export()
+            blob = export(seq)
             root = self._record().root
             con.execute("INSERT OR REPLACE INTO checkpoint VALUES (1, ?, ?, ?)",
                         (seq, binding(seq, found[0], root, blob), blob))

@@ -194,7 +194,7 @@ class Account:
         if save is None or self._accountant is None:
             return
 
-        def export() -> bytes:
+        def export(seq: int) -> bytes:
             # Called by the ledger under its lock, with the entry the checkpoint will name:
             # the account's accounting is read *there*, not before. A commit moves both the
             # ledger's last entry and the account's accounting under that lock; read earlier
@@ -205,11 +205,30 @@ class Account:
             accountant = self._accountant
             if accountant is None:  # (dropped after a failed write: nothing consistent to save)
                 raise LookupError("no accounting to save")
-            return encode_states(accountant.export_state())
+            blob = encode_states(accountant.export_state())
+            self._continue_from(accountant, seq, blob)
+            return blob
 
         # any failure loses only the cache: the charge was committed and the answer is owed
         with contextlib.suppress(Exception):
             save(export)
+
+    def _continue_from(self, accountant: Accountant, seq: int, blob: bytes) -> None:
+        """After exporting ``accountant``, the state of entry ``seq`` (under the ledger's lock:
+        no charge can commit meanwhile), continue from that state restored, as a new session
+        would: the
+        very solver that was saved (:mod:`privplan.ledger.checkpoint`), whose mechanisms are
+        held as columns and read from the ledger only if ever needed. A long-lived account
+        (a server's) otherwise kept every mechanism since it opened as objects that each
+        admission copies and each checkpoint walks in Python: its charges slowed with its
+        history while a new session's did not. If the state cannot be restored, the account
+        keeps its own (equal) accounting."""
+        with contextlib.suppress(Exception):
+            restored = Accountant.restore(self._tables, self.kind, decode_states(blob),
+                                          lambda table: self._specs_through(seq, table),
+                                          **self._exact())
+            if restored.total.cost == accountant.total.cost:  # (it must be the same)
+                self._accountant = restored
 
     def _drop_accounting(self) -> None:
         """After a failed durable write: forget the in-memory accounting (it follows the file)."""
