@@ -198,10 +198,11 @@ class Account:
             # Called by the ledger under its lock, with the entry the checkpoint will name:
             # the account's accounting is read *there*, not before. A commit moves both the
             # ledger's last entry and the account's accounting under that lock; read earlier
-            # (this is called outside the account's lock), another session sharing the account
-            # could commit in between — catching up another process's charges, which replaces
-            # the accounting — and the checkpoint would name entries its state never composed:
-            # a process resuming from it would under-charge.
+            # (as it was, outside every lock), another session sharing the account could
+            # commit in between — catching up another process's charges, which replaces the
+            # accounting — and the checkpoint would name entries its state never composed: a
+            # process resuming from it would under-charge. (The account's lock, held too,
+            # now also keeps this process's sessions from charging in between.)
             accountant = self._accountant
             if accountant is None:  # (dropped after a failed write: nothing consistent to save)
                 raise LookupError("no accounting to save")
@@ -209,20 +210,21 @@ class Account:
             self._continue_from(accountant, seq, blob)
             return blob
 
-        # any failure loses only the cache: the charge was committed and the answer is owed
-        with contextlib.suppress(Exception):
+        # any failure loses only the cache: the charge was committed and the answer is owed;
+        # the account's lock first, then the ledger's (the order of a charge)
+        with self.lock, contextlib.suppress(Exception):
             save(export)
 
     def _continue_from(self, accountant: Accountant, seq: int, blob: bytes) -> None:
         """After exporting ``accountant``, the state of entry ``seq`` (under the ledger's lock:
         no charge can commit meanwhile), continue from that state restored, as a new session
-        would: the
-        very solver that was saved (:mod:`privplan.ledger.checkpoint`), whose mechanisms are
-        held as columns and read from the ledger only if ever needed. A long-lived account
+        would: the very solver that was saved (:mod:`privplan.ledger.checkpoint`), whose
+        mechanisms are held as columns and read from the ledger only if ever needed. A long-lived account
         (a server's) otherwise kept every mechanism since it opened as objects that each
         admission copies and each checkpoint walks in Python: its charges slowed with its
         history while a new session's did not. If the state cannot be restored, the account
-        keeps its own (equal) accounting."""
+        keeps its own (equal) accounting. The caller holds the account's lock (no session is
+        giving the accounting a table model meanwhile, which a restored state would lack)."""
         with contextlib.suppress(Exception):
             restored = Accountant.restore(self._tables, self.kind, decode_states(blob),
                                           lambda table: self._specs_through(seq, table),
