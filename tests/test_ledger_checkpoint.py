@@ -398,8 +398,7 @@ def test_checkpoints_of_a_long_ledger_are_spaced_by_its_length(
     max(checkpoint_every, last checkpoint's entry // CHECKPOINT_SPACING) entries (spacing 4
     here, so the growth shows in a short ledger), and a session resuming from any of them
     composes the same total as one rebuilt from the entries."""
-    from privplan.ledger import store
-    monkeypatch.setattr(store, "CHECKPOINT_SPACING", 4)
+    monkeypatch.setattr("privplan.ledger.checkpoint.CHECKPOINT_SPACING", 4)
     path = tmp_path / "l.sqlite"
     written = []
     with pp.connect(db, policy=POLICY, budget=pp.PureDP(50), ledger=path) as s:

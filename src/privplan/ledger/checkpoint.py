@@ -37,7 +37,8 @@ from privplan.accounting.solver import SolverState
 from privplan.ledger.chain import ChainHead
 from privplan.ledger.codec import decode_value, encode_value
 
-__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SPACING", "binding", "bound_checkpoint", "decode_states", "encode_states"]
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SPACING", "binding", "bound_checkpoint",
+           "checkpoint_due", "decode_states", "encode_states"]
 
 CHECKPOINT_EVERY = 32
 # a checkpoint is due CHECKPOINT_EVERY entries after the last one, or 1/CHECKPOINT_SPACING of
@@ -46,6 +47,12 @@ CHECKPOINT_EVERY = 32
 # keeps the amortised cost per charge constant, and a new session still replays at most about
 # 1/64 of the ledger after its checkpoint (a one-off at open, like restoring it)
 CHECKPOINT_SPACING = 64
+
+
+def checkpoint_due(seen: int, last: int, every: int) -> bool:
+    """Whether a checkpoint is due after entry ``seen``, the last one written after ``last``:
+    ``every`` entries later, or 1/:data:`CHECKPOINT_SPACING` of the ledger when that is more."""
+    return seen - last >= max(every, last // CHECKPOINT_SPACING)
 """Entries a charging session lets accumulate after the checkpoint before writing a new one:
 a new session admits at most this many entries beyond the checkpoint. (At 100,000 entries a
 checkpoint is about 18 MB and takes about 0.2 s to write, about 6 ms per charge amortised; in

@@ -49,12 +49,7 @@ from typing import Any
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import LedgerError
 from privplan.ledger.chain import ChainHead, changed, root_hash, verify_rows
-from privplan.ledger.checkpoint import (
-    CHECKPOINT_EVERY,
-    CHECKPOINT_SPACING,
-    binding,
-    bound_checkpoint,
-)
+from privplan.ledger.checkpoint import CHECKPOINT_EVERY, binding, bound_checkpoint, checkpoint_due
 from privplan.ledger.codec import decode_cost, decode_mechanism, encode_cost
 from privplan.ledger.durability import apply, durability_of
 from privplan.ledger.file import (
@@ -283,8 +278,7 @@ class SQLiteLedger(LedgerHistory):
         the checkpoint, when :attr:`checkpoint_every` entries (or 1/``CHECKPOINT_SPACING`` of
         the ledger, if more) have passed since the newest one. Runs under the ledger's lock, so
         the state and the entry it covers agree."""
-        due = max(self.checkpoint_every, self._checkpoint_seq // CHECKPOINT_SPACING)
-        if self._seen - self._checkpoint_seq < due:
+        if not checkpoint_due(self._seen, self._checkpoint_seq, self.checkpoint_every):
             return False
         with self._write() as con:
             seq = self._seen
