@@ -98,7 +98,7 @@ class Explanation:
     projected_total: Any
     budget: Any
     witness_source: str | Callable[[], str] = field(repr=False)
-    within_budget: bool = True
+    within_budget: bool
     notes: tuple[str, ...] = field(default=())
 
     @property

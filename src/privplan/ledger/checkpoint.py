@@ -41,23 +41,25 @@ __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SPACING", "binding", "bound_checkpoin
            "checkpoint_due", "decode_states", "encode_states"]
 
 CHECKPOINT_EVERY = 32
-# a checkpoint is due CHECKPOINT_EVERY entries after the last one, or 1/CHECKPOINT_SPACING of
-# the ledger's length when that is longer: writing one is a pass over the whole state (~5 µs
-# per entry), so a fixed interval made every charge of a long ledger pay for its history; this
-# keeps the amortised cost per charge constant, and a new session still replays at most about
-# 1/64 of the ledger after its checkpoint (a one-off at open, like restoring it)
+"""Entries a charging session lets accumulate after the checkpoint before writing a new one,
+while the ledger is short (see :data:`CHECKPOINT_SPACING` for a long one): a new session admits
+about this many entries beyond the checkpoint. (With 256 a new session's first admission took
+about 0.3 s at 100,000 entries; with 32 it stays near 50 ms.)"""
+
 CHECKPOINT_SPACING = 64
+"""In a long ledger a checkpoint is due 1/CHECKPOINT_SPACING of its length after the last one,
+when that is more than :data:`CHECKPOINT_EVERY`. Writing one is a pass over the whole state
+(~5 µs an entry; about 18 MB and 0.2 s at 100,000 entries), so a fixed interval made every
+charge pay for the history (about 6 ms a charge amortised at 100,000); spaced by the length the
+amortised cost per charge stays constant, and a new session replays at most about 1/64 of the
+ledger after the checkpoint (a one-off at open, like restoring it)."""
 
 
 def checkpoint_due(seen: int, last: int, every: int) -> bool:
     """Whether a checkpoint is due after entry ``seen``, the last one written after ``last``:
     ``every`` entries later, or 1/:data:`CHECKPOINT_SPACING` of the ledger when that is more."""
     return seen - last >= max(every, last // CHECKPOINT_SPACING)
-"""Entries a charging session lets accumulate after the checkpoint before writing a new one:
-a new session admits at most this many entries beyond the checkpoint. (At 100,000 entries a
-checkpoint is about 18 MB and takes about 0.2 s to write, about 6 ms per charge amortised; in
-exchange a new session's first admission stays near 50 ms even when the checkpoint is as old
-as it gets. With 256 it was about 0.3 s.)"""
+
 
 _MAGIC = b"privplan-checkpoint-1\n"
 _DTYPES: dict[str, np.dtype[Any]] = {"<i8": np.dtype("<i8"), "<f8": np.dtype("<f8"), "|i1": np.dtype("i1"),

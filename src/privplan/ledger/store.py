@@ -274,10 +274,8 @@ class SQLiteLedger(LedgerHistory):
 
     def save_checkpoint(self, export: Callable[[int], bytes]) -> bool:
         """Store ``export(seq)`` (the session's accounting after entry ``seq``, the last it
-        consumed) as
-        the checkpoint, when :attr:`checkpoint_every` entries (or 1/``CHECKPOINT_SPACING`` of
-        the ledger, if more) have passed since the newest one. Runs under the ledger's lock, so
-        the state and the entry it covers agree."""
+        consumed) as the checkpoint, when one is due (:func:`checkpoint_due`). Runs under the
+        ledger's lock, so the state and the entry it covers agree."""
         if not checkpoint_due(self._seen, self._checkpoint_seq, self.checkpoint_every):
             return False
         with self._write() as con:

@@ -219,11 +219,14 @@ class Account:
         """After exporting ``accountant``, the state of entry ``seq`` (under the ledger's lock:
         no charge can commit meanwhile), continue from that state restored, as a new session
         would: the very solver that was saved (:mod:`privplan.ledger.checkpoint`), whose
-        mechanisms are held as columns and read from the ledger only if ever needed. A long-lived account
-        (a server's) otherwise kept every mechanism since it opened as objects that each
-        admission copies and each checkpoint walks in Python: its charges slowed with its
-        history while a new session's did not. If the state cannot be restored, the account
-        keeps its own (equal) accounting. The caller holds the account's lock (no session is
+        mechanisms are held as columns and read from the ledger only if ever needed. A
+        long-lived account (a server's) otherwise kept every mechanism since it opened as
+        objects that each admission copies and each checkpoint walks in Python: its charges
+        slowed with its history while a new session's did not. Restored from the bytes just
+        written (not the states in memory), so it is exactly what a new session would read.
+        If the state cannot be restored, or its total differs (it cannot, but a restored state
+        is used only where it provably equals the one it replaces), the account keeps its
+        own. The caller holds the account's lock (no session is
         giving the accounting a table model meanwhile, which a restored state would lack)."""
         with contextlib.suppress(Exception):
             restored = Accountant.restore(self._tables, self.kind, decode_states(blob),
