@@ -21,6 +21,7 @@ from test_sql_examples import fmt  # the example-file format shared with the run
 import privplan as pp
 import privplan.planning.plan as plan_module
 from privplan.demo.data import demo_policy_path, write_demo_database
+from privplan.engines.file_catalog import file_catalog
 from privplan.errors import PrivplanError
 from privplan.session.plan_cache import PlanCache, frozen_value
 from privplan.session.shared_plans import SharedPlans
@@ -232,10 +233,73 @@ def test_frozen_values_tell_types_apart_and_refuse_what_they_cannot_hash() -> No
                          prepare=False, generation=0) is None
 
 
+class _Counting:
+    """A DuckDB connection that counts the statements bound (``sql``) and described."""
+
+    def __init__(self, con: Any) -> None:
+        self._con, self.bound, self.described = con, 0, 0
+
+    def sql(self, text: str, *args: Any) -> Any:
+        self.bound += 1
+        return self._con.sql(text, *args)
+
+    def execute(self, text: str, *args: Any) -> Any:
+        self.described += text.startswith("DESCRIBE")
+        return self._con.execute(text, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def _counted_answer(sess: Any) -> tuple[_Counting, pd.DataFrame]:
+    sess.engine.con = counting = _Counting(sess.engine.con)
+    with noise_disabled():
+        df = sess.sql(GROUPED, epsilon=1).df
+    sess.engine.con = counting._con
+    return counting, df
+
+
+def test_fresh_sessions_on_a_file_describe_and_bind_nothing_another_did(
+        demo_db: Path, tmp_path: Path) -> None:
+    """A fresh session on a DuckDB file opened read only by privplan reads what an earlier
+    session of the process described and bound (``file_catalog``): the same catalog, so the
+    same answers. Not on a caller's connection to that very file (the caller may alter it),
+    not with a table registered, and not once the file changed (another identity)."""
+    file_catalog.clear()
+    first, answer = _counted_answer(_session(demo_db))
+    assert first.bound >= 1 and first.described >= 1
+    fresh = _session(demo_db)
+    again, same = _counted_answer(fresh)
+    fresh.close()
+    assert (again.bound, again.described) == (0, 0)
+    pd.testing.assert_frame_equal(same, answer)
+    con = duckdb.connect(str(demo_db), read_only=True)
+    caller = pp.connect(con, policy=demo_policy_path(), budget=pp.PureDP(10))
+    theirs, _ = _counted_answer(caller)
+    assert theirs.bound >= 1 and theirs.described >= 1
+    caller.close()
+    con.close()
+    registered = _session(demo_db)
+    registered.register("visits", duckdb.connect(str(demo_db), read_only=True).execute(
+        "SELECT * FROM visits").df())
+    mine, _ = _counted_answer(registered)
+    registered.close()
+    assert mine.bound >= 1 and mine.described >= 1
+    changed = tmp_path / "changed.duckdb"
+    write_demo_database(changed, rows=2_000)
+    _counted_answer(_session(changed))  # (known for the process: the file as it is now)
+    rw = duckdb.connect(str(changed))
+    rw.execute("ALTER TABLE visits ADD COLUMN extra INTEGER")
+    rw.close()
+    after, _ = _counted_answer(_session(changed))
+    assert after.bound >= 1 and after.described >= 1  # (the new file: described afresh)
+
+
 def test_binding_is_reused_only_while_no_one_can_change_the_catalog(demo_db: Path) -> None:
     """A cached plan's statement is bound again before every charge, except where nothing can
     have changed what it binds to: a database file the session opened read only itself (the
     file lock keeps writers out), with no table registered, in the same engine generation."""
+    file_catalog.clear()  # (else another test's session on the file bound it for the process)
     sess = _session(demo_db)
     with noise_disabled():
         sess.sql(GROUPED, epsilon=1)

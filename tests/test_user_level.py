@@ -332,10 +332,10 @@ def _float_policy(m: int | None) -> pp.Policy:
 
 @pytest.mark.parametrize("m", [None, 2])
 def test_sums_over_the_bounded_copy_equal_clamping_inline(m: int | None) -> None:
-    """Answers read the session's bounded copy, whose SUM-grid columns were clamped once when
-    it was made (from canonical unit-level values). The statement bound before the charge
-    bounds and clamps every row inline instead; run on the same data, both must give the very
-    same exact aggregates."""
+    """From the session's second query, answers read its bounded copy, whose SUM-grid columns
+    were clamped once when it was made (from canonical unit-level values). The statement bound
+    before the charge (which the first query runs) bounds and clamps every row inline instead;
+    run on the same data, both must give the very same exact aggregates."""
     df = _data(seed=11, units=30)
     rng = np.random.Generator(np.random.PCG64(5))
     y = rng.normal(2, 6, len(df)).round(3)
@@ -363,8 +363,12 @@ def test_sums_over_the_bounded_copy_equal_clamping_inline(m: int | None) -> None
             return ran[-1][1]
 
         sess.engine.bind, sess.engine.run = bind, run  # type: ignore[method-assign]
-        sess.sql(sql, epsilon=1)
-        (inline,), ((stored, got),) = bound, ran
+        sess.sql(sql, epsilon=1)  # (reads the bounded rows inline: no copy yet)
+        sess.sql(sql, epsilon=1)  # (makes the copy after its charge, and reads it)
+        inline = bound[0]
+        assert set(bound) == {inline}
+        (first, _), (stored, got) = ran
+        assert first == inline, sql
         # the stored grid column is summed (AVG sums it centred: SUM((__grid_x - c)))
         summed = r"SUM\(\(?__grid_"
         assert not re.search(summed, inline) and re.search(summed, stored), sql

@@ -120,9 +120,12 @@ def test_a_changed_database_makes_the_copies_stale(db: Path) -> None:
     con.close()
     with noise_disabled(), pp.connect(db, policy=POLICY, budget=pp.PureDP(100)) as sess:
         assert sess.engine.durable is None  # ignored: the file changed since prepare
-        res = sess.sql("SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital",
-                       epsilon=1)
+        query = "SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital"
+        res = sess.sql(query, epsilon=1)  # (the first query reads the bounded rows inline)
+        assert not _made(sess.engine)
+        again = sess.sql(query, epsilon=1)
         assert _made(sess.engine)  # bounded afresh, from the data as it is now
+    assert again.df["hospital"].tolist() == res.df["hospital"].tolist()
     counts = dict(zip(res.df["hospital"], res.df["n"], strict=True))
     assert counts.get("A", 0) == 0
     prepare_copies(db, POLICY)  # made again: used again
@@ -137,6 +140,7 @@ def test_another_policy_does_not_read_copies_made_for_this_one(db: Path, tmp_pat
     assert other.read_text() != POLICY.read_text()
     with pp.connect(db, policy=other, budget=pp.PureDP(100)) as sess:
         sess.sql(QUERIES[0], epsilon=1)
+        sess.sql(QUERIES[0], epsilon=1)  # (a user-level copy is made by the second query)
         assert _made(sess.engine)  # its statement differs: its own copy
 
 

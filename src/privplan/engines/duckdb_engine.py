@@ -30,6 +30,7 @@ from privplan.engines.data_files import (
 )
 from privplan.engines.duckdb_probe import DuckDBProbes
 from privplan.engines.durable_copies import copy_name, open_copies
+from privplan.engines.file_catalog import file_catalog
 from privplan.engines.frames import duckdb_frame
 from privplan.engines.recognise import KINDS, missing_file
 from privplan.engines.shared_copies import SharingEngine, file_identity
@@ -298,9 +299,18 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
             "AND lower(table_name) = lower(?)", [schema, name]).fetchall()
         return bool(rows)
 
+    def _describe(self, table_sql: str) -> list[tuple[Any, ...]]:
+        """``DESCRIBE`` of the table (raises duckdb.Error), known for the process where the
+        file's catalog is fixed (:mod:`privplan.engines.file_catalog`)."""
+        key = file_catalog.key(self, "describe", table_sql)
+        if (rows := file_catalog.get(key)) is None:
+            rows = self.con.execute(f"DESCRIBE SELECT * FROM {table_sql}").fetchall()
+            file_catalog.put(key, rows)
+        return list(rows)
+
     def columns(self, table_sql: str) -> dict[str, str]:
         try:
-            rows = self.con.execute(f"DESCRIBE SELECT * FROM {table_sql}").fetchall()
+            rows = self._describe(table_sql)
         except duckdb.Error as err:
             raise PolicyError(
                 f"table {table_sql} is declared in the policy but the database has no such "
@@ -314,7 +324,7 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         numpy dtype that cannot hold NA (bool, integers; DuckDB's scan says nullable). Schema,
         never rows: what a group key's public domain may rely on (``_may_be_null``)."""
         try:
-            rows = self.con.execute(f"DESCRIBE SELECT * FROM {table_sql}").fetchall()
+            rows = self._describe(table_sql)
         except duckdb.Error:
             return set()  # (the missing table is reported by columns())
         found = {r[0].lower() for r in rows if str(r[2]).upper() == "NO"}
@@ -353,10 +363,16 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         DataFrame is the caller's object and can change in place), in the same
         :attr:`generation` (a view defined, a copy made or dropped). Binding reads no row, so
         its answer is a function of the catalog alone: the cached one is the one binding
-        again would give (about a millisecond of every cached plan's reuse)."""
+        again would give (about a millisecond of every cached plan's reuse). The same holds
+        across the process's engines on the file as it was opened, where the text names
+        nothing of one engine's own (:mod:`privplan.engines.file_catalog`): a fresh session
+        on the file binds nothing another bound."""
         fixed = self._catalog_locked and not self._registered
         key = (self.generation, sql)
         if fixed and (known := self._bound.get(key)) is not None:
+            return list(known)
+        shared_key = file_catalog.key(self, "bind", sql)
+        if (known := file_catalog.get(shared_key)) is not None:
             return list(known)
         try:
             relation = self.con.sql(sql)
@@ -370,6 +386,7 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
             if len(self._bound) >= 1024:
                 self._bound.clear()
             self._bound[key] = out
+        file_catalog.put(shared_key, tuple(out))
         return list(out)
 
     def run(self, sql: str) -> pd.DataFrame:

@@ -6,8 +6,9 @@ canonical, bounded numeric columns on their SUM grid: :func:`privplan.rewrite.en
 bounded_source`). The PostgreSQL engine used to inline that SELECT as a subquery of every
 statement, so every query ran the per-unit window over every row again (a user-level grouped
 COUNT 18x the plain query). As the DuckDB and Spark engines do, a session now makes the copy
-once, on the *second* query that needs it, as a **temporary table** of its connection
-(``pg_temp."__privplan_copy_<hash of the SELECT>"``), and later statements read it.
+once, on the *second* query that needs it (the first with ``prepare=True``), as a **temporary
+table** of its connection (``pg_temp."__privplan_copy_<hash of the SELECT>"``), and later
+statements read it.
 
 **Why the second query.** Filling the copy costs about twice the inlined statement (1M rows:
 7.0 s against 3.1 s; PostgreSQL 15 runs ``INSERT ... SELECT`` without parallel workers, and
@@ -15,7 +16,9 @@ temporary tables go through ``temp_buffers``). A session that asks once (the CLI
 connection per request) would pay that for one answer, so the first query of a session that
 needs a copy reads its SELECT inline, as before copies, and the second makes the copy that it
 and every later one read (then about 2x the plain query). The choice depends on how many
-queries the session ran over that SELECT, never on a row.
+queries the session ran over that SELECT, never on a row. It is the session's choice, made in
+one place for every engine (:class:`privplan.session.copies.SessionCopies`): this module makes
+a copy whenever it is asked for one.
 
 **The same rows.** The table is filled by ``INSERT INTO copy <the very SELECT that is inlined
 otherwise>``, rendered by the same renderer, so it holds exactly the rows (and values, types and
@@ -125,7 +128,6 @@ class SessionCopies:
         self._lost: dict[str, str] = {}  # copy name -> its SELECT, for copies whose connection went
         self._connection: Any = None  # the connection the copies live on
         self.disabled = False  # making one failed: this session inlines from now on
-        self._asked: set[str] = set()  # SELECTs a query of this session already read inline
         self.shapes: dict[str, dict[str, str]] = {}  # '"pg_temp"."name"' -> DuckDB columns
 
     def made_for(self, select_sql: str) -> str | None:
@@ -144,9 +146,6 @@ class SessionCopies:
             return known
         inline = f"({select_sql})"
         if self.disabled:
-            return inline
-        if select_sql not in self._asked:  # (the first query reads it inline: module doc)
-            self._asked.add(select_sql)
             return inline
         engine = self._engine
         ref, started = reference(select_sql), time.perf_counter()

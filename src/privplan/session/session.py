@@ -558,8 +558,9 @@ def connect(
 
     ``prepare=True`` trades a one-off cost for speed in long sessions: the first query over a
     private table makes a compressed in-memory copy of it with every bounded numeric column
-    already clamped to its SUM grid (user-level tables always get such a copy, of their bounded
-    rows), so later queries do not clamp every row again. The copy is a snapshot: changes to
+    already clamped to its SUM grid (user-level tables get such a copy of their bounded rows
+    anyway, from the session's second query over them), so later queries do not clamp every
+    row again. The copy is a snapshot: changes to
     the table after it was made are not seen by the session (``register`` makes a new one).
     The default (``prepare=None``) makes that copy itself from the second query over a table
     whose rows cannot change while the session is open (a DuckDB file privplan opened, read
