@@ -32,6 +32,7 @@ from privplan.accounting.solver.atoms import (
     widen_to_limit,
 )
 from privplan.accounting.solver.box_groups import BoxGroups, extended_groups
+from privplan.accounting.solver.first_extension import first_extension, remember_first
 from privplan.analysis.regions import Region
 from privplan.analysis.sets import Value
 
@@ -123,8 +124,12 @@ class _Instance:
             return _Instance.empty(len(self.scales), self.headroom, poisoned)._extend(
                 [*self.specs(), *specs], poisoned
             )
-        new_values = _boundary_values(specs, poisoned)
-        columns, axes, remaps, cell_maps, new_tops = self._merged_axes(new_values)
+        first = first_extension(specs, poisoned) if not self.columns else None
+        if first is not None:  # (the first extension of an empty instance, made before)
+            columns, axes, remaps, cell_maps, new_tops = first.axes
+        else:
+            new_values = _boundary_values(specs, poisoned)
+            columns, axes, remaps, cell_maps, new_tops = self._merged_axes(new_values)
         inst = object.__new__(_Instance)
         inst.headroom = self.headroom
         inst.columns = tuple(columns)
@@ -137,7 +142,8 @@ class _Instance:
         new_rows: list[Cell2] = []
         new_row_mech: list[int] = []
         added: list[_Mech] = []
-        region_rows: dict[int, tuple[list[Cell2], bool]] = {}
+        region_rows: dict[int, tuple[list[Cell2], bool]] = (
+            dict(first.region_rows) if first is not None else {})
         for m in specs:
             idx = len(self.mechs) + len(added)
             got = region_rows.get(id(m.region))
@@ -173,6 +179,9 @@ class _Instance:
         scales, cols = self._extended_scales(mechs, added, lo.shape[0])
         inst.scales = tuple(scales)
         inst.wf = np.stack(cols, axis=1) if cols else np.zeros((len(mechs), 0))
+        if not self.columns and first is None:
+            remember_first(specs, poisoned, (columns, axes, remaps, cell_maps, new_tops),
+                           region_rows)
         return inst, new_rows
 
     def _merged_axes(

@@ -1,0 +1,63 @@
+"""The atoms of an empty instance's first extension, remembered by the regions that made them.
+
+A fresh accountant (a fresh session with an in-memory ledger, the sequential baseline of
+``Accountant.alone``, a budget plot) extends an empty instance with the query's mechanisms:
+it sorts every region's interval ends into atom axes and writes each region as atom-index
+boxes. With a long public domain that is most of a fresh session's cost (100,000 keys: ~120
+ms of ~280 ms), and it was done again by every fresh session for the very same regions: the
+sessions of a process share their plans (``session.shared_plans``), region objects included.
+
+What is remembered is a pure function of the regions, the GROUP BY key columns and the
+unorderable (poisoned) columns — never of a mechanism's id or cost — keyed by the regions'
+identities, each held here so that no other object can take its id. So a hit gives exactly
+what computing again gives (the solver's own tests run through it; ``test_first_extension``
+compares both). Nothing here reads data: regions are made from the query text and the policy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FirstExtension", "first_extension", "remember_first"]
+
+_MAX_ENTRIES = 32
+
+
+@dataclass(frozen=True)
+class FirstExtension:
+    """What ``_Instance._merged_axes`` and ``_rows_of`` gave for an empty instance."""
+
+    regions: tuple[Any, ...]  # (held: their ids are the key)
+    axes: tuple[Any, ...]  # (columns, axes, remaps, cell maps, new tops)
+    region_rows: dict[int, Any]
+
+
+_LOCK = threading.Lock()
+_KNOWN: dict[Hashable, FirstExtension] = {}
+
+
+def _key(specs: Sequence[Any], poisoned: frozenset[str]) -> Hashable:
+    return (poisoned, tuple(
+        (id(m.region), None if m.partition is None else m.partition.key_columns)
+        for m in specs))
+
+
+def first_extension(specs: Sequence[Any], poisoned: frozenset[str]) -> FirstExtension | None:
+    """The first extension of an empty instance by ``specs``' regions, if made before."""
+    with _LOCK:
+        return _KNOWN.get(_key(specs, poisoned))
+
+
+def remember_first(specs: Sequence[Any], poisoned: frozenset[str], axes: tuple[Any, ...],
+                   region_rows: dict[int, Any]) -> None:
+    """Keep what an empty instance's extension by ``specs`` computed (see the module)."""
+    frozen = tuple(tuple(part) for part in axes)  # (lists the instance only reads, kept as tuples)
+    rows = {k: (tuple(r), wide) for k, (r, wide) in region_rows.items()}
+    entry = FirstExtension(tuple(m.region for m in specs), frozen, rows)
+    with _LOCK:
+        if len(_KNOWN) >= _MAX_ENTRIES:
+            _KNOWN.pop(next(iter(_KNOWN)))  # (the oldest)
+        _KNOWN[_key(specs, poisoned)] = entry
