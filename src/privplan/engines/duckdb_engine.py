@@ -470,10 +470,33 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         name = self._domains.get(key)
         if name is None:
             name = f"{self._work_database()}.__privplan_domain_{len(self._domains)}"
-            self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT unnest($1) AS x",
-                             [values])
+            if not self._strings_table(name, values):
+                self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT unnest($1) AS x",
+                                 [values])
             self._domains[key] = name
         return name
+
+    def _strings_table(self, name: str, values: list[Any]) -> bool:
+        """Make the domain table of a list of strings from an Arrow array, if pyarrow is there:
+        the same VARCHAR values as ``unnest($1)`` of the list (Arrow holds a ``str`` as its
+        UTF-8 bytes, as DuckDB does), made ~4x faster (100,000 keys: ~8 ms against ~30 ms, paid
+        by every fresh session). False (nothing made): not all strings, no pyarrow, or a string
+        Arrow cannot encode (the list then goes in as before)."""
+        if not values or not all(type(v) is str for v in values):
+            return False
+        try:
+            import pyarrow as pa
+
+            table = pa.table({"x": pa.array(values, type=pa.string())})
+        except Exception:  # noqa: BLE001 - ImportError, or a lone surrogate: the list, as before
+            return False
+        view = f"__privplan_domain_source_{id(table):x}"
+        self.con.register(view, table)
+        try:
+            self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT x FROM {_quote(view)}")
+        finally:
+            self.con.unregister(view)
+        return True
 
     def _work_database(self) -> str:
         """This engine's own compressed in-memory database (attached on first use). Its name is
