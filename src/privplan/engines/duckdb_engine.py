@@ -90,6 +90,7 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         self._views_defined = False
         self._adopted: dict[str, tuple[Hashable, str]] = {}  # select -> (key, shared table)
         self._bound: dict[tuple[int, str], list[tuple[str, str]]] = {}
+        self._described: tuple[str, int, list[tuple[Any, ...]]] | None = None  # (see columns)
         self._replacements: Any = None  # the caller's setting, restored by close()
         if isinstance(database, duckdb.DuckDBPyConnection):
             self.con = database
@@ -311,6 +312,8 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
     def columns(self, table_sql: str) -> dict[str, str]:
         try:
             rows = self._describe(table_sql)
+            # (planning asks which columns are NOT NULL right after: one DESCRIBE for both)
+            self._described = (table_sql, self.generation, rows)
         except duckdb.Error as err:
             raise PolicyError(
                 f"table {table_sql} is declared in the policy but the database has no such "
@@ -323,8 +326,10 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         """The columns (lower case) declared ``NOT NULL``, or in a registered DataFrame of a
         numpy dtype that cannot hold NA (bool, integers; DuckDB's scan says nullable). Schema,
         never rows: what a group key's public domain may rely on (``_may_be_null``)."""
+        last, self._described = self._described, None
         try:
-            rows = self._describe(table_sql)
+            rows = last[2] if last is not None and last[:2] == (table_sql, self.generation) \
+                else self._describe(table_sql)
         except duckdb.Error:
             return set()  # (the missing table is reported by columns())
         found = {r[0].lower() for r in rows if str(r[2]).upper() == "NO"}
