@@ -19,6 +19,7 @@ def test_charges_refusals_and_copies_are_logged(caplog: pytest.LogCaptureFixture
     s.register("t", pd.DataFrame({"pid": [1, 1, 2], "x": [1, 2, 3]}))
     with caplog.at_level(logging.INFO, logger="privplan"):
         s.sql("SELECT COUNT(*) FROM t", epsilon=1)
+        s.sql("SELECT COUNT(*) FROM t", epsilon=0.5)  # (a user-level copy: the second query)
         with pytest.raises(pp.BudgetExceededError):
             s.sql("SELECT SUM(x) FROM t", epsilon=5)
     text = [r.getMessage() for r in caplog.records if r.name == "privplan"]

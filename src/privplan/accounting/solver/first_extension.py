@@ -9,9 +9,12 @@ sessions of a process share their plans (``session.shared_plans``), region objec
 
 What is remembered is a pure function of the regions, the GROUP BY key columns and the
 unorderable (poisoned) columns — never of a mechanism's id or cost — keyed by the regions'
-identities, each held here so that no other object can take its id. So a hit gives exactly
-what computing again gives (the solver's own tests run through it; ``test_first_extension``
-compares both). Nothing here reads data: regions are made from the query text and the policy.
+identities, each held here so that no other object can take its id.
+
+Privacy: a hit gives exactly what computing again gives, so no charge can differ (the
+brute-force solver tests compose through it; ``tests/accounting/test_first_extension.py``
+compares every solver state with the memory emptied). Nothing here reads data: regions are
+made from the query text and the policy.
 """
 
 from __future__ import annotations
