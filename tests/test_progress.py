@@ -81,6 +81,8 @@ def test_the_session_copy_of_a_table_has_a_bar(monkeypatch: pytest.MonkeyPatch) 
     with pp.connect(policy=policy, budget=pp.PureDP(1)) as session:
         session.register("t", frame)
         session.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5)
+        assert "making the session's copy" not in tty.getvalue()  # (the first reads inline)
+        session.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5)  # (the second makes the copy)
     drawn = tty.getvalue()
     assert "making the session's copy of the table" in drawn
     assert "3000" not in drawn and "1000" not in drawn  # (rows and units: never shown)
