@@ -91,6 +91,11 @@ TARGET_RATIO = 1.5
 SPARK_DRIVER_MEMORY = "4g"
 
 QUERIES: dict[str, str] = {
+    "grouped_count": "SELECT department, COUNT(*) AS n FROM visits GROUP BY department",
+    "grouped_sum_avg": (
+        "SELECT department, SUM(length_of_stay) AS s, AVG(cost) AS c FROM visits "
+        "GROUP BY department"
+    ),
     "grouped_count_avg": (
         "SELECT department, COUNT(*) AS n, AVG(cost) AS c FROM visits GROUP BY department"
     ),

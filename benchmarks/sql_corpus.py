@@ -133,7 +133,8 @@ def _session(source: Source) -> pp.Session[Any]:
 
 def _ask(sess: pp.Session[Any], query: Query) -> pp.Result[Any]:
     """The query with its own budget, unless it carries a BigQuery clause (its own budget)."""
-    if re.search(r"\bWITH\s+(DIFFERENTIAL_PRIVACY|ANONYMIZATION)\b", query.sql, re.I):
+    if re.search(r"\bWITH\s+(DIFFERENTIAL_PRIVACY|ANONYMIZATION)\b", query.sql,
+                 re.IGNORECASE):
         return sess.sql(query.sql)
     budget = dict(query.budget)
     if isinstance(sess.budget, pp.PureDP):

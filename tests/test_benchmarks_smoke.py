@@ -167,7 +167,8 @@ def test_engines_tiny_writes_json(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["benchmark"] == "engines" and data["sizes"] == [2000] and data["repeat"] == 1
     assert [(r["engine"], r["query"]) for r in data["results"]] == [
-        (e, q) for e in engines for q in ("grouped_count_avg", "filtered_count",
+        (e, q) for e in engines for q in ("grouped_count", "grouped_sum_avg",
+                                          "grouped_count_avg", "filtered_count",
                                           "grouped_median")]
     for r in data["results"]:
         assert r["rows"] == 2000

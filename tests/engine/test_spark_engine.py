@@ -352,6 +352,40 @@ def test_redefined_relations_bind_anew(spark: Any) -> None:
         duck.close()
 
 
+def test_run_reuses_the_frame_bind_analysed_unless_the_engine_moved(spark: Any) -> None:
+    """A statement run right after its bind runs the frame bind analysed (Spark analyses it
+    once: the plan checked before the charge); once the engine's generation moves (a table
+    registered again) run analyses afresh and reads the new rows, as before."""
+    from privplan.engines.spark_engine import SparkEngine
+
+    engine = SparkEngine(spark)
+    analysed: list[str] = []  # (the statement's analyses; the tables' own are not counted)
+    real = spark.sql
+
+    def counted(text: str, *args: Any, **kwargs: Any) -> Any:
+        if text.startswith("SELECT COUNT"):
+            analysed.append(text)
+        return real(text, *args, **kwargs)
+
+    sql = 'SELECT COUNT(*) AS c, SUM("v") AS s FROM "bound"'
+    try:
+        engine.register("bound", pd.DataFrame({"v": [1, 2, 3]}))
+        spark.sql = counted  # (the real method, counted: every analysis goes through it)
+        assert engine.bind(sql) == [("c", "BIGINT"), ("s", "HUGEINT")]
+        before = len(analysed)
+        assert engine.run(sql).values.tolist() == [[3, 6]]
+        assert len(analysed) == before  # (no second analysis)
+        engine.bind(sql)
+        engine.register("bound", pd.DataFrame({"v": [10, 20]}))  # (the generation moves)
+        before = len(analysed)
+        assert engine.run(sql).values.tolist() == [[2, 30]]
+        assert len(analysed) == before + 1
+        assert engine.run(sql).values.tolist() == [[2, 30]]  # (unbound: analysed, as ever)
+    finally:
+        del spark.sql
+        engine.close()
+
+
 def test_grid_rounds_half_to_even_like_duckdb(spark: Any) -> None:
     """The grid value (a clamp cast to BIGINT) rounds ties to even in DuckDB; Spark's cast
     truncates, so the renderer rounds first (``rint``): every tie, both signs, and values a

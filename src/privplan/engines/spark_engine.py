@@ -62,7 +62,7 @@ from privplan.engines.frames import duckdb_frame
 from privplan.engines.render import render
 from privplan.engines.shadow import Shadow
 from privplan.engines.shadow import quote as _quote
-from privplan.engines.spark_lock import session_lock
+from privplan.engines.spark_lock import alive, session_lock
 from privplan.engines.spark_types import WIDER, castable, duckdb_type, field_type, spark_type
 from privplan.errors import (
     EngineUnavailableError,
@@ -71,6 +71,7 @@ from privplan.errors import (
     UnsupportedQueryError,
 )
 
+_BOUND_KEPT = 64  # statements bind() keeps analysed for run() (a query binds a few, then runs)
 _WITHHELD = ("the engine's message is withheld because it could quote private values.")
 _GONE = ("the Spark session is gone: it was stopped, or its JVM died (killed, out of memory). "
          "Nothing was charged for this query. Make a new SparkSession and open a new privplan "
@@ -111,6 +112,8 @@ class SparkEngine:
         self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
         self._sources: set[str] = set()  # views holding the policy's `source:` expressions
         self._described: dict[str, str] = {}  # table_sql -> its schema when described (JSON)
+        # statement -> (generation, its analysed frame, its typed columns) from the last bind
+        self._bound: dict[str, tuple[int, Any, list[tuple[str, str]]]] = {}
         # moves with every change to what the engine exposes (plans are cached under it)
         self.generation = 0
 
@@ -152,21 +155,9 @@ class SparkEngine:
                             raise  # (a session that is gone has no settings left to restore)
 
     def _alive(self) -> bool:
-        """Whether the SparkSession can still analyse and run statements: not stopped, its JVM
-        reachable. (A stopped session still analyses statements over its temporary views,
-        and only fails when a job runs: after the charge.)"""
-        if getattr(self.spark, "is_stopped", False) is True:  # (Spark Connect)
-            return False
-        context = getattr(self.spark, "_sc", None)
-        if context is None:
-            return True  # (no classic context to ask: a failure surfaces when analysing)
-        jsc = getattr(context, "_jsc", None)
-        if jsc is None:  # (SparkContext.stop drops it)
-            return False
-        try:
-            return not jsc.sc().isStopped()
-        except (OSError,) + self._errors():  # (the gateway cannot reach the JVM)
-            return False
+        """Whether the SparkSession can still analyse and run statements
+        (:func:`privplan.engines.spark_lock.alive`)."""
+        return alive(self.spark, self._errors())
 
     @contextlib.contextmanager
     def _unless_gone(self) -> Iterator[None]:
@@ -250,11 +241,11 @@ class SparkEngine:
             return types
         return [(f.name, duckdb_type(f.dataType)) for f in fields]
 
-    def _arrow(self, sql: str, frame: Any) -> Any:
-        """The rows of ``frame`` (the analysed ``sql``) as a DuckDB relation over their Arrow
-        transfer, each column cast to the statement's DuckDB type (instants travel as UTC
-        instants); a column whose type DuckDB has no name for is taken as it comes."""
-        typed = self._typed(sql, frame)
+    def _arrow(self, sql: str, frame: Any, typed: list[tuple[str, str]] | None = None) -> Any:
+        """The rows of ``frame`` (the analysed ``sql``; ``typed``: its :meth:`_typed`, if known)
+        as a DuckDB relation over their Arrow transfer, each column cast to the statement's
+        DuckDB type (instants travel as UTC instants; a type DuckDB cannot name as it comes)."""
+        typed = self._typed(sql, frame) if typed is None else typed
         table = frame.toArrow()
         table = table.rename_columns([f"c{i}" for i in range(table.num_columns)])
         relation = self._con.from_arrow(table)
@@ -469,14 +460,23 @@ class SparkEngine:
         with self._pinned():
             self._check_described()
             frame = self._frame(sql)
-            return self._typed(sql, frame)
+            typed = self._typed(sql, frame)
+        if len(self._bound) >= _BOUND_KEPT:
+            self._bound.clear()
+        self._bound[sql] = (self.generation, frame, typed)
+        return typed
 
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement: one row per group, with the dtypes the DuckDB engine gives.
         A failure while reading rows may quote a raw value (a failed cast), so its message is
-        withheld, and so is its class (a NumberFormatException is a bit about the rows)."""
+        withheld, and so is its class (a NumberFormatException is a bit about the rows).
+        Runs the frame :meth:`bind` analysed if nothing changed since (same generation): the
+        plan checked before the charge, same pins, no second analysis (~30 ms on 2 cores)."""
+        bound = self._bound.pop(sql, None)
         try:
             with self._pinned(), self._quiet():
+                if bound is not None and bound[0] == self.generation:
+                    return duckdb_frame(self._arrow(sql, bound[1], bound[2]))
                 return duckdb_frame(self._arrow(sql, self._frame(sql)))
         except (EngineUnavailableError,) + self._errors():  # (gone while running: the same)
             raise ExecutionError(RUN_FAILED) from None
@@ -583,6 +583,7 @@ class SparkEngine:
                          *self._sources]:
                 self._drop_view(name)
         self._materialized.clear()
+        self._bound.clear()
         self._sources.clear()
         self._described.clear()
         self._domains.clear()

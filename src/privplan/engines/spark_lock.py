@@ -1,4 +1,5 @@
-"""One lock per SparkSession: privplan pins its settings one statement at a time.
+"""One lock per SparkSession: privplan pins its settings one statement at a time; and whether
+the session is still there (:func:`alive`).
 
 A SparkSession's SQL settings are shared by every thread that uses it. privplan sets its own
 (ANSI mode on, DuckDB's time zone, no pruning of cached batches) around each call and restores
@@ -17,7 +18,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ["session_lock"]
+__all__ = ["alive", "session_lock"]
 
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
 _GUARD = threading.Lock()
@@ -30,3 +31,21 @@ def session_lock(spark: Any) -> threading.RLock:
         if lock is None:
             lock = _LOCKS[spark] = threading.RLock()
         return lock
+
+
+def alive(spark: Any, errors: tuple[type[BaseException], ...]) -> bool:
+    """Whether ``spark`` can still analyse and run statements: not stopped, its JVM reachable
+    (``errors``: what its gateway raises). (A stopped session still analyses statements over
+    its temporary views, and only fails when a job runs: after the charge.)"""
+    if getattr(spark, "is_stopped", False) is True:  # (Spark Connect)
+        return False
+    context = getattr(spark, "_sc", None)
+    if context is None:
+        return True  # (no classic context to ask: a failure surfaces when analysing)
+    jsc = getattr(context, "_jsc", None)
+    if jsc is None:  # (SparkContext.stop drops it)
+        return False
+    try:
+        return not jsc.sc().isStopped()
+    except (OSError,) + errors:  # (the gateway cannot reach the JVM)
+        return False
