@@ -140,3 +140,37 @@ def test_a_copy_that_cannot_be_made_changes_no_answer_and_no_charge(
 def test_prepare_must_be_a_bool_or_none(db: Path) -> None:
     with pytest.raises(pp.PolicyError, match="prepare must be True, False or None"):
         pp.connect(db, policy=POLICY, budget=pp.PureDP(1), prepare="yes")  # type: ignore
+
+
+def test_a_user_level_copy_that_cannot_be_made_leaves_the_session_reading_inline(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A user-level table is copied by the session's second query; where that fails (a real
+    DuckDB error: a view holds the copy's name in the work database) the answer is the
+    admitted inline statement's, each query is charged once, and the session stops trying."""
+    from privplan.engines.duckdb_engine import _materialized_name
+    from privplan.planning.passes import bounded_select
+
+    policy = {"tables": {"t": {"privacy_unit": "u", "max_rows_per_unit": 2, "columns": {
+        "u": {"type": "int"}, "g": {"type": "str", "public_values": ["a", "b"]},
+        "x": {"type": "int", "lower": 0, "upper": 9}}}}}
+    frame = pd.DataFrame({"u": [i // 3 for i in range(30)], "g": ["a", "b", "a"] * 10,
+                          "x": [i % 12 for i in range(30)]})
+    sql = "SELECT g, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY g ORDER BY g"
+    sess = pp.connect(":memory:", policy=policy, budget=pp.PureDP(100))
+    sess.register("t", frame)
+    ran: list[str] = []
+    real = sess.engine.run
+    sess.engine.run = lambda st: ran.append(st) or real(st)  # type: ignore[method-assign]
+    planned, _ = sess.plan(sql, {"epsilon": 1})
+    name = _materialized_name(bounded_select(planned.plan.cores[0]))
+    with caplog.at_level(logging.INFO, logger="privplan"), noise_disabled():
+        first = sess.sql(sql, epsilon=1).df
+        work = sess.engine._work_database()  # type: ignore[attr-defined]
+        sess.engine.con.execute(f"CREATE VIEW {work}.{name} AS SELECT 1 AS x")  # type: ignore
+        later = [sess.sql(sql, epsilon=1).df for _ in range(2)]
+    for df in later:
+        pd.testing.assert_frame_equal(df, first)
+    assert not any(map(_reads_copy, ran)) and len(ran) == 3
+    assert [e.marginal for e in sess.ledger.entries()] == [sess.ledger.entries()[0].marginal] * 3
+    assert caplog.text.count("could not make the session's copy") == 1
+    sess.close()

@@ -92,9 +92,10 @@ class SessionCopies:
                 and fixed is not None and bool(fixed(core.table_policy)))
 
     def _wanted(self, core: CorePlan, select: str, engine: Any) -> bool:
-        """From the second charged query over ``select``'s rows: at user level always, at row
-        level where the session copies on its own (:meth:`automatic`)."""
-        if core.unit is None and not self.automatic(core, engine):
+        """From the second charged query over ``select``'s rows: at user level unless a copy
+        failed before (the session then reads the bounded rows inline), at row level where the
+        session copies on its own (:meth:`automatic`)."""
+        if self._failed or (core.unit is None and not self.automatic(core, engine)):
             return False
         self._uses[select] = uses = self._uses.get(select, 0) + 1
         return uses >= 2
