@@ -91,7 +91,6 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         self._adopted: dict[str, tuple[Hashable, str]] = {}  # select -> (key, shared table)
         self._bound: dict[tuple[int, str], list[tuple[str, str]]] = {}
         self._described: tuple[str, int, list[tuple[Any, ...]]] | None = None  # (see columns)
-        self._relations: dict[str, tuple[int, duckdb.DuckDBPyRelation]] = {}  # (see run)
         self._replacements: Any = None  # the caller's setting, restored by close()
         if isinstance(database, duckdb.DuckDBPyConnection):
             self.con = database
@@ -388,9 +387,6 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
                 "types against the policy (e.g. comparing a number with a string)."
             ) from None
         out = list(zip(relation.columns, (str(t) for t in relation.types)))
-        if len(self._relations) >= 16:
-            self._relations.clear()
-        self._relations[sql] = (self.generation, relation)
         if fixed:
             if len(self._bound) >= 1024:
                 self._bound.clear()
@@ -400,16 +396,8 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
 
     def run(self, sql: str) -> pd.DataFrame:
         """Run an engine statement. A failure raised while reading rows may quote a raw value
-        (e.g. a failed cast), so its message is withheld (DESIGN.md invariant 5).
-
-        The relation :meth:`bind` made for ``sql`` before the charge is run where nothing the
-        session can see changed since (the same :attr:`generation`): the statement the gate
-        admitted, not parsed and bound a second time (~1 ms at small sizes; the same frame,
-        dtypes by column type alone, :mod:`~privplan.engines.frames`)."""
-        bound = self._relations.pop(sql, None)
+        (e.g. a failed cast), so its message is withheld (DESIGN.md invariant 5)."""
         try:
-            if bound is not None and bound[0] == self.generation:
-                return _frame(bound[1])
             return _frame(self.con.execute(sql))
         except duckdb.Error:
             raise ExecutionError(RUN_FAILED) from None
@@ -550,7 +538,6 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         is theirs), without the tables the session registered on it."""
         # (the durable copies too: sessions on one file in one process share DuckDB's database
         # instance, which would keep every closed session's attachment)
-        self._relations.clear()
         self._release_shared()
         for alias in (self._work_db, self.durable[0] if self.durable else None):
             if alias is not None:
@@ -582,7 +569,7 @@ def _first_line(err: BaseException) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
-def _frame(result: duckdb.DuckDBPyConnection | duckdb.DuckDBPyRelation) -> pd.DataFrame:
+def _frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """The result as a DataFrame, dtypes by column type alone (:mod:`privplan.engines.frames`)."""
     return duckdb_frame(result)
 
