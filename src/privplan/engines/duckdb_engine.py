@@ -491,9 +491,11 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
             return False
         try:
             import pyarrow as pa
-
+        except ImportError:
+            return False
+        try:
             table = pa.table({"x": pa.array(values, type=pa.string())})
-        except Exception:  # noqa: BLE001 - ImportError, or a lone surrogate: the list, as before
+        except (pa.ArrowException, UnicodeError):  # (a lone surrogate: the list, as before)
             return False
         view = f"__privplan_domain_source_{id(table):x}"
         self.con.register(view, table)

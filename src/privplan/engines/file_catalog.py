@@ -49,10 +49,10 @@ class FileCatalog:
     def key(engine: Any, kind: str, text: str) -> Hashable | None:
         """The key of ``kind`` ("bind" or "describe") of ``text`` on ``engine``, or None where
         another engine's answer could differ (see the module)."""
-        if (engine._identity is None or not engine._catalog_locked or engine._registered
-                or engine._views_defined or any(p in text for p in _PER_ENGINE)):
+        identity = engine.file_as_opened()
+        if identity is None or any(p in text for p in _PER_ENGINE):
             return None
-        return (engine._identity, kind, text)
+        return (identity, kind, text)
 
     def get(self, key: Hashable | None) -> Any:
         if key is None:

@@ -146,17 +146,28 @@ class SharingEngine:
         (the session's policy content) over the same file state: see :meth:`_share_key`."""
         self._share_scope = scope
 
+    def file_as_opened(self) -> tuple[str, int, int, int, int] | None:
+        """The file's identity where nothing but the file as it was opened can decide what a
+        name means here: opened by this engine, read only (DuckDB's file lock keeps writers
+        out), nothing registered and no view defined. None otherwise. What this engine's
+        copies (:meth:`_share_key`) and its catalog answers (:mod:`.file_catalog`) may share
+        with the process's other engines on that file."""
+        if (self._identity is None or not self._catalog_locked or self._registered
+                or self._views_defined):
+            return None
+        return self._identity
+
     def _share_key(self, select_sql: str) -> Hashable | None:
         """The shared copy's key for ``select_sql``, or None where the copy is not shared: only
         where the statement's rows are a function of the key alone — the file opened here,
         read only, as it was then (its identity), nothing registered and no view defined (no
         name the text reads can mean something else in another session), the same policy
         content, and no volatile function in the text."""
-        if (self._identity is None or self._share_scope is None or not self._catalog_locked
-                or self._registered or self._views_defined
+        identity = self.file_as_opened()
+        if (identity is None or self._share_scope is None
                 or any(v in select_sql.lower() for v in VOLATILE)):
             return None
-        return (self._identity, self._share_scope, select_sql)
+        return (identity, self._share_scope, select_sql)
 
     def _shared_copy(self, select_sql: str, *, make: bool = False) -> str | None:
         """The shared copy of ``select_sql``'s rows if this engine may read one: adopted
