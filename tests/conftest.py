@@ -34,10 +34,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_shared_plans() -> None:
-    """Each test starts with an empty process-wide plan cache
-    (:mod:`privplan.session.shared_plans`): a test counting planning calls, or comparing a
-    cached plan with a fresh one, must not meet plans another test made."""
-    from privplan.session.shared_plans import shared_plans
+def _fresh_process_memory() -> None:
+    """Each test starts with every process-wide memory empty (:mod:`privplan.process_memory`:
+    shared plans, DuckDB files' binds, first atoms, checked expressions and outer queries,
+    parsed texts): a test counting planning calls, comparing a kept answer with a fresh one or
+    relying on a check running must not meet what another test left."""
+    from privplan.process_memory import forget_all
 
-    shared_plans.clear()
+    forget_all()

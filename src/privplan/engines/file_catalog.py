@@ -32,6 +32,8 @@ import threading
 from collections.abc import Hashable
 from typing import Any
 
+from privplan.process_memory import kept
+
 __all__ = ["FileCatalog", "file_catalog"]
 
 _PER_ENGINE = ("__privplan_work_", "__privplan_durable_", "__privplan_shared_")
@@ -75,3 +77,4 @@ class FileCatalog:
 
 file_catalog = FileCatalog()
 """The process's one memory of DuckDB files' catalogs."""
+kept(__name__, file_catalog.clear)

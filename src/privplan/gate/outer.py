@@ -34,12 +34,14 @@ from privplan.engines.post_processor import PostProcessor, post_process, post_pr
 from privplan.errors import PostProcessingError, UnsupportedQueryError
 from privplan.gate.expressions import sub_expressions
 from privplan.planning.costs import PlannedQuery
+from privplan.process_memory import kept
 from privplan.rewrite.postprocess import flat_order, layout, post_sql
 
 __all__ = ["check_outer_query", "check_post_processing"]
 
 _CHECKED: dict[tuple[Any, ...], bool] = {}
 _CHECKED_MAX = 1024
+kept(__name__, _CHECKED.clear)
 
 
 def check_outer_query(planned: PlannedQuery, schemas: list[list[tuple[str, str]]]) -> None:

@@ -60,6 +60,7 @@ from typing import Any
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.gate import Admission
 from privplan.planning.passes import bounded_select
+from privplan.process_memory import kept
 from privplan.session.plan_cache import LRU, cacheable, frozen_value
 
 __all__ = ["MAX_SHARED", "PlanReads", "SharedPlans", "policy_key", "shared_plans"]
@@ -255,3 +256,4 @@ class SharedPlans(LRU[_Shared]):
 
 shared_plans = SharedPlans()
 """The process's one cache of plans shared by sessions."""
+kept(__name__, shared_plans.clear)

@@ -15,6 +15,7 @@ from sqlglot.tokens import TokenType
 
 from privplan.analysis.literal_lists import ListFallback, literal_lists_off, literal_lists_on
 from privplan.errors import ParseError, UnsupportedQueryError
+from privplan.process_memory import kept
 from privplan.sql.aggregates import SPELLINGS
 from privplan.sql.grouping_sets import expand_grouping_sets
 from privplan.sql.locate import with_location
@@ -68,6 +69,7 @@ planner read the same text, and each gets its own copy of one parse (a failed pa
 kept: it raises again). Texts derived from a statement (its DP subqueries, the outer query over
 a per-unit table) are kept with the part of the statement's tree they stand for
 (:func:`remember`)."""
+kept(__name__, _TREES.clear)
 
 
 def remember(sql: str, tree: exp.Expr, dialect: str = DEFAULT_DIALECT) -> None:

@@ -24,6 +24,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from privplan.process_memory import kept
+
 __all__ = ["FirstExtension", "first_extension", "remember_first"]
 
 _MAX_ENTRIES = 16  # (an entry holds its axes: ~6 MB for a 100,000-value public domain)
@@ -40,6 +42,14 @@ class FirstExtension:
 
 _LOCK = threading.Lock()
 _KNOWN: dict[Hashable, FirstExtension] = {}
+
+
+def _forget() -> None:
+    with _LOCK:
+        _KNOWN.clear()
+
+
+kept(__name__, _forget)
 
 
 def _key(specs: Sequence[Any], poisoned: frozenset[str]) -> Hashable:

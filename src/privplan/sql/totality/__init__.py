@@ -36,6 +36,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from privplan.analysis.literal_lists import literal_list
+from privplan.process_memory import kept
 from privplan.sql.totality.checker import _Checker
 from privplan.sql.totality.engine_types import Family, family
 from privplan.sql.totality.interface import ExpressionJudge, JudgeError, TotalExpression
@@ -64,3 +65,4 @@ def make_total(expr: exp.Expression, column_types: dict[str, str], judge: Expres
 
 
 _DONE: dict[tuple[object, ...], TotalExpression] = {}
+kept(__name__, _DONE.clear)
