@@ -27,7 +27,11 @@ def derived(obj: Any, key: Hashable, compute: Callable[[], T]) -> T:
     ident = id(obj)
     found = _MEMO.get(ident)
     if found is None or found[0]() is not obj:
-        found = (weakref.ref(obj, lambda _: _MEMO.pop(ident, None)), {})
+        try:
+            held = weakref.ref(obj, lambda _: _MEMO.pop(ident, None))
+        except TypeError:  # (an object without weak references: derived each time)
+            return compute()
+        found = (held, {})
         _MEMO[ident] = found
     values = found[1]
     if key not in values:

@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from privplan.errors import UnsupportedQueryError
 from privplan.mechanisms import grid as gridlib
+from privplan.planning.memo import derived
 from privplan.rewrite.row_order import row_key, row_order, tie_break
 from privplan.sql.joins import private_name
 from privplan.sql.plan import CorePlan, GroupKey, Measure
@@ -176,7 +177,12 @@ def grid_column(column: str) -> str:
 
 def stored_grids(core: CorePlan) -> dict[str, tuple[Fraction, int, int]]:
     """Columns of the core's table whose SUM grid the bounded copy stores: numeric columns
-    with bounds and at least one grid point, by name -> (resolution, lo, hi)."""
+    with bounds and at least one grid point, by name -> (resolution, lo, hi). Derived once per
+    planned core (every query asks, through :func:`bounded_source`)."""
+    return dict(derived(core, "stored_grids", lambda: _stored_grids(core)))
+
+
+def _stored_grids(core: CorePlan) -> dict[str, tuple[Fraction, int, int]]:
     out: dict[str, tuple[Fraction, int, int]] = {}
     table = core.table_policy
     if table is None:
@@ -285,6 +291,12 @@ def private_join_source(left: Any, left_view: tuple[str, dict[str, str]], right:
 
 
 def bounded_source(core: CorePlan) -> str:
+    """See :func:`_bounded_source`; derived once per planned core (each charged query asks
+    which copy it reads, and a shared plan whether the session holds one)."""
+    return derived(core, "bounded_source", lambda: _bounded_source(core))
+
+
+def _bounded_source(core: CorePlan) -> str:
     """The table with at most ``max_rows_per_unit`` rows per privacy unit, chosen
     deterministically, and every unit-level column set to one canonical value per unit; plus
     every bounded numeric column on its SUM grid (:func:`grid_column`). For a row-level table
