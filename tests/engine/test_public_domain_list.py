@@ -152,3 +152,41 @@ def test_many_public_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, polic
     con.close()
     got = {k: (int(n), int(s)) for k, n, s in zip(df["k"], df["n"], df["s"])}
     assert got == {k: plain.get(k, (0, 0)) for k in keys}
+
+
+def test_a_shared_plans_domain_is_prepared_once_and_means_the_same(tmp_path: Path) -> None:
+    """A plan shared by fresh sessions holds a long domain as one tuple; its key and Arrow
+    values are prepared once per process (``engines/domain_values.py``) and every fresh
+    session's engine table made from them answers as the plain GROUP BY does."""
+    from privplan.engines import domain_values
+
+    keys = [f"k{i:05d}" for i in range(3000)] + ["é", "e\u0301", ""]
+    path = tmp_path / "k.duckdb"
+    _keys_database(path, keys, "VARCHAR")
+    policy = {"tables": {"t": {"privacy_unit": "row", "columns": {
+        "k": {"type": "str", "public_values": keys},
+        "x": {"type": "int", "lower": 0, "upper": 10}}}}}
+    sql = "SELECT k, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY k"
+    answers, prepared = [], []
+    for _ in range(3):  # fresh sessions: the 2nd and 3rd reuse the first's plan
+        with pp.connect(path, policy=policy, budget=pp.PureDP(100)) as s, noise_disabled():
+            answers.append(s.sql(sql, epsilon=1).df)
+        prepared.append(dict(domain_values._KNOWN))
+    assert shared_plans.hits == 2
+    (values, arrow), = [v for (kind, _), v in prepared[1].items() if kind == "arrow"]
+    assert type(values) is tuple and sorted(values) == sorted(keys)
+    assert prepared[2].keys() == prepared[1].keys()  # (not prepared again: the same objects)
+    assert all(prepared[2][k][1] is prepared[1][k][1] for k in prepared[1])
+    assert arrow.column("x").to_pylist() == list(values)
+    assert domain_values.arrow_strings(values) is arrow
+    assert domain_values.arrow_strings(list(values)) is not arrow  # (a list: afresh)
+    assert domain_values.arrow_strings(("a", 1)) is None
+    assert domain_values.arrow_strings(("\ud800",)) is None  # (Arrow cannot encode it)
+    con = duckdb.connect(str(path), read_only=True)
+    plain = {k: (n, s) for k, n, s in con.execute(
+        'SELECT k COLLATE "binary", COUNT(*), SUM(x) FROM t GROUP BY 1').fetchall()}
+    con.close()
+    for df in answers:
+        got = {k: (int(n), int(s)) for k, n, s in zip(df["k"], df["n"], df["s"])}
+        assert got == {k: plain.get(k, (0, 0)) for k in keys}
+    assert answers[1].equals(answers[0]) and answers[2].equals(answers[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from privplan.engines.data_files import (
     resolve_files,
     sniffed_header,
 )
+from privplan.engines.domain_values import arrow_strings, domain_key
 from privplan.engines.duckdb_probe import DuckDBProbes
 from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.engines.file_catalog import file_catalog
@@ -118,7 +119,7 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         # moves with every change to what the engine exposes (a table registered, a view
         # defined, a session copy made or dropped): a session's plans are cached under it
         self.generation = 0
-        self._domains: dict[tuple[tuple[type, ...], tuple[Any, ...]], str] = {}
+        self._domains: dict[Hashable, str] = {}
         self._stand_in_values: dict[str, Values] = {}
         self._stand_in_rows: set[str] = set()
 
@@ -464,38 +465,31 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
                 time.perf_counter() - started)
         return qualified
 
-    def domain_table(self, values: list[Any]) -> str:
+    def domain_table(self, values: Sequence[Any]) -> str:
         """A table (one column ``x``) holding ``values``: a long public group-key domain of
         plain values (all strings, or all integers within BIGINT), made once per engine and
         distinct list in its work database. The values go in by the very conversion the judge
         typed them with (``unnest($1)`` of the Python list), and the statement casts them by
         the same expression as inline literals, so the released keys are the same. Public
         values only: no row is read, and making it takes time that depends on the policy."""
-        key = (tuple(map(type, values)), tuple(values))  # (1 and True are equal keys)
+        key = domain_key(values)  # (a shared plan's tuple: prepared once per process)
         name = self._domains.get(key)
         if name is None:
             name = f"{self._work_database()}.__privplan_domain_{len(self._domains)}"
             if not self._strings_table(name, values):
                 self.con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT unnest($1) AS x",
-                                 [values])
+                                 [list(values)])
             self._domains[key] = name
         return name
 
-    def _strings_table(self, name: str, values: list[Any]) -> bool:
+    def _strings_table(self, name: str, values: Sequence[Any]) -> bool:
         """Make the domain table of a list of strings from an Arrow array, if pyarrow is there:
         the same VARCHAR values as ``unnest($1)`` of the list (Arrow holds a ``str`` as its
         UTF-8 bytes, as DuckDB does), made ~4x faster (100,000 keys: ~8 ms against ~30 ms, paid
         by every fresh session). False (nothing made): not all strings, no pyarrow, or a string
         Arrow cannot encode (the list then goes in as before)."""
-        if not values or not all(type(v) is str for v in values):
-            return False
-        try:
-            import pyarrow as pa
-        except ImportError:
-            return False
-        try:
-            table = pa.table({"x": pa.array(values, type=pa.string())})
-        except (pa.ArrowException, UnicodeError):  # (a lone surrogate: the list, as before)
+        table = arrow_strings(values)
+        if table is None:
             return False
         view = f"__privplan_domain_source_{id(table):x}"
         self.con.register(view, table)

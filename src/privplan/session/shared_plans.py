@@ -232,7 +232,7 @@ class SharedPlans(LRU[_Shared]):
         if entry is None or not _replay(sess, entry.facts):
             self.misses += 1
             return None
-        names = {old: sess.engine.domain_table(list(values)) for old, values in entry.domains}
+        names = {old: sess.engine.domain_table(values) for old, values in entry.domains}
         admission = entry.admission.relocated({o: n for o, n in names.items() if o != n})
         if any(sess.engine.materialized(bounded_select(core)) is not None
                for core in admission.planned.plan.cores):
