@@ -35,6 +35,7 @@ from privplan.accounting.solver import (
     SolverState,
     TableSolver,
 )
+from privplan.accounting.solver.first_extension import first_solver
 from privplan.accounting.solver.table import _check_kinds, _table_model, combine_tables
 
 __all__ = ["Accountant"]
@@ -162,8 +163,16 @@ class Accountant:
         solvers = dict(self._solvers)
         for name, ms in by_table.items():
             solver = solvers.get(name)
-            if solver is None:
-                model = _table_model(self._tables, name)
-                solver = TableSolver(name, model, self._kind, exact_limit=self._exact_limit)
-            solvers[name] = solver.extended(ms)
+            if solver is not None:
+                solvers[name] = solver.extended(ms)
+                continue
+            model = _table_model(self._tables, name)
+            solvers[name] = first_solver(  # (a fresh table's: made once for these specs)
+                name, model, self._kind, self._exact_limit, ms,
+                partial(_fresh_solver, name, model, self._kind, self._exact_limit, ms))
         return solvers
+
+
+def _fresh_solver(name: str, model: TableModel, kind: type, exact_limit: int,
+                  specs: Sequence[MechanismSpec]) -> TableSolver:
+    return TableSolver(name, model, kind, exact_limit=exact_limit).extended(specs)

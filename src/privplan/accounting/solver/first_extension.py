@@ -20,13 +20,13 @@ made from the query text and the policy.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from privplan.process_memory import kept
 
-__all__ = ["FirstExtension", "first_extension", "remember_first"]
+__all__ = ["FirstExtension", "first_extension", "first_solver", "remember_first"]
 
 _MAX_ENTRIES = 16  # (an entry holds its axes: ~6 MB for a 100,000-value public domain)
 
@@ -42,11 +42,14 @@ class FirstExtension:
 
 _LOCK = threading.Lock()
 _KNOWN: dict[Hashable, FirstExtension] = {}
+_SOLVERS: dict[Hashable, tuple[tuple[Any, ...], Any]] = {}
+_MAX_SOLVERS = 8  # (a solver holds its instance: a few MB for a 100,000-value public domain)
 
 
 def _forget() -> None:
     with _LOCK:
         _KNOWN.clear()
+        _SOLVERS.clear()
 
 
 kept(__name__, _forget)
@@ -74,3 +77,31 @@ def remember_first(specs: Sequence[Any], poisoned: frozenset[str], axes: tuple[A
         if len(_KNOWN) >= _MAX_ENTRIES:
             _KNOWN.pop(next(iter(_KNOWN)))  # (the oldest)
         _KNOWN[_key(specs, poisoned)] = entry
+
+
+def first_solver(table: str, model: Any, kind: type, exact_limit: int,
+                 specs: Sequence[Any], make: Callable[[], Any]) -> Any:
+    """``make()`` — a fresh table solver extended by ``specs`` — once for the same spec
+    objects (held, so their ids are not reused), table model, kind and search limit.
+
+    Why it may be shared: table solvers are immutable (``extended`` returns a new one and
+    every accountant already extends one solver more than once: a preview, then the
+    admission), and a fresh solver's first extension is a pure function of these. A fresh
+    session answering a shared plan as its first query charges the very spec objects the
+    planning session charged (``with_query_id`` keeps them when the query id is the same), so
+    its accountant starts from the solver the first session made (~0.7 ms of a fresh session's
+    charge at 1k rows). Privacy: a hit is exactly what computing again gives, so no charge can
+    differ (``tests/accounting/test_first_extension.py`` diverges two accountants from one
+    remembered solver and compares both with the memory emptied)."""
+    key = (table, model, kind, exact_limit, tuple(id(m) for m in specs))
+    with _LOCK:
+        found = _SOLVERS.get(key)
+    if found is not None and len(found[0]) == len(specs) and all(
+            a is b for a, b in zip(found[0], specs)):
+        return found[1]
+    solver = make()
+    with _LOCK:
+        if len(_SOLVERS) >= _MAX_SOLVERS:
+            _SOLVERS.pop(next(iter(_SOLVERS)))  # (the oldest)
+        _SOLVERS[key] = (tuple(specs), solver)
+    return solver
