@@ -309,7 +309,7 @@ class Session(SessionViews, Generic[B]):
                 txn = stack.enter_context(account.ledger.charging())
                 accountant = account.catch_up(txn) or account.accountant  # (staged)
                 query_id = txn.next_query_id()
-                specs = [replace(m.spec, id=query_id + m.spec.id[len(planned.query_id):])
+                specs = [_named(m.spec, query_id + m.spec.id[len(planned.query_id):])
                          for m in planned.measures]
                 account.know_tables(specs, accountant)
                 before, preview = accountant.total, accountant.preview(specs)
@@ -576,3 +576,11 @@ def connect(
     refuse_engine_keyword(engine)
     return Session(database, policy=policy, budget=budget, ledger=ledger,
                    exact_limit=exact_limit, prepare=prepare, composition=composition)
+
+
+def _named(spec: MechanismSpec, mechanism_id: str) -> MechanismSpec:
+    """``spec`` named ``mechanism_id``: the very (frozen) object when it is already named so,
+    as a fresh session's first query over a shared plan is, so that its accountant starts from
+    the solver made for those specs (:func:`~privplan.accounting.solver.first_extension.
+    first_solver`)."""
+    return spec if spec.id == mechanism_id else replace(spec, id=mechanism_id)
