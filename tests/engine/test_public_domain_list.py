@@ -181,6 +181,9 @@ def test_a_shared_plans_domain_is_prepared_once_and_means_the_same(tmp_path: Pat
     assert domain_values.arrow_strings(values) is arrow
     assert domain_values.arrow_strings(list(values)) is not arrow  # (a list: afresh)
     assert domain_values.arrow_strings(("a", 1)) is None
+    key = domain_values.domain_key
+    assert key((1, 2)) == key([1, 2]) and hash(key((1, 2))) == hash(key([1, 2]))
+    assert key((1, 2)) != key((True, 2)) and key((1,)) != key((1.0,))  # (types count)
     assert domain_values.arrow_strings(("\ud800",)) is None  # (Arrow cannot encode it)
     con = duckdb.connect(str(path), read_only=True)
     plain = {k: (n, s) for k, n, s in con.execute(

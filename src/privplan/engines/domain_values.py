@@ -50,9 +50,27 @@ def _prepared(kind: str, values: Sequence[Any], make: Any) -> Any:
     return answer
 
 
+class _DomainKey:
+    """The values with the type of each, hashed once (a dict lookup hashes its key every time:
+    ~2 ms for 100,000 values)."""
+
+    __slots__ = ("_hash", "key")
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self.key = (tuple(map(type, values)), tuple(values))
+        self._hash = hash(self.key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DomainKey) and self._hash == other._hash and (
+            self.key == other.key)
+
+
 def domain_key(values: Sequence[Any]) -> Hashable:
     """The values with the type of each (``1`` and ``True`` are equal values, not equal keys)."""
-    return _prepared("key", values, lambda v: (tuple(map(type, v)), tuple(v)))
+    return _prepared("key", values, _DomainKey)
 
 
 def arrow_strings(values: Sequence[Any]) -> Any:
