@@ -54,3 +54,38 @@ def test_dir_shows_the_public_names_only() -> None:
                "'ModuleSpec', 'ModuleType', 'TYPE_CHECKING', 'Any', 'Loader')],\n"
                "      all(not n.startswith('_') for n in pp.__all__))")
     assert out == "True True True [] True"
+
+
+def test_a_pure_dp_answer_loads_no_scipy() -> None:
+    """A one-query process (the CLI, a script) answering with pure DP — its answer, intervals,
+    accuracy and explanation, and the CLI's printed answer — never imports scipy (~0.25 s):
+    only Gaussian tails, PLD sessions and conversions need it, and load it then (a PLD
+    session after it: loaded, and it answers)."""
+    out = _run(
+        "import sys, contextlib, io, tempfile, os\n"
+        "import duckdb\n"
+        "import privplan as pp\n"
+        "from privplan.cli import main\n"
+        "d = tempfile.mkdtemp()\n"
+        "path = os.path.join(d, 'd.duckdb')\n"
+        "con = duckdb.connect(path)\n"
+        "con.execute(\"CREATE TABLE t AS SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END AS g, "
+        "i % 11 AS x FROM range(100) r(i)\")\n"
+        "con.close()\n"
+        "policy = os.path.join(d, 'p.yaml')\n"
+        "open(policy, 'w').write('tables:\\n  t:\\n    privacy_unit: row\\n    columns:\\n"
+        "      g: {type: str, public_values: [a, b]}\\n"
+        "      x: {type: int, lower: 0, upper: 10}\\n')\n"
+        "with pp.connect(path, policy=policy, budget=pp.PureDP(10)) as s:\n"
+        "    r = s.sql('SELECT g, COUNT(*) AS n, AVG(x) AS m FROM t GROUP BY g', epsilon=1)\n"
+        "    shown = (r.df, r.intervals, r.accuracy, str(r.explanation), r._repr_html_())\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['query', '--database', path, '--policy', policy, '--no-ledger',\n"
+        "          '--total', '10', '--epsilon', '1', 'SELECT g, COUNT(*) AS n FROM t GROUP BY g'])\n"
+        "pure = sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')\n"
+        "with pp.connect(path, policy=policy, budget=pp.ApproxDP(10, 1e-6),\n"
+        "                composition='pld') as s:\n"
+        "    r = s.sql('SELECT g, COUNT(*) AS n FROM t GROUP BY g', epsilon=1, delta=1e-8)\n"
+        "    r.intervals, str(r.explanation), s.spent()\n"
+        "print(pure, 'scipy.optimize' in sys.modules)")
+    assert out == "[] True"

@@ -23,9 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from privplan.accounting.conversions import gdp_to_approx
 from privplan.accounting.definitions import GDP, ApproxDP, PrivacyValue, same_kind
-from privplan.accounting.gdp_budget import approx_to_gdp, sequential_approx
 from privplan.accounting.model import MechanismSpec
 from privplan.errors import PolicyError
 from privplan.planning.query_budget import query_budget
@@ -48,6 +46,8 @@ class PLDAccounting:
 
     def as_approx(self, total: GDP) -> ApproxDP:
         """The (ε, δ) at the session's δ that a composed μ implies (exact Gaussian PLD)."""
+        from privplan.accounting.conversions import gdp_to_approx  # (scipy: a PLD session's)
+
         return gdp_to_approx(total, self.delta)
 
     def query_budget(self, given: Mapping[str, Any]) -> GDP:
@@ -71,6 +71,8 @@ class PLDAccounting:
                 "composition='additive'.")
         if value.exact_delta >= 1:
             raise PolicyError(f"delta={delta!r} must be below 1")
+        from privplan.accounting.gdp_budget import approx_to_gdp  # (scipy: a PLD session's)
+
         try:
             return approx_to_gdp(value.exact_epsilon, value.exact_delta)
         except ValueError as err:
@@ -92,6 +94,8 @@ class PLDAccounting:
                 f"(ε = {self.target.epsilon:g}, δ = {self.target.delta:g})")
         if worst is None:
             return text + "."
+        from privplan.accounting.gdp_budget import sequential_approx  # (scipy)
+
         additive = sequential_approx([cast(GDP, m.cost).exact_mu for m in worst
                                       if same_kind(m.cost, self.mu)], self.delta)
         return (f"{text}; additive (ε, δ) accounting of the releases the worst pair affects "
@@ -111,6 +115,8 @@ def pld_accounting(budget: Any, composition: str) -> PLDAccounting | None:
             "composition='pld' is for (ε, δ) budgets with 0 < δ < 1: pass "
             "budget=pp.ApproxDP(epsilon, delta); a GDP or zCDP budget already composes "
             f"Gaussian noise exactly (got {budget!r}).")
+    from privplan.accounting.gdp_budget import approx_to_gdp  # (scipy: only PLD sessions load it)
+
     try:
         mu = approx_to_gdp(budget.exact_epsilon, budget.exact_delta)
     except ValueError as err:
