@@ -43,7 +43,8 @@ def test_every_memory_a_session_fills_is_registered_and_emptied(tmp_path: Path) 
     assert all(n > 0 for n in filled.values()), filled  # (each holds something to forget)
     assert {"privplan.session.shared_plans", "privplan.engines.file_catalog",
             "privplan.accounting.solver.first_extension", "privplan.sql.totality",
-            "privplan.sql.parse", "privplan.gate.outer"} <= set(memories())
+            "privplan.sql.parse", "privplan.gate.outer", "privplan.engines.copy_snapshots",
+            "privplan.engines.domain_values"} <= set(memories())
     outer._CHECKED[("planted",)] = True
     forget_all()
     assert _sizes() == dict.fromkeys(filled, 0)

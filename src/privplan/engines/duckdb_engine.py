@@ -106,6 +106,8 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
             if read_only:
                 self._identity = file_identity(Path(path))  # (before it is opened: see there)
             self.con = _open(path, read_only)
+            if read_only and file_identity(Path(path)) != self._identity:
+                self._identity = None  # (written meanwhile: what was opened is not known)
         _secure(self.con)
         # the database file's durable copies, if made for the file as it is now (see
         # durable_copies): attached before anything else is read
@@ -410,7 +412,9 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         return made or self._durable_copy(select_sql) or self._shared_copy(select_sql)
 
     def forget_durable(self) -> None:
-        """Stop reading the durable copies (``privplan prepare`` plans from the table itself)."""
+        """Stop reading the durable copies, and the process's shared ones (``privplan prepare``
+        plans from the table itself: a copy's SELECT names the table, never another copy)."""
+        self._share_scope = None
         if self.durable is not None:
             self.con.execute(f"DETACH {self.durable[0]}")
             self.durable = None

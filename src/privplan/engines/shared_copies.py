@@ -33,11 +33,19 @@ is made only after a charge, by the session whose query needs it (the other sess
 the key's lock rather than make their own); whether it already exists depends on what other
 sessions of the process asked, never on a row (timing, DESIGN.md §1, is out of scope). A
 failure making it is the session copy's failure (``COPY_FAILED``, withheld) and leaves nothing
-attached. The plans over a copy are not shared between sessions (:mod:`.shared_plans`); each
-session binds and admits its own.
+attached. A plan over a shared copy is shared by the process's sessions on condition that
+the reusing session reads that very copy too (:mod:`privplan.session.shared_plans`: the copy
+is one of the reads replayed); each session binds its statements again (the copy's database
+is attached per instance, so :mod:`.file_catalog` keeps no bind naming it).
 
-A copy is dropped (DETACHed) when the last engine that read it releases it (closes, or
-registers a table); otherwise it lives as long as the DuckDB instance.
+The key's identity is taken before the file is opened and again after (DuckDB's lock then
+keeps writers out): a file written in between is not shared at all. A copy is dropped
+(DETACHed) when the last engine that read it releases it (closes, or registers a table);
+otherwise it lives as long as the DuckDB instance. A user-level table's copy is also kept for
+the process beyond the instance (:mod:`.copy_snapshots`): a later instance over the same file
+state restores it instead of bounding every row again. The session's copies decide when the
+first is made (:mod:`privplan.session.copies`: from the process's second charged query over
+the rows, counted by :meth:`SharedCopyRegistry.asked`).
 """
 
 from __future__ import annotations
@@ -53,8 +61,10 @@ from typing import Any
 
 import duckdb
 
+from privplan.engines import copy_snapshots
 from privplan.engines.base import COPY_FAILED
 from privplan.errors import ExecutionError
+from privplan.rewrite.engine_sql import per_unit_select
 
 __all__ = ["VOLATILE", "SharedCopyRegistry", "SharingEngine", "file_identity", "registry"]
 
@@ -82,7 +92,17 @@ class SharedCopyRegistry:
         self._aliases: dict[Hashable, str] = {}
         self._locks: dict[Hashable, threading.Lock] = {}
         self._users: dict[Hashable, int] = {}
+        self._asked: dict[Hashable, int] = {}
         self._count = itertools.count(1)
+
+    def asked(self, key: Hashable) -> int:
+        """How many charged queries of the process's sessions have read ``key``'s rows, this
+        one included (a default session copies from the second: :mod:`privplan.session.copies`)."""
+        with self._guard:
+            if len(self._asked) >= 4096:
+                self._asked.clear()
+            self._asked[key] = n = self._asked.get(key, 0) + 1
+            return n
 
     def alias(self, key: Hashable) -> str:
         """The attached database's name for ``key`` (unique in the process: two keys never
@@ -169,6 +189,16 @@ class SharingEngine:
             return None
         return (identity, self._share_scope, select_sql)
 
+    def reads_shared(self, table: str) -> bool:
+        """Whether ``table`` is a shared copy this engine reads (named for the process)."""
+        return any(name == table for _, name in self._adopted.values())
+
+    def process_uses(self, select_sql: str) -> int:
+        """How many charged queries of the process read ``select_sql``'s rows (this one
+        included) where its copy is shared, else 0."""
+        key = self._share_key(select_sql)
+        return 0 if key is None else registry.asked(key)
+
     def _shared_copy(self, select_sql: str, *, make: bool = False) -> str | None:
         """The shared copy of ``select_sql``'s rows if this engine may read one: adopted
         before; made by another engine of this DuckDB instance (adopted now); or, with
@@ -189,10 +219,12 @@ class SharingEngine:
         if not lock.acquire(blocking=make):
             return None
         try:
-            if not self._attached(alias):
+            # (not attached here: made by an instance that has ended, its rows kept for the
+            # process — copy_snapshots — or made now, after the charge)
+            if not self._attached(alias) and not copy_snapshots.restore(self.con, key, alias):
                 if not make:
                     return None
-                self._make_shared(alias, select_sql)
+                self._make_shared(alias, select_sql, key)
             registry.acquire(key)
         finally:
             lock.release()
@@ -208,9 +240,11 @@ class SharingEngine:
             [alias]).fetchall()
         return bool(rows)
 
-    def _make_shared(self, alias: str, select_sql: str) -> None:
+    def _make_shared(self, alias: str, select_sql: str, key: Hashable) -> None:
         """Make the copy in a compressed in-memory database of its own (as :meth:`materialize`
-        does), attached to the instance as ``alias``; on failure nothing stays attached."""
+        does), attached to the instance as ``alias``; on failure nothing stays attached. A
+        user-level table's copy (its rows are chosen per unit: the costly one to make again)
+        is also kept for the process (:mod:`.copy_snapshots`)."""
         from privplan.views.progress import execute_with_progress
 
         started = time.perf_counter()
@@ -230,6 +264,8 @@ class SharingEngine:
         logging.getLogger("privplan").info(
             "made the process's shared copy of the table (%s) in %.2f s", alias,
             time.perf_counter() - started)
+        if per_unit_select(select_sql):
+            copy_snapshots.keep(self.con, key, alias)
 
     def _release_shared(self) -> None:
         """Stop reading the shared copies; the last engine reading one detaches it."""

@@ -328,8 +328,17 @@ def _bounded_source(core: CorePlan) -> str:
                    for c in core.columns]
     outer_items += _grid_items(core, canonical=canon)
     return (f"(SELECT {', '.join(outer_items)} FROM (SELECT {', '.join(inner_items)} "
-            f"FROM {table} WHERE {unit} IS NOT NULL) AS __numbered "
+            f"FROM {table} WHERE {unit} IS NOT NULL) AS {PER_UNIT_ROWS} "
             f"WHERE __rn <= {int(core.max_rows_per_unit)})")
+
+
+PER_UNIT_ROWS = "__numbered"
+"""The alias of the per-unit numbered rows in a user-level bounded SELECT (and only there)."""
+
+
+def per_unit_select(select_sql: str) -> bool:
+    """Whether ``select_sql`` (a :func:`bounded_select`) chooses rows per unit (user level)."""
+    return f") AS {PER_UNIT_ROWS} WHERE __rn <= " in select_sql
 
 
 def _policy_types(core: CorePlan) -> list[str | None]:

@@ -8,7 +8,10 @@ DuckDB session's SUM/AVG went from ~5x the plain query to the prepared session's
 
 * **A session opened with ``prepare=True``**: the first query over the table makes the copy.
 * **User level**, otherwise (the default and ``prepare=False``): from the session's *second*
-  charged query over the table; the first reads the per-unit bounded rows inline (the statement
+  charged query over the table — or the *process's* second, where the copy is the process's
+  (:mod:`privplan.engines.shared_copies`: a file privplan opened read only; it is then kept
+  beyond the DuckDB instance, :mod:`privplan.engines.copy_snapshots`, so that a session per
+  query reads it) —; the first reads the per-unit bounded rows inline (the statement
   the gate admitted: the same rows as the copy, chosen by the same portable row order). A user-
   level table is always copied from then on, wherever its rows come from (``connect``'s
   documented snapshot), since reading the per-unit bounded rows inline costs a window over every
@@ -98,4 +101,6 @@ class SessionCopies:
         if self._failed or (core.unit is None and not self.automatic(core, engine)):
             return False
         self._uses[select] = uses = self._uses.get(select, 0) + 1
+        if core.unit is not None:  # (a copy the process's later sessions read too)
+            uses = max(uses, getattr(engine, "process_uses", lambda _: 0)(select))
         return uses >= 2

@@ -431,6 +431,7 @@ class Session(SessionViews, Generic[B]):
             if self.engine.generation == generation:
                 self._plans.put(plan_key(self, sql, budget), self.policy, shared)
             return reuse(self, shared)
+        generation = self.engine.generation  # (the lookup may have adopted the process's copy)
         shaped = shape(sql, budget, self.policy, self.kind)  # (the front doors, in order)
         if shaped.per_unit is not None:
             self._define_per_unit(shaped.per_unit)

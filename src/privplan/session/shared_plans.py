@@ -16,8 +16,10 @@ engine and the session's catalog (:class:`PlanReads` records it while a query is
 private table's name in the engine, its stored column types and the typed view over them
 (:meth:`SessionCatalog.typed_table`, which also runs that session's once-per-table NOT NULL
 check), the NOT NULL facts of its schema, the columns of the public tables the policy lists
-without columns, and that the session holds no copy of a core's bounded rows (plans that read
-a session copy are not shared). A plan is reused only if every one of these reads gives the
+without columns, and which copy of a core's bounded rows it reads: none (the reusing session
+must hold none either), or the process's shared copy (:mod:`privplan.engines.shared_copies`,
+named for the file as opened, the policy and the SELECT: the reusing session must read that
+very copy; a plan over a session's own copy is not shared). A plan is reused only if every one of these reads gives the
 same answer in the reusing session: the key is everything planning read, or nothing is cached.
 
 What a cached plan holds that belongs to the session that planned it, and how it is not leaked:
@@ -107,7 +109,12 @@ class PlanReads:
 
     def copies(self, select_sql: str) -> str | None:
         made: str | None = self.engine.materialized(select_sql)
-        if made is not None:
+        if made is not None and self.engine.reads_shared(made):
+            # (the process's copy: its name and rows are those of every session that holds
+            # it — the same file as opened, policy and SELECT — so the plan is shared, on
+            # condition that the reusing session reads that very copy too)
+            self.facts.append(("copy", select_sql, made))
+        elif made is not None:
             self.shareable = False  # (a session copy: its name and rows are this session's)
         return made
 
@@ -139,6 +146,8 @@ def _replay(sess: Any, facts: tuple[tuple[str, Any, Any], ...]) -> bool:
             now: Any = (found[0], dict(found[1]))
         elif kind == "not_null":
             now = catalog.schema_not_null(arg)
+        elif kind == "copy":
+            now = sess.engine.materialized(arg)  # (adopts the process's copy, as planning did)
         else:
             now = {k: frozenset(v) for k, v in catalog.public_columns().items()}
         if now != answer:

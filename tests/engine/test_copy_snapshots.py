@@ -1,0 +1,188 @@
+"""A user-level table's shared copy outlives the DuckDB instance that made it
+(``engines/copy_snapshots.py``): fresh sessions on a file, each opening and closing the file,
+read the per-unit bounded rows from the process's copy instead of bounding every row again.
+
+Oracles: the engine itself — the first fresh session's answer (the admitted inline per-unit
+statement, noise off) for every later one; ``EXCEPT ALL`` between a restored copy and the
+table it was made from, for every storage type; the file changed on disk is a different file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+import privplan as pp
+from privplan.demo.data import demo_policy_path, write_demo_database
+from privplan.engines import copy_snapshots
+from privplan.engines import duckdb_engine as engine_module
+from privplan.session.shared_plans import shared_plans
+from privplan.testing import noise_disabled
+
+POLICY = demo_policy_path().with_name("policy_patients.yaml")
+SQL = ("SELECT hospital, department, COUNT(*) AS n, AVG(cost) AS c, SUM(age) AS a "
+       "FROM visits WHERE insured GROUP BY hospital, department")
+
+
+def _fresh(path: Path, runs: list[str], sql: str = SQL) -> tuple[pd.DataFrame, Any]:
+    """One fresh session on the file (opened and closed), noise off: its answer and cost, the
+    statements it ran appended to ``runs``."""
+    with pp.connect(path, policy=POLICY, budget=pp.PureDP(1000)) as sess, noise_disabled():
+        res = sess.sql(sql, epsilon=1)
+        return res.df, res.cost
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    runs: list[str] = []
+    run = engine_module.DuckDBEngine.run
+
+    def recorded(self: Any, sql: str) -> Any:
+        runs.append(sql)
+        return run(self, sql)
+
+    monkeypatch.setattr(engine_module.DuckDBEngine, "run", recorded)
+    return runs
+
+
+def _shared(sql: str) -> bool:
+    return "__privplan_shared_" in sql
+
+
+def test_fresh_sessions_read_the_process_copy_after_its_instance_ended(
+        tmp_path: Path, statements: list[str]) -> None:
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    answers = [_fresh(path, statements) for _ in range(5)]
+    first, cost = answers[0]
+    # the first runs the admitted inline statement; the second (the process's second query
+    # over these rows) makes the shared copy and keeps it; the later ones, each on a DuckDB
+    # instance of its own (the file opened afresh, every earlier session closed), read it
+    assert [_shared(s) for s in statements] == [False, True, True, True, True]
+    assert len(copy_snapshots.snapshots) == 1
+    for df, charged in answers[1:]:
+        assert df.equals(first) and charged == cost
+    assert first["n"].sum() > 0
+    # planned once over the copy, then shared: the last two fresh sessions planned nothing
+    assert shared_plans.hits >= 3
+
+
+def test_a_changed_file_is_another_file(tmp_path: Path, statements: list[str]) -> None:
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    for _ in range(3):
+        before, _ = _fresh(path, statements)
+    assert _shared(statements[-1]) and len(copy_snapshots.snapshots) == 1
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO visits SELECT visit_id + 100000, 999999, 'A', 'oncology', "
+                "visit_date, age, sex, cost, length_of_stay, TRUE FROM visits LIMIT 1")
+    con.close()
+    after, _ = _fresh(path, statements)
+    assert not _shared(statements[-1])  # (the new file's rows: bounded inline again)
+    got = after.set_index(["hospital", "department"])["n"]
+    was = before.set_index(["hospital", "department"])["n"]
+    assert got.loc[("A", "oncology")] == was.loc[("A", "oncology")] + 1
+    assert got.drop(("A", "oncology")).equals(was.drop(("A", "oncology")))
+
+
+def test_a_copy_over_the_memory_budget_is_not_kept(
+        tmp_path: Path, statements: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_snapshots, "MAX_BYTES", 1000)
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    answers = [_fresh(path, statements)[0] for _ in range(3)]
+    assert len(copy_snapshots.snapshots) == 0
+    # (each later fresh session makes the copy again: the process's second query and on)
+    assert [_shared(s) for s in statements] == [False, True, True]
+    assert answers[1].equals(answers[0]) and answers[2].equals(answers[0])
+
+
+TYPED = [
+    "i::BIGINT", "i::INTEGER", "i::TINYINT", "(i - 50)::SMALLINT", "i::UBIGINT",
+    "(i::HUGEINT - 50) * 100000000000000000000", "i::UHUGEINT * 1000000000000000000000",
+    "(i / 7)::DECIMAL(18,3)", "(i * 1.5)::DECIMAL(38,10)", "i / 3", "(i / 3)::FLOAT",
+    ("CASE i % 4 WHEN 0 THEN 'nan'::DOUBLE WHEN 1 THEN -0.0 WHEN 2 THEN 'inf'::DOUBLE "
+     "ELSE NULL END"),
+    "i % 2 = 0", "DATE '2024-01-01' + i::INTEGER",
+    "TIMESTAMP '2024-01-01 00:00:00.123456' + INTERVAL (i) HOUR",
+    "TIMESTAMPTZ '2024-01-01 00:00:00+00' + INTERVAL (i) MINUTE",
+    "'2024-01-01'::TIMESTAMP_NS", "'2024-01-01'::TIMESTAMP_S",
+    "TIME '01:02:03' + INTERVAL (i) SECOND", "INTERVAL (i) DAY",
+    "chr((65 + i % 26)::INTEGER) || 'é\U0001f600'",
+    "(chr((65 + i % 26)::INTEGER) || ' x') COLLATE \"binary\"", "'A' COLLATE nocase",
+    "'\\xAA\\x00'::BLOB", "[i, NULL, i + 1]", "{'a': i, 'b': 'x'}", "MAP {'k': i}",
+    "uuid()::VARCHAR IS NOT NULL", "gen_random_uuid() IS NULL", "NULL::INTEGER",
+    "'a'::ENUM_T", "i::BIT", "i::VARINT", "[i]::INTEGER[1]", "union_value(n := i)",
+]
+
+
+@pytest.mark.parametrize("expression", TYPED)
+def test_every_storage_type_is_restored_to_the_same_rows_or_not_kept(
+        tmp_path: Path, expression: str) -> None:
+    """The engine as judge: a copy kept for the process gives, restored in another DuckDB
+    instance, the very rows of the table it was made from (``EXCEPT ALL`` both ways, the
+    same column types); a type whose values would not survive is not kept at all."""
+    path = tmp_path / "t.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TYPE ENUM_T AS ENUM ('a', 'b')")
+    con.execute(f"CREATE TABLE src AS SELECT i, {expression} AS v FROM range(100) r(i)")
+    con.close()
+    con = duckdb.connect(str(path), read_only=True)
+    con.execute("ATTACH ':memory:' AS __privplan_shared_t1 (COMPRESS, READ_WRITE)")
+    con.execute("CREATE TABLE __privplan_shared_t1.rows AS SELECT * FROM src")
+    kept = copy_snapshots.keep(con, ("key", expression), "__privplan_shared_t1")
+    con.close()
+    if not kept:
+        assert len(copy_snapshots.snapshots) == 0
+        return
+    con = duckdb.connect(str(path), read_only=True)
+    assert copy_snapshots.restore(con, ("key", expression), "__privplan_shared_t2")
+    types = [con.execute(f"DESCRIBE SELECT * FROM {t}").fetchall()
+             for t in ("src", "__privplan_shared_t2.rows")]
+    ((missing,),) = con.execute(
+        "SELECT (SELECT count(*) FROM (SELECT * FROM src EXCEPT ALL SELECT * FROM "
+        "__privplan_shared_t2.rows)) + (SELECT count(*) FROM (SELECT * FROM "
+        "__privplan_shared_t2.rows EXCEPT ALL SELECT * FROM src))").fetchall()
+    ready = con.execute("SELECT count(*) FROM __privplan_shared_t2.ready").fetchall()
+    con.close()
+    assert types[0] == types[1] and missing == 0 and ready == [(0,)]
+
+
+def test_restoring_what_is_not_kept_attaches_nothing(tmp_path: Path) -> None:
+    con = duckdb.connect()
+    assert not copy_snapshots.restore(con, ("never", "kept"), "__privplan_shared_t3")
+    assert con.execute("SELECT count(*) FROM duckdb_databases() "
+                       "WHERE database_name = '__privplan_shared_t3'").fetchall() == [(0,)]
+
+
+def test_a_failure_keeping_or_restoring_changes_nothing_but_time(
+        tmp_path: Path, statements: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeping runs after a charge and restoring may: whatever goes wrong there (here an
+    engine error and a MemoryError, injected) must not fail a query — the session makes the
+    copy again or reads the table inline, with the same answers."""
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    first, _ = _fresh(path, statements)
+
+    def out_of_memory(*_: Any) -> bool:
+        raise MemoryError("injected")
+
+    monkeypatch.setattr(copy_snapshots, "_same_rows", out_of_memory)
+    second, _ = _fresh(path, statements)  # (makes the copy; keeping it fails)
+    assert len(copy_snapshots.snapshots) == 0 and _shared(statements[-1])
+    monkeypatch.undo()
+    third, _ = _fresh(path, statements)  # (makes it again, and keeps it)
+    assert len(copy_snapshots.snapshots) == 1
+
+    def engine_error(*_: Any) -> None:
+        raise duckdb.IOException("injected")
+
+    monkeypatch.setattr(copy_snapshots, "_fill", engine_error)
+    fourth, _ = _fresh(path, statements)  # (restoring fails: made again, after the charge)
+    assert _shared(statements[-1])
+    for df in (second, third, fourth):
+        assert df.equals(first)
+    con = duckdb.connect(str(path), read_only=True)  # (nothing left attached anywhere)
+    assert con.execute("SELECT count(*) FROM duckdb_databases() "
+                       "WHERE database_name LIKE '__privplan%'").fetchall() == [(0,)]
+    con.close()
