@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "fresh_session.py"
 CASES = ["file row-level", "file user-level", "open connection row-level",
-         "open connection user-level", "2,000 keys x 5,000 rows"]
+         "open connection user-level", "2,000 keys x 5,000 rows",
+         "file user-level, 20,000 rows"]
 
 
 def test_fresh_session_quick_writes_json(tmp_path: Path) -> None:
@@ -33,7 +34,7 @@ def test_fresh_session_quick_writes_json(tmp_path: Path) -> None:
     assert data["shared_plan_hits"] >= len(CASES)  # (every timed session after the first)
     # the floors: the engine calls a fresh session made (DuckDB's own query log) include the
     # statement it ran and the catalog reads, and replaying them took time
-    for r in data["results"][2:]:
+    for r in data["results"][2:5]:
         calls = r["engine_calls"]
         assert any(c.startswith("DESCRIBE") for c in calls)
         assert calls[-1].startswith("SELECT") and "__privplan_rows_per_key" in calls[-1]
