@@ -44,8 +44,12 @@ def test_every_memory_a_session_fills_is_registered_and_emptied(tmp_path: Path) 
     assert {"privplan.session.shared_plans", "privplan.engines.file_catalog",
             "privplan.accounting.solver.first_extension", "privplan.sql.totality",
             "privplan.sql.parse", "privplan.gate.outer", "privplan.engines.copy_snapshots",
-            "privplan.engines.domain_values"} <= set(memories())
+            "privplan.engines.domain_values", "privplan.engines.shared_copies"} <= set(memories())
+    from privplan.engines.shared_copies import registry
+
+    assert registry.asked(("planted",)) == 1 and registry.asked(("planted",)) == 2
     outer._CHECKED[("planted",)] = True
     forget_all()
     assert _sizes() == dict.fromkeys(filled, 0)
+    assert registry.asked(("planted",)) == 1  # (counted afresh)
     assert not outer._CHECKED

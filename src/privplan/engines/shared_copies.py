@@ -64,6 +64,7 @@ import duckdb
 from privplan.engines import copy_snapshots
 from privplan.engines.base import COPY_FAILED
 from privplan.errors import ExecutionError
+from privplan.process_memory import kept
 from privplan.rewrite.engine_sql import per_unit_select
 
 __all__ = ["VOLATILE", "SharedCopyRegistry", "SharingEngine", "file_identity", "registry"]
@@ -94,6 +95,11 @@ class SharedCopyRegistry:
         self._users: dict[Hashable, int] = {}
         self._asked: dict[Hashable, int] = {}
         self._count = itertools.count(1)
+
+    def forget_asked(self) -> None:
+        """Forget how many queries read each key's rows (the copies themselves stay)."""
+        with self._guard:
+            self._asked.clear()
 
     def asked(self, key: Hashable) -> int:
         """How many charged queries of the process's sessions have read ``key``'s rows, this
@@ -145,6 +151,7 @@ class SharedCopyRegistry:
 
 
 registry = SharedCopyRegistry()
+kept(__name__, registry.forget_asked)  # (the copies attached now are live: never forgotten)
 
 
 class SharingEngine:

@@ -19,8 +19,9 @@ check), the NOT NULL facts of its schema, the columns of the public tables the p
 without columns, and which copy of a core's bounded rows it reads: none (the reusing session
 must hold none either), or the process's shared copy (:mod:`privplan.engines.shared_copies`,
 named for the file as opened, the policy and the SELECT: the reusing session must read that
-very copy; a plan over a session's own copy is not shared). A plan is reused only if every one of these reads gives the
-same answer in the reusing session: the key is everything planning read, or nothing is cached.
+very copy; a plan over a session's own copy is not shared). A plan is reused only if every
+one of these reads gives the same answer in the reusing session: the key is everything
+planning read, or nothing is cached.
 
 What a cached plan holds that belongs to the session that planned it, and how it is not leaked:
 
