@@ -110,7 +110,8 @@ class PlanReads:
 
     def copies(self, select_sql: str) -> str | None:
         made: str | None = self.engine.materialized(select_sql)
-        if made is not None and self.engine.reads_shared(made):
+        shared = getattr(self.engine, "reads_shared", None)  # (DuckDB's: shared_copies)
+        if made is not None and shared is not None and shared(made):
             # (the process's copy: its name and rows are those of every session that holds
             # it — the same file as opened, policy and SELECT — so the plan is shared, on
             # condition that the reusing session reads that very copy too)
