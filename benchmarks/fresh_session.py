@@ -138,23 +138,25 @@ def _floors(con: Any, policy: Any, sql: str, repeat: int) -> dict[str, Any]:
             "statement_over_ms": r["over_ms"], "noise_median_s": statistics.median(noise)}
 
 
+def _plain_file(db: Path, sql: str) -> Callable[[], Any]:
+    """Plain DuckDB answering ``sql`` on a fresh read-only connection to ``db`` each time."""
+    def run() -> Any:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return con.execute(sql).df()
+        finally:
+            con.close()
+    return run
+
+
 def file_cases(db: Path, repeat: int) -> list[dict[str, Any]]:
     """(a) and (b) at the database's size."""
     out = []
     policies = {"row-level": (demo_policy_path(), ROW_SQL),
                 "user-level": (demo_policy_path().with_name("policy_patients.yaml"), USER_SQL)}
 
-    def plain_file(sql: str) -> Callable[[], Any]:
-        def run() -> Any:
-            con = duckdb.connect(str(db), read_only=True)
-            try:
-                return con.execute(sql).df()
-            finally:
-                con.close()
-        return run
-
     for level, (policy, sql) in policies.items():
-        r = _interleaved(_fresh_answer(db, policy, sql), plain_file(sql), repeat)
+        r = _interleaved(_fresh_answer(db, policy, sql), _plain_file(db, sql), repeat)
         out.append({"case": f"file {level}", "sql": sql, **r})
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -188,14 +190,7 @@ def big_user_case(rows: int, repeat: int, data_dir: Path) -> dict[str, Any]:
     answer()
     inline = time.perf_counter() - start
 
-    def plain() -> Any:
-        con = duckdb.connect(str(db), read_only=True)
-        try:
-            return con.execute(USER_SQL).df()
-        finally:
-            con.close()
-
-    r = _interleaved(answer, plain, min(repeat, 7))
+    r = _interleaved(answer, _plain_file(db, USER_SQL), min(repeat, 7))
     return {"case": f"file user-level, {rows:,} rows", "sql": USER_SQL, "rows": rows,
             **r, "first_s": inline, "second_s": r["first_s"]}
 

@@ -425,13 +425,13 @@ class Session(SessionViews, Generic[B]):
         self._require_open()
         if (cached := self._plans.get(key := plan_key(self, sql, budget), self.policy)) is not None:
             return reuse(self, cached)
-        generation = self.engine.generation
         shared = self._shared.get(process_key := SharedPlans.key(self, sql, budget), self)
+        # (the lookup may have adopted the process's copy, moving the engine's generation: what
+        # is cached from here on is keyed by the engine as it is now)
+        generation, key = self.engine.generation, plan_key(self, sql, budget)
         if shared is not None:  # planned by another session over the same schema (see there)
-            if self.engine.generation == generation:
-                self._plans.put(plan_key(self, sql, budget), self.policy, shared)
+            self._plans.put(key, self.policy, shared)
             return reuse(self, shared)
-        generation = self.engine.generation  # (the lookup may have adopted the process's copy)
         shaped = shape(sql, budget, self.policy, self.kind)  # (the front doors, in order)
         if shaped.per_unit is not None:
             self._define_per_unit(shaped.per_unit)
