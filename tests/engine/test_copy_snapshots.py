@@ -186,3 +186,67 @@ def test_a_failure_keeping_or_restoring_changes_nothing_but_time(
     assert con.execute("SELECT count(*) FROM duckdb_databases() "
                        "WHERE database_name LIKE '__privplan%'").fetchall() == [(0,)]
     con.close()
+
+
+def test_a_copy_left_attached_with_no_reader_never_answers(
+        tmp_path: Path, statements: list[str]) -> None:
+    """A copy stays attached after its last reader only if that reader's DETACH failed; a
+    later session does not look for it (no reader: ~0.8 ms saved) but restoring over it fails,
+    detaches it, and the session reads inline or restores afresh. Here the stale database holds
+    wrong rows, on an instance a plain connection keeps alive: they never reach an answer."""
+    from privplan.engines.shared_copies import registry
+
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    first, _ = _fresh(path, statements)
+    for _ in range(2):  # (the second makes the copy and keeps it)
+        _fresh(path, statements)
+    (key,) = list(copy_snapshots.snapshots._known)
+    alias = registry.alias(key)
+    assert registry.users(key) == 0
+    keeper = duckdb.connect(str(path), read_only=True)  # (the instance outlives the sessions)
+    keeper.execute(f"ATTACH ':memory:' AS {alias} (READ_WRITE)")
+    keeper.execute(f"CREATE TABLE {alias}.rows AS SELECT * FROM visits LIMIT 0")
+    keeper.execute(f"CREATE TABLE {alias}.ready (x INTEGER)")
+    try:
+        for _ in range(2):
+            df, _ = _fresh(path, statements)
+            assert df.equals(first)
+        assert _shared(statements[-1])
+        # (the stale database was detached, the restored one released with its last reader)
+        assert keeper.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name "
+                              "= ?", [alias]).fetchall() == [(0,)]
+    finally:
+        keeper.close()
+
+
+def test_a_statement_over_a_copy_is_bound_once_per_process_where_the_copy_is_read(
+        tmp_path: Path, statements: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding a text that names a shared copy (``__privplan_shared_N``) answers the same in
+    every engine reading that copy (the name means one key's columns): the fresh sessions after
+    the first over a restored copy bind nothing; an engine that does not read the copy named
+    gets no kept answer (it binds, and fails, as before)."""
+    from privplan.engines.file_catalog import file_catalog
+
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    bound: list[str] = []
+    bind = duckdb.DuckDBPyConnection.sql
+
+    def recorded(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        bound.append(query)
+        return bind(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(duckdb.DuckDBPyConnection, "sql", recorded)
+    answers = []
+    for _ in range(5):
+        bound.clear()
+        answers.append(_fresh(path, statements)[0])
+    assert _shared(statements[-1]) and answers[-1].equals(answers[0])
+    assert not any(_shared(q) for q in bound)  # (the fifth bound no statement over the copy)
+    shared_text = statements[-1]
+    with pp.connect(path, policy=POLICY, budget=pp.PureDP(1000)) as sess:
+        engine = sess.engine
+        assert not engine.shared_aliases()
+        assert file_catalog.key(engine, "bind", shared_text) is None
+        assert file_catalog.key(engine, "bind", "SELECT 1") is not None
+        with pytest.raises(pp.errors.UnsupportedQueryError):
+            engine.bind(shared_text)  # (not attached to this instance: binding fails)

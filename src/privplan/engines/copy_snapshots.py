@@ -151,14 +151,11 @@ def _fill(con: duckdb.DuckDBPyConnection, alias: str, snap: _Snapshot) -> None:
     CHECKPOINT, as a copy being made is): compressing ~1M rows took as long as filling them
     (~150 ms each), for statements ~10 ms faster; its memory, as the snapshot's, is bounded by
     :data:`MAX_BYTES` and freed with the session."""
-    view = f"__privplan_snapshot_{id(snap):x}"
-    con.execute(f"ATTACH ':memory:' AS {alias} (READ_WRITE)")
-    con.execute(f'CREATE TABLE {alias}."rows"{snap.columns}')
-    con.register(view, snap.rows)
-    try:
-        con.execute(f'INSERT INTO {alias}."rows" SELECT * FROM "{view}"')
-    finally:
-        con.unregister(view)
+    # (one call for the database and its table, and the rows inserted from a relation over
+    # the Arrow table rather than a view registered and dropped: ~0.6 ms of a fresh session)
+    con.execute(f"ATTACH ':memory:' AS {alias} (READ_WRITE); "
+                f'CREATE TABLE {alias}."rows"{snap.columns}')
+    con.from_arrow(snap.rows).insert_into(f'{alias}."rows"')
 
 
 def _same_rows(con: duckdb.DuckDBPyConnection, alias: str, snap: _Snapshot) -> bool:

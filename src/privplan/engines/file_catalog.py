@@ -16,9 +16,17 @@ answers cannot differ from the engine's that asked first:
   no connection of this process can open it for writing), and has registered nothing (a
   registered object can change in place) and defined no view (a name the text reads could
   mean something else in another session);
-* the statement names no database privplan attaches per engine or per copy (``__privplan_work_``,
-  ``__privplan_durable_``, ``__privplan_shared_``): those names are the engine's own or are
-  released with the last reader, so what binds in one engine need not in another.
+* the statement names no database privplan attaches per engine (``__privplan_work_``,
+  ``__privplan_durable_``): those names are the engine's own, so what binds in one engine need
+  not in another;
+* a shared copy's database it names (``__privplan_shared_N``) is one this engine reads now
+  (:meth:`~privplan.engines.shared_copies.SharingEngine.shared_aliases`). The process gives
+  that name to one key only (the file as opened, the policy, the copy's SELECT), and every
+  copy of a key has the same columns and types: made by that SELECT over that file state, or
+  restored from it by its exact ``CREATE TABLE`` and checked to have the same types
+  (:mod:`.copy_snapshots`). So binding it where it is attached answers the same in every engine
+  (~1.4 ms of a fresh user-level session over a restored copy); where it is not attached the
+  statement is bound (and fails) as before.
 
 Privacy: nothing here depends on a row; a hit skips a check whose answer is known, and every
 statement still runs on the engine itself after its charge. A wrong hit could only make a
@@ -28,6 +36,7 @@ which the conditions above exclude.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Hashable
 from typing import Any
@@ -36,7 +45,8 @@ from privplan.process_memory import kept
 
 __all__ = ["FileCatalog", "file_catalog"]
 
-_PER_ENGINE = ("__privplan_work_", "__privplan_durable_", "__privplan_shared_")
+_PER_ENGINE = ("__privplan_work_", "__privplan_durable_")
+_SHARED = re.compile(r"__privplan_shared_\d+")
 _MAX_ENTRIES = 4096
 
 
@@ -53,6 +63,9 @@ class FileCatalog:
         another engine's answer could differ (see the module)."""
         identity = engine.file_as_opened()
         if identity is None or any(p in text for p in _PER_ENGINE):
+            return None
+        named = set(_SHARED.findall(text))
+        if named and not named <= engine.shared_aliases():
             return None
         return (identity, kind, text)
 

@@ -35,8 +35,8 @@ sessions of the process asked, never on a row (timing, DESIGN.md §1, is out of 
 failure making it is the session copy's failure (``COPY_FAILED``, withheld) and leaves nothing
 attached. A plan over a shared copy is shared by the process's sessions on condition that
 the reusing session reads that very copy too (:mod:`privplan.session.shared_plans`: the copy
-is one of the reads replayed); each session binds its statements again (the copy's database
-is attached per instance, so :mod:`.file_catalog` keeps no bind naming it).
+is one of the reads replayed); a statement naming the copy is bound once per process where
+the engine reads that copy (:mod:`.file_catalog`: the name means one key's columns).
 
 The key's identity is taken before the file is opened and again after (DuckDB's lock then
 keeps writers out): a file written in between is not shared at all. A copy is dropped
@@ -145,7 +145,7 @@ class SharedCopyRegistry:
             return True
 
     def users(self, key: Hashable) -> int:
-        """How many engines read ``key``'s copy now (tests)."""
+        """How many engines read ``key``'s copy now (none: it is attached nowhere)."""
         with self._guard:
             return self._users.get(key, 0)
 
@@ -196,6 +196,10 @@ class SharingEngine:
             return None
         return (identity, self._share_scope, select_sql)
 
+    def shared_aliases(self) -> set[str]:
+        """The databases of the shared copies this engine reads (attached to its instance)."""
+        return {table.rsplit(".", 1)[0] for _, table in self._adopted.values()}
+
     def reads_shared(self, table: str) -> bool:
         """Whether ``table`` is a shared copy this engine reads (named for the process)."""
         return any(name == table for _, name in self._adopted.values())
@@ -228,7 +232,12 @@ class SharingEngine:
         try:
             # (not attached here: made by an instance that has ended, its rows kept for the
             # process — copy_snapshots — or made now, after the charge)
-            if not self._attached(alias) and not copy_snapshots.restore(self.con, key, alias):
+            # (attached only while some engine of the process reads it: the last to release
+            # it detaches it, so with no reader there is nothing to look for — ~0.8 ms of a
+            # fresh session; a copy left attached by a failed DETACH makes restoring fail,
+            # which detaches it and reads or makes the copy as if none were kept)
+            attached = registry.users(key) > 0 and self._attached(alias)
+            if not attached and not copy_snapshots.restore(self.con, key, alias):
                 if not make:
                     return None
                 self._make_shared(alias, select_sql, key)
