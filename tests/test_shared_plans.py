@@ -202,3 +202,54 @@ def test_a_user_level_plan_is_shared_and_answers_alike(built: list[str]) -> None
         reused = _answer(second)
     assert built == [SQL] and shared_plans.hits == 1
     pd.testing.assert_frame_equal(planned, reused, check_exact=True)
+
+
+def _described(con: Any) -> list[str]:
+    """The DESCRIBE statements DuckDB's query log recorded since logging was enabled."""
+    return [m for (m,) in con.execute(
+        "SELECT message FROM duckdb_logs WHERE type = 'QueryLog' AND message LIKE 'DESCRIBE%'"
+    ).fetchall()]
+
+
+def test_a_public_table_is_described_only_by_the_queries_that_join_it(
+        tmp_path: Path, built: list[str]) -> None:
+    """The policy's public tables listed without columns are described when a query joins
+    one, not for every query (on a connection the caller holds, every plan's reads are
+    described afresh per session: each public table cost a DESCRIBE per query). A shared plan
+    that joins none depends on none: the caller dropping the public table changes nothing for
+    it, and a query joining it is refused as before."""
+    from privplan.demo.data import demo_policy_path, write_demo_database
+
+    path = write_demo_database(tmp_path / "d.duckdb", rows=400)
+    con = duckdb.connect(str(path))
+    plain = "SELECT hospital, COUNT(*) AS n FROM visits GROUP BY hospital"
+    joined = ("SELECT h.region, COUNT(*) AS n FROM visits v JOIN hospitals h "
+              "ON v.hospital = h.hospital GROUP BY h.region")
+    con.execute("CALL enable_logging('QueryLog')")
+    try:
+        answers = []
+        for _ in range(2):
+            with pp.connect(con, policy=demo_policy_path(), budget=pp.PureDP(10)) as sess, \
+                    noise_disabled():
+                answers.append(sess.sql(plain, epsilon=1).df)
+        assert not any("hospitals" in d for d in _described(con))
+        assert len(built) == 1 and answers[1].equals(answers[0])
+        with pp.connect(con, policy=demo_policy_path(), budget=pp.PureDP(10)) as sess, \
+                noise_disabled():
+            by_region = sess.sql(joined, epsilon=1).df
+        assert any("hospitals" in d for d in _described(con))
+        expected = con.execute(joined).df()
+        assert sorted(zip(by_region["region"], by_region["n"])) == sorted(
+            zip(expected["region"], expected["n"]))
+        con.execute("DROP TABLE hospitals")
+        with pp.connect(con, policy=demo_policy_path(), budget=pp.PureDP(10)) as sess, \
+                noise_disabled():
+            res = sess.sql(plain, epsilon=1)
+            assert res.df.equals(answers[0])
+            with pytest.raises(pp.errors.PrivplanError):
+                sess.sql(joined, epsilon=1)
+            assert sess.account.spent() == res.cost  # (the refused join spent nothing)
+        assert len(built) == 3  # (the plain plan planned once, shared after the DROP too)
+    finally:
+        con.execute("CALL disable_logging()")
+        con.close()

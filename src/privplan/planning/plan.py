@@ -25,6 +25,7 @@ from privplan.planning.costs import PlannedQuery, plan_costs
 from privplan.planning.options import QueryOptions
 from privplan.planning.passes import Binding, bind_core
 from privplan.sql.builder import build_plan
+from privplan.sql.joins import PublicColumnsLookup
 from privplan.sql.parse import parse_statement
 from privplan.sql.per_unit import MARK
 
@@ -41,7 +42,7 @@ class Effects:
 
 
 def plan_query(sql: str, options: QueryOptions, value: Any, *, policy: Any,
-               public_columns: dict[str, set[str]], query_id: str,
+               public_columns: PublicColumnsLookup, query_id: str,
                binding: Binding | None = None,
                schema_not_null: Callable[[Any], frozenset[str]] | None = None
                ) -> tuple[PlannedQuery, Effects]:

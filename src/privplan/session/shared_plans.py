@@ -64,6 +64,7 @@ from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.gate import Admission
 from privplan.planning.passes import bounded_select
 from privplan.process_memory import kept
+from privplan.session.catalog import PublicColumns
 from privplan.session.plan_cache import LRU, cacheable, frozen_value
 
 __all__ = ["MAX_SHARED", "PlanReads", "SharedPlans", "policy_key", "shared_plans"]
@@ -103,10 +104,9 @@ class PlanReads:
         self.facts.append(("not_null", table, found))
         return found
 
-    def public_columns(self) -> dict[str, set[str]]:
-        found: dict[str, set[str]] = self.catalog.public_columns()
-        self.facts.append(("public", None, {k: frozenset(v) for k, v in found.items()}))
-        return found
+    def public_columns(self) -> PublicColumns:
+        return PublicColumns(self.catalog, lambda name, found: self.facts.append(
+            ("public", name, found)))
 
     def copies(self, select_sql: str) -> str | None:
         made: str | None = self.engine.materialized(select_sql)
@@ -151,7 +151,8 @@ def _replay(sess: Any, facts: tuple[tuple[str, Any, Any], ...]) -> bool:
         elif kind == "copy":
             now = sess.engine.materialized(arg)  # (adopts the process's copy, as planning did)
         else:
-            now = {k: frozenset(v) for k, v in catalog.public_columns().items()}
+            found = catalog.public_table_columns(arg)
+            now = None if found is None else frozenset(found)
         if now != answer:
             return False
     return True

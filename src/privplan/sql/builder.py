@@ -34,6 +34,7 @@ from privplan.sql.columns_and_keys import (
 from privplan.sql.columns_and_keys import strip_qualifiers as _strip_qualifiers
 from privplan.sql.expression_bounds import Bounded, NotBoundable, bound_expression, clamped
 from privplan.sql.joins import (
+    PublicColumnsLookup,
     private_join_target,
     resolve_joins,
     resolve_private_join,
@@ -46,7 +47,7 @@ from privplan.sql.validate import NESTED_FIX, NESTED_WHY, refuse, validate_state
 
 
 def build_plan(sql: str, statement: exp.Expression, policy: Policy,
-               public_columns: dict[str, set[str]] | None = None,
+               public_columns: PublicColumnsLookup | None = None,
                clamps: Mapping[str, tuple[Any, Any]] | None = None,
                listed_keys_first: bool = False,
                schema_not_null: Callable[[Any], frozenset[str]] | None = None) -> QueryPlan:
@@ -115,7 +116,7 @@ def _union_branches(node: exp.Expression) -> list[exp.Select]:
 
 class _CoreBuilder(ColumnsAndKeys, MeasureBuilder):
     def __init__(self, sql: str, select: exp.Select, policy: Policy, prefix: str,
-                 public_columns: dict[str, set[str]] | None = None,
+                 public_columns: PublicColumnsLookup | None = None,
                  clamps: Mapping[str, tuple[Any, Any]] | None = None) -> None:
         self.public_columns = public_columns
         self.clamps = {k.lower(): v for k, v in (clamps or {}).items()}

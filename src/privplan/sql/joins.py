@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
-from typing import Any
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -57,6 +57,13 @@ class PublicJoin:
 class _PrivateJoin(Exception):
     def __init__(self, index: int, table: Any) -> None:
         self.index, self.table = index, table
+
+
+class PublicColumnsLookup(Protocol):
+    """The columns of a public table the policy lists without columns, by the table's name
+    (a dict, or the session's lookup that describes only the tables asked for)."""
+
+    def get(self, name: str, default: Any = None, /) -> Any: ...
 
 
 def private_name(column: str) -> str:
