@@ -250,3 +250,46 @@ def test_a_statement_over_a_copy_is_bound_once_per_process_where_the_copy_is_rea
         assert file_catalog.key(engine, "bind", "SELECT 1") is not None
         with pytest.raises(pp.errors.UnsupportedQueryError):
             engine.bind(shared_text)  # (not attached to this instance: binding fails)
+
+
+def _killed_writer(path: Path, statement: str) -> None:
+    """A process that commits ``statement`` to the file and is killed before any checkpoint:
+    its change stays in the write-ahead log, the file itself untouched."""
+    import os
+    import subprocess
+    import sys
+
+    before = os.stat(path)
+    code = (f"import duckdb, os\ncon = duckdb.connect({str(path)!r})\n"
+            "con.execute(\"SET checkpoint_threshold = '1GB'\")\n"
+            f"con.execute({statement!r})\nos._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    after = os.stat(path)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    assert Path(f"{path}.wal").exists()
+
+
+def test_a_writer_killed_before_its_checkpoint_changes_the_file_state(
+        tmp_path: Path, statements: list[str]) -> None:
+    """Injected fault: rows committed by a writer killed before its checkpoint live only in the
+    write-ahead log, which a read-only connection replays. The process's copy, binds and
+    plans were kept for the file as it was; a session after the kill reads the new rows (the
+    file's identity includes its log), and a change of schema in the log is refused before the
+    charge instead of failing after it."""
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    for _ in range(3):
+        before, _ = _fresh(path, statements)
+    assert _shared(statements[-1]) and len(copy_snapshots.snapshots) == 1
+    _killed_writer(path, "INSERT INTO visits SELECT visit_id + 100000, 999999, 'A', "
+                         "'oncology', visit_date, age, sex, cost, length_of_stay, TRUE "
+                         "FROM visits LIMIT 1")
+    after, _ = _fresh(path, statements)
+    assert not _shared(statements[-1])  # (the new state's rows: bounded inline)
+    got = after.set_index(["hospital", "department"])["n"]
+    was = before.set_index(["hospital", "department"])["n"]
+    assert got.loc[("A", "oncology")] == was.loc[("A", "oncology")] + 1
+    _killed_writer(path, "ALTER TABLE visits RENAME COLUMN cost TO cost_usd")
+    with pp.connect(path, policy=POLICY, budget=pp.PureDP(1000)) as sess:
+        with pytest.raises(pp.errors.PolicyError, match="cost"):
+            sess.sql(SQL, epsilon=1)
+        assert sess.account.spent() == pp.PureDP(0)

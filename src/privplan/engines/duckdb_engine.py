@@ -34,7 +34,7 @@ from privplan.engines.durable_copies import copy_name, open_copies
 from privplan.engines.file_catalog import file_catalog
 from privplan.engines.frames import duckdb_frame
 from privplan.engines.recognise import KINDS, missing_file
-from privplan.engines.shared_copies import SharingEngine, file_identity
+from privplan.engines.shared_copies import FileIdentity, SharingEngine, file_identity
 from privplan.errors import ExecutionError, PolicyError, UnsupportedQueryError
 
 
@@ -86,7 +86,7 @@ class DuckDBEngine(SharingEngine, DuckDBProbes):
         self._catalog_locked = False
         # the file as it was opened (read only), its copies shared with the process's other
         # sessions of the same policy (see shared_copies): None where copies are not shared
-        self._identity: tuple[str, int, int, int, int] | None = None
+        self._identity: FileIdentity | None = None
         self._share_scope: Hashable | None = None
         self._views_defined = False
         self._adopted: dict[str, tuple[Hashable, str]] = {}  # select -> (key, shared table)

@@ -9,8 +9,8 @@ session's ~10 ms at 1k rows, ~5 ms at user level (the per-unit statement is long
 
 Both answers are functions of the file's catalog alone: binding and ``DESCRIBE`` read no row.
 They are kept here, per file **as it was opened** (:func:`~privplan.engines.shared_copies.
-file_identity`: real path, device, inode, mtime, size), and given only to an engine whose
-answers cannot differ from the engine's that asked first:
+file_identity`: real path, device, inode, mtime, size, and the write-ahead log's), and given
+only to an engine whose answers cannot differ from the engine's that asked first:
 
 * the engine opened the file itself, read only (DuckDB's file lock keeps every writer out, and
   no connection of this process can open it for writing), and has registered nothing (a

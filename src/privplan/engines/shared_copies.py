@@ -14,7 +14,7 @@ in-memory database of its own, attached to the instance under a name this regist
 its **key**:
 
 * the data file's identity when the engine opened it (real path, device, inode, modification
-  time in ns, size: ``file_identity``);
+  time in ns, size, and its write-ahead log's: ``file_identity``);
 * the policy's content (:func:`privplan.session.shared_plans.policy_key`, set by the session);
 * the exact SELECT text (which names the table, its typed columns and every bound and grid).
 
@@ -67,20 +67,40 @@ from privplan.errors import ExecutionError
 from privplan.process_memory import kept
 from privplan.rewrite.engine_sql import per_unit_select
 
-__all__ = ["VOLATILE", "SharedCopyRegistry", "SharingEngine", "file_identity", "registry"]
+__all__ = ["VOLATILE", "FileIdentity", "SharedCopyRegistry", "SharingEngine", "file_identity",
+           "registry"]
 
 VOLATILE = ("random(", "uuid(", "setseed(", "now(", "current_timestamp", "current_date",
             "current_time", "nextval(")
 """Functions whose value is not a function of the rows: a text calling one is never shared."""
 
 
-def file_identity(path: Path) -> tuple[str, int, int, int, int] | None:
-    """The data file as it is now (real path, device, inode, mtime in ns, size), or None."""
+FileIdentity = tuple[str, int, int, int, int, tuple[int, int] | None]
+"""A DuckDB file's state: real path, device, inode, mtime in ns, size, and its write-ahead
+log's (mtime in ns, size), None without one."""
+
+
+def file_identity(path: Path) -> FileIdentity | None:
+    """The data file as it is now (:data:`FileIdentity`), or None.
+
+    Why the write-ahead log: a writer killed before its checkpoint leaves its committed rows
+    (and schema changes) in ``<file>.wal`` with the file itself untouched, and a read-only
+    connection replays that log: the file alone would name the old state, and a copy, bind or
+    plan kept for it would be given to a session reading the new one (a stale answer; a
+    statement that binds no more, failing after its charge). Opening read only leaves both
+    files as they are (checked by the tests), so equal identities mean equal contents."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    try:
+        wal = os.stat(f"{path}.wal")
+        log: tuple[int, int] | None = (wal.st_mtime_ns, wal.st_size)
+    except FileNotFoundError:
+        log = None
+    except OSError:
+        return None
+    return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, log)
 
 
 class SharedCopyRegistry:
@@ -163,7 +183,7 @@ class SharingEngine:
     generation: int
     _registered: dict[str, Any]
     _catalog_locked: bool
-    _identity: tuple[str, int, int, int, int] | None
+    _identity: FileIdentity | None
     _share_scope: Hashable | None
     _views_defined: bool
     _adopted: dict[str, tuple[Hashable, str]]
@@ -173,7 +193,7 @@ class SharingEngine:
         (the session's policy content) over the same file state: see :meth:`_share_key`."""
         self._share_scope = scope
 
-    def file_as_opened(self) -> tuple[str, int, int, int, int] | None:
+    def file_as_opened(self) -> FileIdentity | None:
         """The file's identity where nothing but the file as it was opened can decide what a
         name means here: opened by this engine, read only (DuckDB's file lock keeps writers
         out), nothing registered and no view defined. None otherwise. What this engine's
