@@ -39,3 +39,13 @@ def test_fresh_session_quick_writes_json(tmp_path: Path) -> None:
         assert any(c.startswith("DESCRIBE") for c in calls)
         assert calls[-1].startswith("SELECT") and "__privplan_rows_per_key" in calls[-1]
         assert r["statement_median_s"] > 0 and r["noise_median_s"] > 0
+    # on the file: the setting, the process's kept copy restored at user level (the second
+    # fresh session made it), the statement (over the copy at user level)
+    row, user = data["results"][:2]
+    assert row["engine_calls"][0] == user["engine_calls"][0] == (
+        "SET python_enable_replacements = false")
+    assert user["engine_calls"][1].startswith("(restore __privplan_shared_")
+    assert "__privplan_shared_" in user["engine_calls"][-1]
+    assert "__privplan_shared_" not in row["engine_calls"][-1]
+    for r in (row, user):
+        assert r["statement_median_s"] > 0 and r["noise_median_s"] > 0
