@@ -10,6 +10,7 @@ named relation of stand-in rows instead of the private table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from privplan.engines.data_files import missing_csv_columns
@@ -169,8 +170,8 @@ class PublicColumns:
     exactly the tables it depends on."""
 
     def __init__(self, catalog: SessionCatalog,
-                 record: Any = None) -> None:
-        self._catalog, self._record = catalog, record
+                 record: Callable[[str, frozenset[str] | None], None] | None = None) -> None:
+        self._catalog, self._record = catalog, record  # (record: each answer, as planned)
 
     def __bool__(self) -> bool:
         return True
