@@ -293,3 +293,50 @@ def test_a_writer_killed_before_its_checkpoint_changes_the_file_state(
         with pytest.raises(pp.errors.PolicyError, match="cost"):
             sess.sql(SQL, epsilon=1)
         assert sess.account.spent() == pp.PureDP(0)
+
+
+def test_fresh_sessions_in_threads_restore_read_and_release_the_copy_alike(
+        tmp_path: Path, statements: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Concurrent starts: threads each opening fresh sessions on the file (one DuckDB instance
+    while any of them is open, a new one when all are closed), so restoring, adopting and
+    detaching the process's copy interleave in every order the scheduler finds. Every answer
+    is the inline one (noise off), nothing fails, and nothing is left attached."""
+    import threading
+
+    path = write_demo_database(tmp_path / "d.duckdb", rows=600)
+    first, _ = _fresh(path, [])
+    _fresh(path, [])  # (the process's second query: the copy made and kept)
+    assert len(copy_snapshots.snapshots) == 1
+    answers: list[pd.DataFrame] = []
+    errors: list[BaseException] = []
+    restored: list[bool] = []
+    restore = copy_snapshots.restore
+
+    def counted(*args: Any) -> bool:
+        restored.append(restore(*args))
+        return restored[-1]
+
+    monkeypatch.setattr(copy_snapshots, "restore", counted)
+
+    def worker() -> None:
+        for _ in range(6):
+            try:
+                answers.append(_fresh(path, [])[0])
+            except BaseException as err:  # noqa: BLE001 - reported below
+                errors.append(err)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+    assert len(answers) == 24 and all(df.equals(first) for df in answers)
+    # (the threads restored the copy, and read it: every statement after the first two)
+    assert any(restored) and all(_shared(s) for s in statements[2:])
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM duckdb_databases() "
+                           "WHERE database_name LIKE '__privplan%'").fetchall() == [(0,)]
+    finally:
+        con.close()
