@@ -200,7 +200,7 @@ def test_a_copy_left_attached_with_no_reader_never_answers(
     first, _ = _fresh(path, statements)
     for _ in range(2):  # (the second makes the copy and keeps it)
         _fresh(path, statements)
-    (key,) = list(copy_snapshots.snapshots._known)
+    (key,) = list(copy_snapshots.snapshots._entries)
     alias = registry.alias(key)
     assert registry.users(key) == 0
     keeper = duckdb.connect(str(path), read_only=True)  # (the instance outlives the sessions)
@@ -340,3 +340,16 @@ def test_fresh_sessions_in_threads_restore_read_and_release_the_copy_alike(
                            "WHERE database_name LIKE '__privplan%'").fetchall() == [(0,)]
     finally:
         con.close()
+
+
+def test_the_kept_copies_are_bounded_by_bytes_least_recently_used_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_snapshots, "MAX_BYTES", 100)
+    kept = copy_snapshots._Snapshots()
+    snap = {name: copy_snapshots._Snapshot("(x INTEGER);", None, 40) for name in "abc"}
+    kept.put("a", snap["a"])
+    kept.put("b", snap["b"])
+    assert kept.get("a") is snap["a"]  # (a used last: b is the oldest now)
+    kept.put("c", snap["c"])  # (120 bytes: one must go)
+    assert kept.get("b") is None and kept.get("a") is snap["a"] and kept.get("c") is snap["c"]
+    assert len(kept) == 2

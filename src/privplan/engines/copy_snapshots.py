@@ -31,14 +31,13 @@ that DDL and filled from the Arrow rows, so statements read it exactly as the fi
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 
+from privplan.lru import LRU
 from privplan.process_memory import kept
 
 __all__ = ["MAX_BYTES", "keep", "restore", "snapshots"]
@@ -55,35 +54,22 @@ class _Snapshot:
     nbytes: int
 
 
-class _Snapshots:
-    """The process's snapshots by shared-copy key, least recently used first."""
+class _Snapshots(LRU[_Snapshot]):
+    """The process's snapshots by shared-copy key, least recently used dropped first while
+    their rows exceed :data:`MAX_BYTES` in all (a snapshot larger than that is never put:
+    :func:`keep` stops reading it)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._known: OrderedDict[Hashable, _Snapshot] = OrderedDict()
+        super().__init__(max_entries=0)  # (bounded by bytes: _too_full)
+
+    def _too_full(self) -> bool:
+        return sum(s.nbytes for s in self._entries.values()) > MAX_BYTES
 
     def get(self, key: Hashable) -> _Snapshot | None:
-        with self._lock:
-            found = self._known.get(key)
-            if found is not None:
-                self._known.move_to_end(key)
-            return found
+        return self._found(key)
 
     def put(self, key: Hashable, snap: _Snapshot) -> None:
-        with self._lock:
-            self._known.pop(key, None)
-            while self._known and sum(s.nbytes for s in self._known.values()) + (
-                    snap.nbytes) > MAX_BYTES:
-                self._known.popitem(last=False)
-            self._known[key] = snap
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._known)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._known.clear()
+        self._store(key, snap)
 
 
 snapshots = _Snapshots()

@@ -41,15 +41,14 @@ Why this is safe (the privacy argument):
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from privplan.engines.base import SchemaChanged
 from privplan.gate import Admission
 from privplan.gate.outer import check_outer_query
+from privplan.lru import LRU
 from privplan.planning.costs import PlannedQuery
 from privplan.sql.per_unit import MARK
 
@@ -87,41 +86,6 @@ def frozen_value(value: Any) -> Hashable | None:
 class _Entry:
     policy: Any  # held, so the id in the key cannot be reused by another object
     admission: Admission
-
-
-V = TypeVar("V")
-
-
-class LRU(Generic[V]):
-    """A thread-safe mapping of at most ``max_entries`` values, least recently used dropped
-    first (the session's plans, and the process's shared ones)."""
-
-    def __init__(self, max_entries: int) -> None:
-        self._entries: OrderedDict[Hashable, V] = OrderedDict()
-        self._max = max_entries
-        self._lock = threading.Lock()  # (a session may be shared by threads)
-
-    def _found(self, key: Hashable) -> V | None:
-        """The value under ``key`` (marked recently used), or None."""
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-        return value
-
-    def _store(self, key: Hashable, value: V) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 class PlanCache(LRU[_Entry]):

@@ -62,10 +62,11 @@ from typing import Any
 
 from privplan.engines.duckdb_engine import DuckDBEngine
 from privplan.gate import Admission
+from privplan.lru import LRU
 from privplan.planning.passes import bounded_select
 from privplan.process_memory import kept
 from privplan.session.catalog import PublicColumns
-from privplan.session.plan_cache import LRU, cacheable, frozen_value
+from privplan.session.plan_cache import cacheable, frozen_value
 
 __all__ = ["MAX_SHARED", "PlanReads", "SharedPlans", "policy_key", "shared_plans"]
 
